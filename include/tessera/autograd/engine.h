@@ -1,0 +1,20 @@
+#pragma once
+// The backward engine: dependency counts + a ready queue ordered by node creation (latest first),
+// no recursion. Saved tensors are freed as soon as their node has run unless retain_graph.
+#include <vector>
+
+#include "tessera/core/tensor.h"
+
+namespace tessera::autograd {
+
+// Accumulates d(sum(tensors * grad_tensors))/d(leaf) into every leaf's .grad.
+void backward(const TensorList& tensors, const TensorList& grad_tensors = {},
+              bool retain_graph = false, bool create_graph = false);
+
+// Returns d(sum(outputs * grad_outputs))/d(input) for each input without touching .grad.
+// retain_graph defaults to create_graph. Unused inputs raise unless allow_unused (then undefined).
+TensorList grad(const TensorList& outputs, const TensorList& inputs,
+                const TensorList& grad_outputs = {}, std::optional<bool> retain_graph = {},
+                bool create_graph = false, bool allow_unused = false);
+
+}  // namespace tessera::autograd

@@ -1,0 +1,57 @@
+#pragma once
+// Type-safe kernel registry keyed by (op key, device type).
+//
+// An op key is a type that names the kernel signature:
+//   TESSERA_DECLARE_KERNEL(add_kernel, void(TensorIterator&, const Scalar& alpha));
+// Backends register an implementation whose type must match exactly (checked at compile time):
+//   TESSERA_REGISTER_KERNEL(add_kernel, DeviceType::CPU, cpu_add);
+// and ops call it with arguments that must convert to the signature:
+//   call_kernel<add_kernel>(device, iter, alpha);
+// Lookup is an array index: no strings, no void* casts.
+#include <array>
+#include <string_view>
+
+#include "tessera/core/device.h"
+#include "tessera/core/error.h"
+
+namespace tessera {
+
+template <class Key>
+struct KernelTable {
+  using Fn = typename Key::Signature;
+  static inline std::array<Fn*, kNumDeviceTypes> kernels{};
+};
+
+template <class Key>
+bool register_kernel(DeviceType device, typename Key::Signature* fn) {
+  KernelTable<Key>::kernels[static_cast<int>(device)] = fn;
+  return true;
+}
+
+template <class Key>
+bool has_kernel(DeviceType device) {
+  return KernelTable<Key>::kernels[static_cast<int>(device)] != nullptr;
+}
+
+template <class Key, class... Args>
+decltype(auto) call_kernel(Device device, Args&&... args) {
+  auto* fn = KernelTable<Key>::kernels[static_cast<int>(device.type)];
+  TESSERA_CHECK(fn != nullptr, NotImplementedError, "[", Key::name, "] expected a kernel for ",
+                device.str(), ", got none registered");
+  return fn(std::forward<Args>(args)...);
+}
+
+}  // namespace tessera
+
+#define TESSERA_DECLARE_KERNEL(key, ...)                  \
+  struct key {                                            \
+    using Signature = __VA_ARGS__;                        \
+    static constexpr std::string_view name = #key;        \
+  }
+
+#define TESSERA_KERNEL_CONCAT_(a, b) a##b
+#define TESSERA_KERNEL_CONCAT(a, b) TESSERA_KERNEL_CONCAT_(a, b)
+// Registers fn (a function or captureless lambda) as key's kernel for device at load time.
+#define TESSERA_REGISTER_KERNEL(key, device, fn)                                            \
+  [[maybe_unused]] static const bool TESSERA_KERNEL_CONCAT(tessera_registered_, __LINE__) = \
+      ::tessera::register_kernel<key>(device, fn)

@@ -1,0 +1,42 @@
+#pragma once
+// Counter-based random numbers (Philox4x32-10). Element i of a draw depends only on (seed,
+// offset, i), so results are identical whatever the thread count.
+#include <array>
+#include <cstdint>
+#include <mutex>
+
+namespace tessera {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 67280421310721ull) : seed_(seed) {}
+  void manual_seed(uint64_t seed);
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
+  void set_offset(uint64_t offset);
+  // Reserves n counter blocks (4 x uint32 each) and returns the first block's offset.
+  uint64_t reserve(uint64_t n_blocks);
+
+  // The state as (seed, offset), for checkpoints.
+  std::array<uint64_t, 2> get_state() const { return {seed_, offset_}; }
+  void set_state(const std::array<uint64_t, 2>& s);
+
+ private:
+  mutable std::mutex mutex_;
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+
+// Philox4x32-10 on counter (block, subsequence 0) with key = seed.
+std::array<uint32_t, 4> philox(uint64_t seed, uint64_t block);
+// Uniform float in [0, 1) from 24 random bits / double from 53 bits.
+inline float uint_to_unit_float(uint32_t x) { return (x >> 8) * (1.0f / 16777216.0f); }
+inline double uint_to_unit_double(uint32_t hi, uint32_t lo) {
+  return ((static_cast<uint64_t>(hi) << 21) ^ (lo >> 11)) * (1.0 / 9007199254740992.0);
+}
+
+Generator& default_generator();
+// Seeds the default generator (torch.manual_seed).
+void manual_seed(uint64_t seed);
+
+}  // namespace tessera

@@ -1,0 +1,16 @@
+#pragma once
+// Umbrella header: the whole public C++ API.
+#include "tessera/autograd/engine.h"
+#include "tessera/autograd/function.h"
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/core/allocator.h"
+#include "tessera/core/dispatch.h"
+#include "tessera/core/generator.h"
+#include "tessera/core/tensor.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/index.h"
+#include "tessera/ops/linalg.h"
+#include "tessera/ops/nn.h"
+#include "tessera/ops/reduce.h"
+#include "tessera/ops/shape.h"

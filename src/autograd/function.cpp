@@ -1,0 +1,92 @@
+#include "tessera/autograd/function.h"
+
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/creation.h"
+
+namespace tessera::autograd {
+
+Tensor BackwardContext::saved(size_t i) const {
+  TESSERA_ASSERT(i < node_.saved_.size(), node_.name(), " has no saved tensor ", i);
+  return node_.saved_[i].unpack(node_.shared_from_this());
+}
+
+bool BackwardContext::needs_input_grad(size_t i) const {
+  return i < node_.next_edges().size() && node_.next_edges()[i].valid();
+}
+
+TensorList FunctionNode::apply(TensorList&& grads) {
+  const size_t n_inputs = next_edges().size();
+  bool any = false;
+  for (const Tensor& g : grads) any = any || g.defined();
+  if (!any) return TensorList(n_inputs);
+  TESSERA_CHECK(!released_, RuntimeError, "[autograd] trying to backward through ", name_,
+                " a second time, but its saved tensors were already freed; pass "
+                "retain_graph=true to the first backward");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const OutputMeta& m = output_meta()[i];
+    if (!grads[i].defined() && is_floating(m.dtype))
+      grads[i] = zeros(m.sizes, TensorOptions(m.dtype).with_device(m.device));
+  }
+  BackwardContext ctx(*this);
+  TensorList out = fn_(ctx, grads);
+  TESSERA_ASSERT(out.size() == n_inputs, name_, " returned ", out.size(), " gradients for ",
+                 n_inputs, " inputs");
+  return out;
+}
+
+void FunctionNode::release_saved() {
+  for (auto& s : saved_) s.reset();
+  released_ = !saved_.empty();
+}
+
+bool needs_grad(const TensorList& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
+                                     const TensorList& outputs, const TensorList& saved,
+                                     BackwardFn backward, RecordOptions options) {
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward), options.is_view);
+  for (const Tensor& in : inputs) {
+    Edge e = gradient_edge(in);
+    // Integer inputs (indices) never receive gradients.
+    if (e.valid() && !in.is_floating_point()) e = {};
+    node->add_next_edge(std::move(e));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    node->add_output_meta({out.sizes(), out.dtype(), out.device()});
+    if (!out.is_floating_point()) continue;
+    AutogradMeta& meta = out.impl()->ensure_autograd_meta();
+    meta.grad_fn = node;
+    meta.output_nr = static_cast<uint32_t>(i);
+    meta.requires_grad = false;
+  }
+  node->saved().reserve(saved.size());
+  for (const Tensor& s : saved) node->saved().emplace_back(s, node.get());
+  return node;
+}
+
+void check_inplace(const Tensor& self, std::string_view op) {
+  if (GradMode::is_enabled() && self.requires_grad()) {
+    TESSERA_CHECK(!self.is_leaf(), RuntimeError, "[", op,
+                  "] expected no in-place change to a leaf tensor that requires grad, got one; "
+                  "use no_grad() or work on a clone");
+    TESSERA_CHECK(!self.grad_fn()->is_view(), NotImplementedError, "[", op,
+                  "] expected an in-place target that is not a view of a tensor in the graph, "
+                  "got a view (from ", self.grad_fn()->name(), "); clone() it first");
+  }
+  self.bump_version();
+}
+
+}  // namespace tessera::autograd

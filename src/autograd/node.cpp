@@ -1,0 +1,129 @@
+#include "tessera/autograd/node.h"
+
+#include <atomic>
+
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/elementwise.h"
+
+namespace tessera::autograd {
+
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+}
+
+Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+Tensor Node::run_pre_hooks(uint32_t input_nr, Tensor grad) {
+  auto it = pre_hooks_.find(input_nr);
+  if (it == pre_hooks_.end()) return grad;
+  for (auto& hook : it->second) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  return grad;
+}
+
+SavedVariable::SavedVariable(const Tensor& t, const Node* owner) {
+  if (!t.defined()) return;
+  was_defined_ = true;
+  saved_version_ = t.version();
+  requires_grad_ = t.requires_grad();
+  TESSERA_CHECK(!t.impl()->is_inference, RuntimeError,
+                "[autograd] expected tensors saved for backward to be normal tensors, got an "
+                "inference tensor (created under InferenceMode); clone it outside the mode");
+  if (t.grad_fn().get() == owner && owner != nullptr) {
+    // Our own output: keep data only, re-attach the node on unpack.
+    is_output_ = true;
+    output_nr_ = t.output_nr();
+    weak_grad_fn_ = t.grad_fn();
+    data_ = t.detach();
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
+  if (!was_defined_) return Tensor();
+  TESSERA_CHECK(!released_, RuntimeError, "[autograd] trying to backward through ",
+                owner ? owner->name() : std::string("a node"),
+                " a second time, but its saved tensors were already freed; pass "
+                "retain_graph=true to the first backward");
+  TESSERA_CHECK(data_.version() == saved_version_, RuntimeError,
+                "[autograd] expected a tensor saved for ", owner ? owner->name() : "backward",
+                " at version ", saved_version_, ", got version ", data_.version(),
+                ": one of the tensors needed for gradient computation was modified by an "
+                "in-place operation");
+  if (!is_output_) return data_;
+  auto fn = weak_grad_fn_.lock();
+  if (!fn || !GradMode::is_enabled()) return data_;
+  // Rebuild an alias that carries the output's history so double backward flows through it.
+  Tensor alias(std::make_shared<TensorImpl>(data_.impl()->storage(), data_.sizes(),
+                                            data_.strides(), data_.storage_offset(),
+                                            data_.dtype()));
+  auto& meta = alias.impl()->ensure_autograd_meta();
+  meta.grad_fn = fn;
+  meta.output_nr = output_nr_;
+  meta.requires_grad = requires_grad_;
+  return alias;
+}
+
+void SavedVariable::reset() {
+  if (!was_defined_) return;
+  data_ = Tensor();
+  weak_grad_fn_.reset();
+  released_ = true;
+}
+
+Tensor AccumulateGrad::run_pre_hooks(uint32_t input_nr, Tensor grad) {
+  grad = Node::run_pre_hooks(input_nr, std::move(grad));
+  if (AutogradMeta* meta = variable_.impl()->autograd_meta()) {
+    for (auto& hook : meta->hooks) {
+      Tensor replaced = hook(grad);
+      if (replaced.defined()) grad = replaced;
+    }
+  }
+  return grad;
+}
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  Tensor g = std::move(grads[0]);
+  if (!g.defined()) return {};
+  AutogradMeta& meta = variable_.impl()->ensure_autograd_meta();
+  TESSERA_CHECK(g.sizes() == variable_.sizes(), RuntimeError, "[AccumulateGrad] expected a grad of shape ",
+                variable_.sizes(), ", got ", g.sizes());
+  if (g.dtype() != variable_.dtype()) g = cast(g, variable_.dtype());
+  const bool create_graph = GradMode::is_enabled();
+  if (!meta.grad) {
+    // Keep the incoming buffer only when nothing else can see it; otherwise own a copy.
+    bool exclusive = g.is_contiguous() && g.impl_ptr().use_count() == 1 &&
+                     g.impl()->storage().use_count() == 1 && !g.requires_grad();
+    Tensor stored = create_graph ? g : (exclusive ? g : clone(g.detach()));
+    meta.grad = stored.impl_ptr();
+  } else if (create_graph) {
+    meta.grad = add(Tensor(meta.grad), g).impl_ptr();
+  } else {
+    Tensor acc(meta.grad);
+    add_(acc, g.detach());
+  }
+  for (auto& hook : meta.post_accumulate_grad_hooks) hook(variable_);
+  return {};
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
+  AutogradMeta& meta = t.impl()->ensure_autograd_meta();
+  if (auto acc = meta.grad_accumulator.lock()) return acc;
+  auto acc = std::make_shared<AccumulateGrad>(t);
+  meta.grad_accumulator = acc;
+  return acc;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return {};
+  AutogradMeta* meta = t.impl()->autograd_meta();
+  if (!meta) return {};
+  if (meta->grad_fn) return {meta->grad_fn, meta->output_nr};
+  if (meta->requires_grad) return {grad_accumulator(t), 0};
+  return {};
+}
+
+}  // namespace tessera::autograd

@@ -1,0 +1,115 @@
+// Tensor's autograd-facing methods.
+#include "tessera/autograd/engine.h"
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/autograd/node.h"
+#include "tessera/core/tensor.h"
+
+namespace tessera {
+
+bool Tensor::requires_grad() const {
+  const AutogradMeta* m = checked()->autograd_meta();
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  TESSERA_CHECK(is_leaf(), RuntimeError,
+                "[requires_grad_] expected a leaf tensor, got a non-leaf (output of ",
+                grad_fn()->name(), "); use detach() to make a leaf");
+  TESSERA_CHECK(!requires_grad || is_floating(dtype()), TypeError,
+                "[requires_grad_] expected a floating-point tensor, got ", dtype());
+  checked()->ensure_autograd_meta().requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  const AutogradMeta* m = checked()->autograd_meta();
+  return !m || !m->grad_fn;
+}
+
+Tensor Tensor::grad() const {
+  const AutogradMeta* m = checked()->autograd_meta();
+  return m && m->grad ? Tensor(m->grad) : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (g.defined()) {
+    TESSERA_CHECK(g.sizes() == sizes(), ValueError, "[set_grad] expected a grad of shape ",
+                  sizes(), ", got ", g.sizes());
+  }
+  checked()->ensure_autograd_meta().grad = g.impl_ptr();
+}
+
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<autograd::Node> none;
+  const AutogradMeta* m = checked()->autograd_meta();
+  return m ? m->grad_fn : none;
+}
+
+uint32_t Tensor::output_nr() const {
+  const AutogradMeta* m = checked()->autograd_meta();
+  return m ? m->output_nr : 0;
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  autograd::backward({*this}, {grad}, retain_graph, create_graph);
+}
+
+Tensor Tensor::detach() const {
+  TensorImpl* s = checked();
+  auto impl = std::make_shared<TensorImpl>(s->storage(), s->sizes(), s->strides(),
+                                           s->storage_offset(), s->dtype());
+  impl->is_inference = s->is_inference;
+  return Tensor(std::move(impl));
+}
+
+Tensor& Tensor::detach_() {
+  if (AutogradMeta* m = checked()->autograd_meta()) {
+    m->grad_fn.reset();
+    m->requires_grad = false;
+    m->output_nr = 0;
+  }
+  return *this;
+}
+
+void Tensor::retain_grad() const {
+  TESSERA_CHECK(requires_grad(), RuntimeError,
+                "[retain_grad] expected a tensor that requires grad, got one that does not");
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  AutogradMeta& meta = checked()->ensure_autograd_meta();
+  if (meta.retains_grad) return;
+  meta.retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_;  // the node must not keep the tensor alive
+  meta.grad_fn->add_pre_hook(meta.output_nr, [weak](const Tensor& g) {
+    if (auto impl = weak.lock()) {
+      AutogradMeta& m = impl->ensure_autograd_meta();
+      Tensor prev = m.grad ? Tensor(m.grad) : Tensor();
+      m.grad = (prev.defined() ? prev + g.detach() : g.detach().clone()).impl_ptr();
+    }
+    return Tensor();
+  });
+}
+
+bool Tensor::retains_grad() const {
+  const AutogradMeta* m = checked()->autograd_meta();
+  return m && m->retains_grad;
+}
+
+size_t Tensor::register_hook(TensorHook hook) const {
+  TESSERA_CHECK(requires_grad(), RuntimeError,
+                "[register_hook] expected a tensor that requires grad, got one that does not");
+  AutogradMeta& meta = checked()->ensure_autograd_meta();
+  if (meta.grad_fn) {
+    meta.grad_fn->add_pre_hook(meta.output_nr, std::move(hook));
+  } else {
+    meta.hooks.push_back(std::move(hook));
+  }
+  return meta.hooks.size();
+}
+
+void Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  TESSERA_CHECK(is_leaf() && requires_grad(), RuntimeError,
+                "[register_post_accumulate_grad_hook] expected a leaf tensor that requires grad");
+  checked()->ensure_autograd_meta().post_accumulate_grad_hooks.push_back(std::move(hook));
+}
+
+}  // namespace tessera

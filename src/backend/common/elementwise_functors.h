@@ -1,0 +1,141 @@
+#pragma once
+// Scalar functions behind the elementwise ops, shared by every backend. Each functor names its
+// op and the dtypes it accepts; 16-bit floats compute in float (opmath_t).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+
+#include "tessera/core/dispatch.h"
+#include "tessera/core/half.h"
+
+#if defined(__CUDACC__)
+#define TESSERA_HD __host__ __device__
+#else
+#define TESSERA_HD
+#endif
+
+namespace tessera::fn {
+
+template <class T>
+TESSERA_HD inline opmath_t<T> up(T x) {
+  return static_cast<opmath_t<T>>(x);
+}
+template <class T>
+TESSERA_HD inline bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<opmath_t<T>>) return std::isnan(up(x));
+  else return false;
+}
+
+#define TESSERA_UNARY_FN(Name, op_name, types, expr)                 \
+  struct Name {                                                     \
+    static constexpr std::string_view name = op_name;               \
+    static constexpr uint32_t dtypes = types;                       \
+    template <class T>                                              \
+    TESSERA_HD T operator()(T x_) const {                           \
+      using A = opmath_t<T>;                                        \
+      A x = static_cast<A>(x_);                                     \
+      return static_cast<T>(expr);                                  \
+    }                                                               \
+  };
+
+TESSERA_UNARY_FN(NegFn, "neg", kNumericTypes, -x)
+TESSERA_UNARY_FN(AbsFn, "abs", kNumericTypes, x < A(0) ? -x : x)
+TESSERA_UNARY_FN(SignFn, "sign", kNumericTypes, A((A(0) < x) - (x < A(0))))
+TESSERA_UNARY_FN(SquareFn, "square", kNumericTypes, x* x)
+TESSERA_UNARY_FN(ExpFn, "exp", kFloatingTypes, std::exp(x))
+TESSERA_UNARY_FN(LogFn, "log", kFloatingTypes, std::log(x))
+TESSERA_UNARY_FN(Log1pFn, "log1p", kFloatingTypes, std::log1p(x))
+TESSERA_UNARY_FN(SqrtFn, "sqrt", kFloatingTypes, std::sqrt(x))
+TESSERA_UNARY_FN(RsqrtFn, "rsqrt", kFloatingTypes, A(1) / std::sqrt(x))
+TESSERA_UNARY_FN(ReciprocalFn, "reciprocal", kFloatingTypes, A(1) / x)
+TESSERA_UNARY_FN(SinFn, "sin", kFloatingTypes, std::sin(x))
+TESSERA_UNARY_FN(CosFn, "cos", kFloatingTypes, std::cos(x))
+TESSERA_UNARY_FN(TanhFn, "tanh", kFloatingTypes, std::tanh(x))
+TESSERA_UNARY_FN(SigmoidFn, "sigmoid", kFloatingTypes, A(1) / (A(1) + std::exp(-x)))
+TESSERA_UNARY_FN(ReluFn, "relu", kNumericTypes, x > A(0) ? x : A(0))
+TESSERA_UNARY_FN(GeluFn, "gelu", kFloatingTypes,
+                 A(0.5) * x * (A(1) + std::erf(x * A(0.70710678118654752440))))
+TESSERA_UNARY_FN(GeluTanhFn, "gelu_tanh", kFloatingTypes,
+                 A(0.5) * x *
+                     (A(1) + std::tanh(A(0.79788456080286535588) * (x + A(0.044715) * x * x * x))))
+TESSERA_UNARY_FN(SiluFn, "silu", kFloatingTypes, x / (A(1) + std::exp(-x)))
+TESSERA_UNARY_FN(ErfFn, "erf", kFloatingTypes, std::erf(x))
+#undef TESSERA_UNARY_FN
+
+#define TESSERA_PREDICATE_FN(Name, op_name, types, expr)            \
+  struct Name {                                                     \
+    static constexpr std::string_view name = op_name;               \
+    static constexpr uint32_t dtypes = types;                       \
+    template <class T>                                              \
+    TESSERA_HD bool operator()(T x_) const {                        \
+      auto x = up(x_);                                              \
+      return expr;                                                  \
+    }                                                               \
+  };
+TESSERA_PREDICATE_FN(LogicalNotFn, "logical_not", kAllTypes, !(x != decltype(x)(0)))
+TESSERA_PREDICATE_FN(IsnanFn, "isnan", kAllTypes, is_nan(x))
+TESSERA_PREDICATE_FN(IsinfFn, "isinf", kAllTypes,
+                     std::is_floating_point_v<decltype(x)> && !is_nan(x) &&
+                         (x == std::numeric_limits<decltype(x)>::infinity() ||
+                          x == -std::numeric_limits<decltype(x)>::infinity()))
+TESSERA_PREDICATE_FN(IsfiniteFn, "isfinite", kAllTypes,
+                     !std::is_floating_point_v<decltype(x)> ||
+                         (!is_nan(x) && x != std::numeric_limits<decltype(x)>::infinity() &&
+                          x != -std::numeric_limits<decltype(x)>::infinity()))
+#undef TESSERA_PREDICATE_FN
+
+#define TESSERA_BINARY_FN(Name, op_name, types, R, expr)            \
+  struct Name {                                                     \
+    static constexpr std::string_view name = op_name;               \
+    static constexpr uint32_t dtypes = types;                       \
+    template <class T>                                              \
+    TESSERA_HD R operator()(T a_, T b_) const {                     \
+      using A = opmath_t<T>;                                        \
+      A a = static_cast<A>(a_), b = static_cast<A>(b_);             \
+      return static_cast<R>(expr);                                  \
+    }                                                               \
+  };
+TESSERA_BINARY_FN(AddFn, "add", kAllTypes, T, a + b)
+TESSERA_BINARY_FN(SubFn, "sub", kNumericTypes, T, a - b)
+TESSERA_BINARY_FN(MulFn, "mul", kAllTypes, T, a* b)
+TESSERA_BINARY_FN(DivFn, "div", kFloatingTypes, T, a / b)
+TESSERA_BINARY_FN(PowFn, "pow", kNumericTypes, T,
+                  std::pow(static_cast<std::conditional_t<std::is_integral_v<A>, double, A>>(a),
+                           static_cast<std::conditional_t<std::is_integral_v<A>, double, A>>(b)))
+TESSERA_BINARY_FN(MaximumFn, "maximum", kAllTypes, T,
+                  is_nan(a) ? a : (is_nan(b) ? b : (a > b ? a : b)))
+TESSERA_BINARY_FN(MinimumFn, "minimum", kAllTypes, T,
+                  is_nan(a) ? a : (is_nan(b) ? b : (a < b ? a : b)))
+TESSERA_BINARY_FN(EqFn, "eq", kAllTypes, bool, a == b)
+TESSERA_BINARY_FN(NeFn, "ne", kAllTypes, bool, a != b)
+TESSERA_BINARY_FN(LtFn, "lt", kAllTypes, bool, a < b)
+TESSERA_BINARY_FN(LeFn, "le", kAllTypes, bool, a <= b)
+TESSERA_BINARY_FN(GtFn, "gt", kAllTypes, bool, a > b)
+TESSERA_BINARY_FN(GeFn, "ge", kAllTypes, bool, a >= b)
+TESSERA_BINARY_FN(LogicalAndFn, "logical_and", kAllTypes, bool, (a != A(0)) && (b != A(0)))
+TESSERA_BINARY_FN(LogicalOrFn, "logical_or", kAllTypes, bool, (a != A(0)) || (b != A(0)))
+TESSERA_BINARY_FN(LogicalXorFn, "logical_xor", kAllTypes, bool, (a != A(0)) != (b != A(0)))
+#undef TESSERA_BINARY_FN
+
+// cond ? a : b
+struct WhereFn {
+  static constexpr std::string_view name = "where";
+  static constexpr uint32_t dtypes = kAllTypes;
+  template <class T>
+  TESSERA_HD T operator()(bool c, T a, T b) const {
+    return c ? a : b;
+  }
+};
+// a + w * (b - a)
+struct LerpFn {
+  static constexpr std::string_view name = "lerp";
+  static constexpr uint32_t dtypes = kFloatingTypes;
+  template <class T>
+  TESSERA_HD T operator()(T a, T b, T w) const {
+    return static_cast<T>(up(a) + up(w) * (up(b) - up(a)));
+  }
+};
+
+}  // namespace tessera::fn

@@ -1,0 +1,23 @@
+#pragma once
+// Kernel keys for the elementwise family. Every backend registers one kernel per functor in
+// elementwise_functors.h (see cpu/elementwise.cpp); the iterator's first input dtype selects the
+// instantiation.
+#include "backend/common/elementwise_functors.h"
+#include "backend/common/tensor_iterator.h"
+#include "tessera/core/dispatcher.h"
+
+namespace tessera {
+
+// out = Fn(in...) over an iterator with one output and Fn's arity inputs.
+template <class Fn>
+struct ElementwiseKernel {
+  using Signature = void(const TensorIterator&);
+  static constexpr std::string_view name = Fn::name;
+};
+
+// out = in converted to out's dtype (any pair of dtypes).
+TESSERA_DECLARE_KERNEL(copy_kernel, void(const TensorIterator&));
+// Every element of t = value.
+TESSERA_DECLARE_KERNEL(fill_kernel, void(const Tensor&, const Scalar&));
+
+}  // namespace tessera

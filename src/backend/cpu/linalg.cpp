@@ -1,0 +1,113 @@
+// GEMM: oneDNN matmul for float32 and bfloat16, OpenBLAS dgemm for float64; other dtypes
+// compute in float32 (float16) or float64 (integers) and convert back.
+#include <cblas.h>
+
+#include <dnnl.hpp>
+
+#include "backend/common/linalg_kernels.h"
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+
+namespace tessera::cpu {
+namespace {
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::memory::data_type dnnl_type(DType t) {
+  switch (t) {
+    case kFloat32: return dnnl::memory::data_type::f32;
+    case kBFloat16: return dnnl::memory::data_type::bf16;
+    case kFloat16: return dnnl::memory::data_type::f16;
+    default: return dnnl::memory::data_type::undef;
+  }
+}
+
+// Strides oneDNN accepts for a size-1 dim are arbitrary; give it a conventional value.
+dnnl::memory::desc desc3(const Tensor& t) {
+  dnnl::memory::dims dims(t.sizes().begin(), t.sizes().end());
+  dnnl::memory::dims strides(t.strides().begin(), t.strides().end());
+  if (dims[0] == 1) strides[0] = dims[1] * dims[2];
+  return dnnl::memory::desc(dims, dnnl_type(t.dtype()), strides);
+}
+
+// True when the last two dims form a row-major or column-major matrix a GEMM reads in place.
+bool gemm_layout(const Tensor& t) {
+  const int64_t rows = t.sizes()[1], cols = t.sizes()[2], rs = t.strides()[1], cs = t.strides()[2];
+  bool row_major = (cs == 1 || cols == 1) && (rows == 1 || rs >= cols);
+  bool col_major = (rs == 1 || rows == 1) && (cols == 1 || cs >= rows);
+  return row_major || col_major;
+}
+
+bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  try {
+    auto a_md = desc3(a), b_md = desc3(b), c_md = desc3(out);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine());
+    dnnl::matmul prim(pd);
+    dnnl::stream stream(engine());
+    dnnl::memory am(a_md, engine(), a.data_ptr()), bm(b_md, engine(), b.data_ptr()),
+        cm(c_md, engine(), out.data_ptr());
+    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+    return true;
+  } catch (const dnnl::error&) {
+    return false;  // layout or dtype this oneDNN build has no implementation for
+  }
+}
+
+void blas_dgemm(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
+  auto layout = [](const Tensor& t, CBLAS_TRANSPOSE& trans, int64_t& ld) {
+    // Row-major view of the last two dims: unit column stride = no transpose.
+    const int64_t rows = t.sizes()[1], cols = t.sizes()[2];
+    if ((t.strides()[2] == 1 || cols == 1) && (rows == 1 || t.strides()[1] >= cols)) {
+      trans = CblasNoTrans;
+      ld = std::max<int64_t>(rows == 1 ? cols : t.strides()[1], 1);
+    } else {
+      trans = CblasTrans;
+      ld = std::max<int64_t>(cols == 1 ? rows : t.strides()[2], 1);
+    }
+  };
+  CBLAS_TRANSPOSE ta, tb;
+  int64_t lda, ldb;
+  layout(a, ta, lda);
+  layout(b, tb, ldb);
+  const double* ap = a.data_ptr<double>();
+  const double* bp = b.data_ptr<double>();
+  double* cp = out.data_ptr<double>();
+  for (int64_t i = 0; i < B; ++i) {
+    const double* bi = bp + (b.size(0) == 1 ? 0 : i * b.strides()[0]);
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, ap + i * a.strides()[0], lda, bi, ldb, 0.0,
+                cp + i * M * N, N);
+  }
+}
+
+void gemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  autograd::NoGradGuard no_grad;
+  if (out.numel() == 0) return;
+  if (a_in.size(2) == 0) {
+    Tensor o = out;
+    fill_(o, 0);
+    return;
+  }
+  Tensor a = gemm_layout(a_in) ? a_in : contiguous(a_in);
+  Tensor b = gemm_layout(b_in) ? b_in : contiguous(b_in);
+  const DType dt = out.dtype();
+  if ((dt == kFloat32 || dt == kBFloat16 || dt == kFloat16) && onednn_matmul(out, a, b)) return;
+  if (dt == kFloat32 && onednn_matmul(out, contiguous(a), contiguous(b))) return;
+  if (dt == kFloat64) return blas_dgemm(out, a, b);
+  // Fallbacks: float16 (no native path here) via float32, integers exactly via float64.
+  DType compute = is_floating(dt) ? kFloat32 : kFloat64;
+  Tensor tmp = empty(out.sizes(), compute);
+  gemm(tmp, cast(a, compute), cast(b, compute));
+  Tensor o = out;
+  copy_(o, tmp);
+}
+
+TESSERA_REGISTER_KERNEL(gemm_kernel, DeviceType::CPU, &gemm);
+
+}  // namespace
+}  // namespace tessera::cpu

@@ -1,0 +1,84 @@
+// Casts, copies, fills and in-place clamps.
+#include "tessera/ops/registry.h"
+#include "ops/op_utils.h"
+
+namespace tessera {
+
+using namespace detail;
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = cast_raw(x, dtype);
+  if (is_floating(dtype) && needs_grad({x})) {
+    record("CastBackward", {x}, {out}, {}, [dx = x.dtype()](BackwardContext&, const TensorList& g) {
+      return TensorList{cast(g[0], dx)};
+    });
+  }
+  return out;
+}
+
+Tensor clone(const Tensor& x) {
+  Tensor out = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
+  TensorIterator it("clone");
+  it.add_output(out).add_input(x).build();
+  call_kernel<copy_kernel>(x.device(), it);
+  if (needs_grad({x})) {
+    record("CloneBackward", {x}, {out}, {},
+           [](BackwardContext&, const TensorList& g) { return TensorList{g[0]}; });
+  }
+  return out;
+}
+
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+
+Tensor& copy_(Tensor& self, const Tensor& src) {
+  autograd::check_inplace(self, "copy_");
+  bool grad = needs_grad({self, src});
+  TensorIterator it("copy_");
+  it.add_output(self).add_input(src).build();
+  if (self.device() == src.device()) {
+    call_kernel<copy_kernel>(self.device(), it);
+  } else {
+    throw NotImplementedError("[copy_] expected tensors on the same device, got " +
+                              self.device().str() + " and " + src.device().str());
+  }
+  if (grad) {
+    record("CopyBackward", {self, src}, {self}, {},
+           [ss = src.sizes(), ds = src.dtype()](BackwardContext& ctx, const TensorList& g) {
+             TensorList r(2);  // self's old value was overwritten: no gradient
+             if (ctx.needs_input_grad(1)) r[1] = reduce_grad(g[0], ss, ds);
+             return r;
+           });
+  }
+  return self;
+}
+
+namespace {
+// After overwriting self with a constant, its old history no longer matters.
+void record_constant(Tensor& self, const char* node) {
+  if (self.requires_grad() && autograd::GradMode::is_enabled())
+    record(node, {}, {self}, {}, [](BackwardContext&, const TensorList&) { return TensorList{}; });
+}
+}  // namespace
+
+Tensor& fill_(Tensor& self, const Scalar& value) {
+  autograd::check_inplace(self, "fill_");
+  call_kernel<fill_kernel>(self.device(), self, value);
+  record_constant(self, "FillBackward");
+  return self;
+}
+
+Tensor& zero_(Tensor& self) { return fill_(self, 0); }
+
+Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max) {
+  // Clamp a copy when recording, so the saved input is not the tensor we overwrite.
+  Tensor clamped = clamp(needs_grad({self}) ? clone(self) : self, min, max);
+  return copy_(self, clamped);
+}
+
+TESSERA_REGISTER_OPS({"cast", "copy", kAllTypes, true}, {"clone", "copy", kAllTypes, true},
+                    {"contiguous", "copy", kAllTypes, true}, {"copy_", "inplace", kAllTypes, true},
+                    {"fill_", "inplace", kAllTypes, false}, {"zero_", "inplace", kAllTypes, false},
+                    {"clamp_", "inplace", kNumericTypes, true});
+
+}  // namespace tessera

@@ -1,0 +1,154 @@
+// Matrix products. Everything reduces to one differentiable N-d matmul whose forward calls the
+// backend GEMM on 3-d operands (batch folded or broadcast) and whose backward is two matmuls on
+// transposed views.
+#include "tessera/ops/registry.h"
+#include "backend/common/linalg_kernels.h"
+#include "backend/common/tensor_iterator.h"
+#include "ops/op_utils.h"
+#include "tessera/ops/linalg.h"
+#include "tessera/ops/shape.h"
+
+namespace tessera {
+
+using namespace detail;
+
+namespace {
+
+// out = a @ b for a [..., M, K], b [..., K, N] (both >= 2-d), without autograd.
+Tensor matmul_raw(const Tensor& a, const Tensor& b) {
+  autograd::NoGradGuard ng;
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  Shape a_batch(a.sizes().begin(), a.sizes().end() - 2);
+  Shape b_batch(b.sizes().begin(), b.sizes().end() - 2);
+  Shape batch = broadcast_shapes(a_batch, b_batch, "matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor a3, b3;
+  int64_t B = shape_numel(batch);
+  if (b.dim() == 2) {
+    // Fold a's batch into its rows: one [B*M, K] @ [K, N] GEMM.
+    a3 = reshape(a, {1, B * M, K});
+    b3 = unsqueeze(b, 0);
+    Tensor out = empty({1, B * M, N}, TensorOptions(a.dtype()).with_device(a.device()));
+    call_kernel<gemm_kernel>(a.device(), out, a3, b3);
+    return reshape(out, out_shape);
+  }
+  Shape a_full = batch, b_full = batch;
+  a_full.insert(a_full.end(), {M, K});
+  b_full.insert(b_full.end(), {K, N});
+  a3 = reshape(expand(a, a_full), {B, M, K});
+  b3 = shape_numel(b_batch) == 1 && a.dim() >= b.dim() ? reshape(b, {1, K, N})
+                                                        : reshape(expand(b, b_full), {B, K, N});
+  Tensor out = empty({B, M, N}, TensorOptions(a.dtype()).with_device(a.device()));
+  call_kernel<gemm_kernel>(a.device(), out, a3, b3);
+  return reshape(out, out_shape);
+}
+
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  TESSERA_CHECK(a.size(-1) == b.size(-2), ValueError, "[matmul] expected a's last dim (",
+                a.size(-1), ") to equal b's second-to-last dim (", b.size(-2), "), got shapes ",
+                a.sizes(), " and ", b.sizes());
+  Tensor out = matmul_raw(a, b);
+  if (needs_grad({a, b})) {
+    record("MatmulBackward", {a, b}, {out}, {a, b},
+           [sa = a.sizes(), sb = b.sizes()](BackwardContext& ctx, const TensorList& g) {
+             Tensor x = ctx.saved(0), y = ctx.saved(1);
+             TensorList r(2);
+             if (ctx.needs_input_grad(0)) r[0] = sum_to(matmul(g[0], y.mT()), sa);
+             if (ctx.needs_input_grad(1)) {
+               r[1] = sb.size() == 2 ? matmul(flatten(x, 0, -2).mT(), flatten(g[0], 0, -2))
+                                     : sum_to(matmul(x.mT(), g[0]), sb);
+             }
+             return r;
+           });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  TESSERA_CHECK(a.dim() >= 1 && b.dim() >= 1, ValueError,
+                "[matmul] expected tensors with at least 1 dim, got shapes ", a.sizes(), " and ",
+                b.sizes());
+  TESSERA_CHECK(a.dtype() == b.dtype(), TypeError,
+                "[matmul] expected both operands to have the same dtype, got ", a.dtype(), " and ",
+                b.dtype());
+  TESSERA_CHECK(a.device() == b.device(), ValueError, "[matmul] expected both tensors on ",
+                a.device().str(), ", got ", b.device().str());
+  if (a.dim() == 1 && b.dim() == 1) {
+    TESSERA_CHECK(a.size(0) == b.size(0), ValueError,
+                  "[matmul] expected vectors of equal length, got ", a.sizes(), " and ", b.sizes());
+    return reshape(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1)), {});
+  }
+  if (a.dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b), -2);
+  if (b.dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, 1)), -1);
+  return matmul_nd(a, b);
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  TESSERA_CHECK(a.dim() == 2 && b.dim() == 2, ValueError,
+                "[mm] expected 2-d matrices, got shapes ", a.sizes(), " and ", b.sizes());
+  return matmul(a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  TESSERA_CHECK(a.dim() == 3 && b.dim() == 3, ValueError,
+                "[bmm] expected 3-d batches, got shapes ", a.sizes(), " and ", b.sizes());
+  TESSERA_CHECK(a.size(0) == b.size(0), ValueError,
+                "[bmm] expected equal batch sizes, got ", a.size(0), " and ", b.size(0));
+  return matmul(a, b);
+}
+
+namespace {
+Tensor scaled_sum(const Tensor& input, const Tensor& product, const Scalar& beta,
+                  const Scalar& alpha) {
+  Tensor p = alpha.to_double() == 1.0 ? product : product * alpha;
+  if (beta.to_double() == 0.0) return p;  // input ignored (even nan), as in torch
+  Tensor i = beta.to_double() == 1.0 ? input : input * beta;
+  return i + p;
+}
+}  // namespace
+
+Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar& beta,
+             const Scalar& alpha) {
+  return scaled_sum(input, mm(a, b), beta, alpha);
+}
+
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, const Scalar& beta,
+               const Scalar& alpha) {
+  return scaled_sum(input, bmm(b1, b2), beta, alpha);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  TESSERA_CHECK(weight.dim() == 2, ValueError, "[linear] expected a 2-d weight [out, in], got ",
+                weight.sizes());
+  TESSERA_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError,
+                "[linear] expected input features ", weight.size(1), ", got input shape ",
+                x.sizes());
+  Tensor y = matmul(x, weight.t());
+  if (bias) {
+    TESSERA_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), ValueError,
+                  "[linear] expected a bias of shape [", weight.size(0), "], got ", bias->sizes());
+    y = y + *bias;
+  }
+  return y;
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  TESSERA_CHECK(a.dim() == 1 && b.dim() == 1, ValueError,
+                "[outer] expected 1-d vectors, got shapes ", a.sizes(), " and ", b.sizes());
+  return unsqueeze(a, 1) * unsqueeze(b, 0);
+}
+
+Tensor Tensor::matmul(const Tensor& o) const { return tessera::matmul(*this, o); }
+Tensor Tensor::mm(const Tensor& o) const { return tessera::mm(*this, o); }
+
+TESSERA_REGISTER_OPS({"matmul", "linalg", kNumericTypes, true}, {"mm", "linalg", kNumericTypes, true},
+                    {"bmm", "linalg", kNumericTypes, true}, {"addmm", "linalg", kNumericTypes, true},
+                    {"baddbmm", "linalg", kNumericTypes, true},
+                    {"linear", "linalg", kNumericTypes, true},
+                    {"outer", "linalg", kAllTypes, true});
+
+}  // namespace tessera

@@ -1,0 +1,63 @@
+#pragma once
+// Helpers shared by the op implementations (not public API).
+#include <functional>
+#include <string_view>
+
+#include "backend/common/elementwise_kernels.h"
+#include "tessera/autograd/function.h"
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/reduce.h"
+
+namespace tessera::detail {
+
+using autograd::BackwardContext;
+using autograd::needs_grad;
+using autograd::record;
+
+// x converted to dtype without recording autograd (x itself when it already has it).
+Tensor cast_raw(const Tensor& x, DType dtype);
+
+// The gradient of a broadcast input: g summed back to shape and cast to dtype.
+Tensor reduce_grad(const Tensor& g, const Shape& shape, DType dtype);
+
+// Runs the kernel for functor Fn on inputs already in the compute dtype; out has out_dtype.
+template <class Fn>
+Tensor run_elementwise(std::string_view op, DType out_dtype, std::initializer_list<Tensor> inputs) {
+  Shape shape;
+  for (const Tensor& t : inputs) shape = broadcast_shapes(shape, t.sizes(), op);
+  Tensor out = empty(shape, TensorOptions(out_dtype).with_device(inputs.begin()->device()));
+  TensorIterator it(op);
+  it.add_output(out);
+  for (const Tensor& t : inputs) it.add_input(t);
+  it.build();
+  call_kernel<ElementwiseKernel<Fn>>(out.device(), it);
+  return out;
+}
+
+// Writes Fn(self, other) into self (other broadcast to self's shape, cast to its dtype).
+template <class Fn>
+void run_elementwise_inplace(std::string_view op, const Tensor& self, const Tensor& other) {
+  DType common = result_type(self, other);
+  TESSERA_CHECK(common == self.dtype() || !(is_floating(common) && !is_floating(self.dtype())),
+                TypeError, "[", op, "] expected a result castable to ", self.dtype(),
+                ", got result type ", common);
+  TensorIterator it(op);
+  it.add_output(self).add_input(self).add_input(cast_raw(other, self.dtype())).build();
+  call_kernel<ElementwiseKernel<Fn>>(self.device(), it);
+}
+
+// A view of x's storage with the given geometry (no autograd).
+Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset);
+// Records a view op (out aliases x) whose gradient is backward_fn(g).
+Tensor record_view(const Tensor& x, Tensor out, const char* name,
+                   std::function<Tensor(const Tensor&)> backward_fn);
+// zeros(shape) with src added into view_fn(zeros); differentiable (its gradient is view_fn(g)).
+Tensor view_backward_scatter(const Tensor& src, const Shape& shape,
+                             std::function<Tensor(const Tensor&)> view_fn);
+
+// Floating dtype a float-only function computes in (ints and bool promote to float32).
+inline DType float_compute_dtype(DType t) { return is_floating(t) ? t : kFloat32; }
+
+}  // namespace tessera::detail

@@ -1,0 +1,212 @@
+// Unary elementwise ops and their gradients.
+#include "tessera/ops/registry.h"
+#include <cmath>
+
+#include "ops/op_utils.h"
+
+namespace tessera {
+
+using namespace detail;
+
+namespace {
+
+// Computes Fn(x) in x's dtype (float-only functions promote integers to float32) and records
+// a node whose backward is grad_fn(g, x, out).
+template <class Fn, class GradFn>
+Tensor unary_op(const Tensor& x, const char* node, bool float_only, GradFn grad_fn) {
+  DType dt = float_only ? float_compute_dtype(x.dtype()) : x.dtype();
+  Tensor out = run_elementwise<Fn>(Fn::name, dt, {cast_raw(x, dt)});
+  if (needs_grad({x})) {
+    record(node, {x}, {out}, {x, out},
+           [grad_fn, dx = x.dtype()](BackwardContext& ctx, const TensorList& g) {
+             return TensorList{cast(grad_fn(g[0], ctx.saved(0), ctx.saved(1)), dx)};
+           });
+  }
+  return out;
+}
+
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double k2OverSqrtPi = 1.12837916709551257390;
+
+}  // namespace
+
+Tensor neg(const Tensor& x) {
+  TESSERA_CHECK(x.dtype() != kBool, TypeError,
+                "[neg] expected a numeric tensor, got bool (use logical_not)");
+  return unary_op<fn::NegFn>(x, "NegBackward", false,
+                             [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
+}
+Tensor abs(const Tensor& x) {
+  return unary_op<fn::AbsFn>(x, "AbsBackward", false, [](const Tensor& g, const Tensor& x,
+                                                         const Tensor&) { return g * sign(x); });
+}
+Tensor sign(const Tensor& x) {
+  return unary_op<fn::SignFn>(x, "SignBackward", false,
+                              [](const Tensor& g, const Tensor&, const Tensor&) {
+                                return zeros_like(g);
+                              });
+}
+Tensor square(const Tensor& x) {
+  return unary_op<fn::SquareFn>(x, "SquareBackward", false,
+                                [](const Tensor& g, const Tensor& x, const Tensor&) {
+                                  return g * x * 2.0;
+                                });
+}
+Tensor exp(const Tensor& x) {
+  return unary_op<fn::ExpFn>(x, "ExpBackward", true,
+                             [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
+}
+Tensor log(const Tensor& x) {
+  return unary_op<fn::LogFn>(x, "LogBackward", true,
+                             [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
+}
+Tensor log1p(const Tensor& x) {
+  return unary_op<fn::Log1pFn>(x, "Log1pBackward", true,
+                               [](const Tensor& g, const Tensor& x, const Tensor&) {
+                                 return g / (x + 1.0);
+                               });
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_op<fn::SqrtFn>(x, "SqrtBackward", true,
+                              [](const Tensor& g, const Tensor&, const Tensor& y) {
+                                return g / (y * 2.0);
+                              });
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary_op<fn::RsqrtFn>(x, "RsqrtBackward", true,
+                               [](const Tensor& g, const Tensor&, const Tensor& y) {
+                                 return g * y * y * y * -0.5;
+                               });
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary_op<fn::ReciprocalFn>(x, "ReciprocalBackward", true,
+                                    [](const Tensor& g, const Tensor&, const Tensor& y) {
+                                      return neg(g * y * y);
+                                    });
+}
+Tensor sin(const Tensor& x) {
+  return unary_op<fn::SinFn>(x, "SinBackward", true, [](const Tensor& g, const Tensor& x,
+                                                        const Tensor&) { return g * cos(x); });
+}
+Tensor cos(const Tensor& x) {
+  return unary_op<fn::CosFn>(x, "CosBackward", true, [](const Tensor& g, const Tensor& x,
+                                                        const Tensor&) { return neg(g * sin(x)); });
+}
+Tensor tanh(const Tensor& x) {
+  return unary_op<fn::TanhFn>(x, "TanhBackward", true,
+                              [](const Tensor& g, const Tensor&, const Tensor& y) {
+                                return g * (1.0 - y * y);
+                              });
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary_op<fn::SigmoidFn>(x, "SigmoidBackward", true,
+                                 [](const Tensor& g, const Tensor&, const Tensor& y) {
+                                   return g * y * (1.0 - y);
+                                 });
+}
+Tensor relu(const Tensor& x) {
+  return unary_op<fn::ReluFn>(x, "ReluBackward", false,
+                              [](const Tensor& g, const Tensor&, const Tensor& y) {
+                                return where(y > zeros_like(y), g, zeros_like(g));
+                              });
+}
+
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  if (approximate == "none") {
+    return unary_op<fn::GeluFn>(x, "GeluBackward", true,
+                                [](const Tensor& g, const Tensor& x, const Tensor&) {
+                                  // d/dx x Phi(x) = Phi(x) + x phi(x)
+                                  Tensor cdf = (1.0 + erf(x * 0.70710678118654752440)) * 0.5;
+                                  Tensor pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
+                                  return g * (cdf + x * pdf);
+                                });
+  }
+  TESSERA_CHECK(approximate == "tanh", ValueError,
+                "[gelu] expected approximate 'none' or 'tanh', got '", approximate, "'");
+  return unary_op<fn::GeluTanhFn>(
+      x, "GeluTanhBackward", true, [](const Tensor& g, const Tensor& x, const Tensor&) {
+        // u = k (x + c x^3), y = x (1 + tanh u) / 2
+        Tensor x2 = x * x;
+        Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
+        Tensor du = (1.0 + x2 * (3.0 * 0.044715)) * kSqrt2OverPi;
+        return g * ((1.0 + t) * 0.5 + x * (1.0 - t * t) * du * 0.5);
+      });
+}
+
+Tensor silu(const Tensor& x) {
+  return unary_op<fn::SiluFn>(x, "SiluBackward", true,
+                              [](const Tensor& g, const Tensor& x, const Tensor&) {
+                                Tensor s = sigmoid(x);
+                                return g * s * (1.0 + x * (1.0 - s));
+                              });
+}
+
+Tensor erf(const Tensor& x) {
+  return unary_op<fn::ErfFn>(x, "ErfBackward", true,
+                             [](const Tensor& g, const Tensor& x, const Tensor&) {
+                               return g * exp(x * x * -1.0) * k2OverSqrtPi;
+                             });
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  TESSERA_CHECK(beta > 0, ValueError, "[softplus] expected beta > 0, got ", beta);
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    // Stable form: (max(bx, 0) + log1p(exp(-|bx|))) / beta, x itself above the threshold.
+    Tensor bx = x * beta;
+    Tensor soft = (relu(bx) + log1p(exp(neg(abs(bx))))) / beta;
+    out = where(bx > wrap_scalar(threshold), x, soft);
+  }
+  if (needs_grad({x})) {
+    record("SoftplusBackward", {x}, {out}, {x},
+           [beta, threshold](BackwardContext& ctx, const TensorList& g) {
+             Tensor bx = ctx.saved(0) * beta;
+             return TensorList{where(bx > wrap_scalar(threshold), g[0], g[0] * sigmoid(bx))};
+           });
+  }
+  return out;
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  TESSERA_CHECK(min || max, ValueError, "[clamp] expected at least one of min and max, got neither");
+  Tensor out;
+  Tensor keep;  // where the gradient passes through
+  {
+    autograd::NoGradGuard ng;
+    out = x;
+    if (min) out = maximum(out, cast_raw(wrap_scalar(*min, x.device()), x.dtype()));
+    if (max) out = minimum(out, cast_raw(wrap_scalar(*max, x.device()), x.dtype()));
+    if (out.is_same(x)) out = clone(x);
+  }
+  if (needs_grad({x})) {
+    record("ClampBackward", {x}, {out}, {x}, [min, max](BackwardContext& ctx, const TensorList& g) {
+      Tensor x = ctx.saved(0);
+      Tensor pass = ones_like(x, kBool);
+      if (min) pass = logical_and(pass, x >= wrap_scalar(*min, x.device()));
+      if (max) pass = logical_and(pass, x <= wrap_scalar(*max, x.device()));
+      return TensorList{where(pass, g[0], zeros_like(g[0]))};
+    });
+  }
+  return out;
+}
+
+TESSERA_REGISTER_OPS({"neg", "elementwise", kNumericTypes, true}, {"abs", "elementwise", kNumericTypes, true},
+                    {"sign", "elementwise", kNumericTypes, true},
+                    {"square", "elementwise", kNumericTypes, true},
+                    {"exp", "elementwise", kAllTypes, true}, {"log", "elementwise", kAllTypes, true},
+                    {"log1p", "elementwise", kAllTypes, true}, {"sqrt", "elementwise", kAllTypes, true},
+                    {"rsqrt", "elementwise", kAllTypes, true},
+                    {"reciprocal", "elementwise", kAllTypes, true},
+                    {"sin", "elementwise", kAllTypes, true}, {"cos", "elementwise", kAllTypes, true},
+                    {"tanh", "elementwise", kAllTypes, true},
+                    {"sigmoid", "elementwise", kAllTypes, true},
+                    {"relu", "elementwise", kNumericTypes, true},
+                    {"gelu", "elementwise", kFloatingTypes, true},
+                    {"silu", "elementwise", kFloatingTypes, true},
+                    {"erf", "elementwise", kFloatingTypes, true},
+                    {"softplus", "elementwise", kFloatingTypes, true},
+                    {"clamp", "elementwise", kNumericTypes, true});
+
+}  // namespace tessera
