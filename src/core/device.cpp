@@ -6,6 +6,21 @@
 
 namespace tessera {
 
+#ifdef TESSERA_WITH_CUDA
+namespace cuda {
+int device_count();
+}
+#endif
+
+int device_count(DeviceType type) {
+  if (type == DeviceType::CPU) return 1;
+#ifdef TESSERA_WITH_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
 Device::Device(std::string_view spec) {
   auto bad = [&] {
     return ValueError(detail::str("[device] expected 'cpu', 'cuda' or 'cuda:N', got '", spec, "'"));

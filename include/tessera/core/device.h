@@ -28,4 +28,8 @@ inline constexpr Device kCPU{DeviceType::CPU, 0};
 
 inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 
+// Number of devices of a type this build can use (1 for cpu; 0 for cuda without a GPU or
+// without the CUDA backend).
+int device_count(DeviceType type);
+
 }  // namespace tessera
