@@ -1,4 +1,5 @@
-// A two-layer MLP built from raw ops, trained with manual SGD to fit y = sin(3x) + 0.5x.
+// A two-layer MLP built from raw ops, trained with manual SGD (momentum 0.9) to fit
+// y = sin(3x) + 0.5x.
 // Prints the loss as it falls; exits non-zero if it does not fall by 10x.
 #include <cstdio>
 
@@ -18,8 +19,10 @@ int main() {
   Tensor w2 = (randn({H, 1}) * (1.0 / 8.0)).requires_grad_();
   Tensor b2 = zeros({1}, TensorOptions().with_requires_grad());
   TensorList params{w1, b1, w2, b2};
+  TensorList velocity;
+  for (const Tensor& p : params) velocity.push_back(zeros_like(p));
 
-  const double lr = 0.05;
+  const double lr = 0.03;
   double first = 0, last = 0;
   for (int step = 0; step <= 2000; ++step) {
     Tensor h = tanh(matmul(x, w1) + b1);
@@ -29,7 +32,10 @@ int main() {
     loss.backward();
     {
       autograd::NoGradGuard no_grad;
-      for (Tensor& p : params) p.sub_(p.grad(), lr);
+      for (size_t i = 0; i < params.size(); ++i) {
+        velocity[i].mul_(0.9).add_(params[i].grad());  // v = 0.9 v + g
+        params[i].sub_(velocity[i], lr);                 // p -= lr v
+      }
     }
     last = loss.item<double>();
     if (step == 0) first = last;
