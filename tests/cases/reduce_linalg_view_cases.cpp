@@ -7,14 +7,6 @@
 namespace tessera::testing {
 namespace {
 
-OpCase one(std::string op, std::string label, std::vector<InputSpec> in,
-           std::function<Tensor(const TensorList&)> f,
-           std::function<Tensor(const TensorList&)> ref = nullptr) {
-  OpCase c{op, label, std::move(in), [f](const TensorList& x) { return TensorList{f(x)}; }};
-  if (ref) c.reference = [ref](const TensorList& x) { return TensorList{ref(x)}; };
-  return c;
-}
-
 // Sum over dim of a 2-d tensor by explicit loops (reference for the reductions).
 Tensor loop_sum_rows(const Tensor& x) {
   std::vector<double> v = values(x), out(x.size(0), 0.0);

@@ -25,6 +25,15 @@ bool add_op_cases(std::vector<OpCase> cases) {
   return true;
 }
 
+OpCase one(std::string op, std::string label, std::vector<InputSpec> inputs,
+           std::function<Tensor(const TensorList&)> fn,
+           std::function<Tensor(const TensorList&)> reference) {
+  OpCase c{std::move(op), std::move(label), std::move(inputs),
+           [fn](const TensorList& x) { return TensorList{fn(x)}; }};
+  if (reference) c.reference = [reference](const TensorList& x) { return TensorList{reference(x)}; };
+  return c;
+}
+
 namespace {
 Tensor sample(const InputSpec& s, const Shape& shape, DType dtype, Generator& gen) {
   using K = InputSpec::Kind;

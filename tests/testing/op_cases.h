@@ -48,6 +48,11 @@ struct OpCase {
 std::vector<OpCase>& op_cases();
 bool add_op_cases(std::vector<OpCase> cases);
 
+// A case whose op (and optional reference) returns a single tensor.
+OpCase one(std::string op, std::string label, std::vector<InputSpec> inputs,
+           std::function<Tensor(const TensorList&)> fn,
+           std::function<Tensor(const TensorList&)> reference = nullptr);
+
 // Inputs for a case in dtype (floating kinds) with a fixed seed per case.
 TensorList make_inputs(const OpCase& c, DType dtype, uint64_t seed);
 

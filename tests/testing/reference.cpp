@@ -28,4 +28,25 @@ Tensor map2(const Tensor& a, const Tensor& b, const std::function<double(double,
   return from_values(va, shape, result_type(a, b));
 }
 
+Shape unravel(int64_t i, const Shape& shape) {
+  Shape c(shape.size());
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    c[d] = i % shape[d];
+    i /= shape[d];
+  }
+  return c;
+}
+
+int64_t ravel(const Shape& coords, const Shape& shape) {
+  int64_t i = 0;
+  for (size_t d = 0; d < shape.size(); ++d) i = i * shape[d] + coords[d];
+  return i;
+}
+
+Tensor build(const Shape& shape, DType dtype, const std::function<double(const Shape&)>& f) {
+  std::vector<double> out(shape_numel(shape));
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) out[i] = f(unravel(i, shape));
+  return from_values(out, shape, dtype);
+}
+
 }  // namespace tessera::testing

@@ -15,4 +15,10 @@ std::vector<double> values(const Tensor& t);
 // A tensor of shape and dtype holding vals.
 Tensor from_values(const std::vector<double>& vals, const Shape& shape, DType dtype);
 
+// Row-major coordinates of linear index i in shape, and back.
+Shape unravel(int64_t i, const Shape& shape);
+int64_t ravel(const Shape& coords, const Shape& shape);
+// Tensor of shape whose element at coordinates c is f(c).
+Tensor build(const Shape& shape, DType dtype, const std::function<double(const Shape&)>& f);
+
 }  // namespace tessera::testing
