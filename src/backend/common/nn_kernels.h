@@ -1,0 +1,118 @@
+#pragma once
+// Kernel keys for the nn family: softmax, normalisation and class losses. Every tensor a kernel
+// receives is contiguous; "rows" are the leading dims flattened. Arithmetic is in opmath (float
+// for 16-bit types), statistics saved for backward (mean, rstd, lse) are float (double for
+// float64). Undefined tensor arguments mean "absent" (no weight) or "not needed" (a gradient).
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "tessera/core/dispatcher.h"
+#include "tessera/core/tensor.h"
+
+namespace tessera {
+
+enum class SoftmaxKind : uint8_t {
+  Softmax,
+  LogSoftmax,
+  SafeSoftmax,  // softmax whose all -inf slices give 0 instead of nan (attention)
+};
+
+// out = softmax of in along the middle axis of [outer, n, inner].
+TESSERA_DECLARE_KERNEL(softmax_kernel, void(const Tensor& out, const Tensor& in, int64_t outer,
+                                            int64_t n, int64_t inner, SoftmaxKind kind));
+// grad_in from grad_out and the forward output y: y (g - sum(g y)) for softmax,
+// g - exp(y) sum(g) for log_softmax.
+TESSERA_DECLARE_KERNEL(softmax_backward_kernel,
+                       void(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out,
+                            int64_t outer, int64_t n, int64_t inner, SoftmaxKind kind));
+
+// x [rows, n]: y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (biased var);
+// writes mean and rstd [rows]. weight, bias [n] may be undefined.
+TESSERA_DECLARE_KERNEL(layer_norm_kernel,
+                       void(const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& x, const Tensor& weight, const Tensor& bias, double eps));
+// With xhat = (x - mean) rstd and gw = dy * weight:
+//   dx = rstd (gw - mean(gw) - xhat mean(gw xhat)), dweight = sum_rows dy xhat, dbias = sum_rows
+//   dy.
+// Any of dx, dweight, dbias may be undefined (not needed).
+TESSERA_DECLARE_KERNEL(layer_norm_backward_kernel,
+                       void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                            const Tensor& dy, const Tensor& x, const Tensor& mean,
+                            const Tensor& rstd, const Tensor& weight));
+
+// h = x (+ residual, written to h_out when residual is defined); y = h * rstd * weight with
+// rstd = 1 / sqrt(mean(h^2) + eps) written to rstd [rows]. weight [n] may be undefined.
+TESSERA_DECLARE_KERNEL(rms_norm_kernel,
+                       void(const Tensor& y, const Tensor& rstd, const Tensor& h_out,
+                            const Tensor& x, const Tensor& residual, const Tensor& weight,
+                            double eps));
+// With xhat = h rstd and gw = dy * weight: dx = rstd (gw - xhat mean(gw xhat)) + dh (dh may be
+// undefined), dweight = sum_rows dy xhat (may be undefined).
+TESSERA_DECLARE_KERNEL(rms_norm_backward_kernel,
+                       void(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
+                            const Tensor& dh, const Tensor& h, const Tensor& rstd,
+                            const Tensor& weight));
+
+// Options of the class-index losses (cross_entropy, nll_loss).
+struct ClassLossParams {
+  int64_t ignore_index = std::numeric_limits<int64_t>::min();  // min() = nothing ignored
+  double label_smoothing = 0.0;
+  bool from_logits = true;  // false: input already holds log-probabilities (nll_loss)
+};
+
+// input [M, C], target [M] int64 (validated: in [0, C) or ignore_index), weight [C] or undefined.
+// With lp = input - lse (lse = logsumexp of the row, or 0 for log-probabilities), eps the label
+// smoothing and w the class weights (1 when undefined), row i with target t:
+//   loss[i] = (1 - eps) w[t] (-lp[t]) + eps / C * sum_c w[c] (-lp[c]),  row_weight[i] = w[t]
+// and both are 0 on ignored rows. loss, lse, row_weight [M] are float (double for float64).
+TESSERA_DECLARE_KERNEL(class_loss_kernel,
+                       void(const Tensor& loss, const Tensor& lse, const Tensor& row_weight,
+                            const Tensor& input, const Tensor& target, const Tensor& weight,
+                            const ClassLossParams& params));
+// dinput [M, C] = grad_rows[i] * d loss[i] / d input[i, :]; with p = exp(lp) (0 for nll):
+//   (1 - eps) w[t] (p - onehot(t)) + eps / C (sum(w) p - w); 0 on ignored rows.
+TESSERA_DECLARE_KERNEL(class_loss_backward_kernel,
+                       void(const Tensor& dinput, const Tensor& grad_rows, const Tensor& input,
+                            const Tensor& lse, const Tensor& target, const Tensor& weight,
+                            const ClassLossParams& params));
+
+namespace detail {
+
+// exp for the CPU row loops, written so the compiler vectorises it (std::exp only vectorises
+// under -ffast-math): Cody-Waite reduction x = n ln2 + r and the Cephes expf polynomial, within
+// 2 ulp of exp on [-87, 88]. Below -87 (and for -inf) it returns 0, above 88 inf; nan propagates.
+inline float vexp(float x) {
+  // Clamp with selects: std::fmin/fmax are library calls that block vectorisation.
+  float xc = x < -87.0f ? -87.0f : x;
+  xc = xc > 88.0f ? 88.0f : xc;
+  // Round xc / ln2 to nearest with the 1.5 * 2^23 trick (floor/nearbyint do not vectorise).
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  float y = e * scale;
+  y = x < -87.0f ? 0.0f : y;
+  y = x > 88.0f ? std::numeric_limits<float>::infinity() : y;
+  return x != x ? x : y;
+}
+inline double vexp(double x) { return std::exp(x); }
+
+// max for reductions under `omp simd` (std::max's reference form keeps them scalar). A nan b is
+// skipped; callers let nan reach the result through exp.
+template <class A>
+inline A vmax(A a, A b) {
+  return b > a ? b : a;
+}
+
+}  // namespace detail
+
+}  // namespace tessera
