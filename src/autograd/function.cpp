@@ -34,6 +34,18 @@ TensorList FunctionNode::apply(TensorList&& grads) {
   return out;
 }
 
+FunctionNode::~FunctionNode() {
+  // Saved tensors are destroyed before ~Node runs, so unlink their histories here.
+  std::vector<std::shared_ptr<Node>> owned;
+  take_owned_nodes(owned);
+  release_iteratively(std::move(owned));
+}
+
+void FunctionNode::take_owned_nodes(std::vector<std::shared_ptr<Node>>& out) {
+  Node::take_owned_nodes(out);
+  for (auto& s : saved_) s.take_history(out);
+}
+
 void FunctionNode::release_saved() {
   for (auto& s : saved_) s.reset();
   released_ = !saved_.empty();

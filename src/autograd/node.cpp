@@ -13,6 +13,26 @@ std::atomic<uint64_t> next_sequence_nr{0};
 
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> owned;
+  Node::take_owned_nodes(owned);
+  release_iteratively(std::move(owned));
+}
+
+void Node::take_owned_nodes(std::vector<std::shared_ptr<Node>>& out) {
+  for (Edge& e : next_edges_)
+    if (e.fn) out.push_back(std::move(e.fn));
+  next_edges_.clear();
+}
+
+void Node::release_iteratively(std::vector<std::shared_ptr<Node>> owned) {
+  while (!owned.empty()) {
+    std::shared_ptr<Node> n = std::move(owned.back());
+    owned.pop_back();
+    if (n.use_count() == 1) n->take_owned_nodes(owned);  // n dies below with nothing to free
+  }
+}
+
 Tensor Node::run_pre_hooks(uint32_t input_nr, Tensor grad) {
   auto it = pre_hooks_.find(input_nr);
   if (it == pre_hooks_.end()) return grad;
@@ -65,6 +85,12 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
   meta.output_nr = output_nr_;
   meta.requires_grad = requires_grad_;
   return alias;
+}
+
+void SavedVariable::take_history(std::vector<std::shared_ptr<Node>>& out) {
+  if (!data_.defined() || data_.impl_ptr().use_count() != 1) return;
+  AutogradMeta* meta = data_.impl()->autograd_meta();
+  if (meta && meta->grad_fn) out.push_back(std::move(meta->grad_fn));
 }
 
 void SavedVariable::reset() {

@@ -126,12 +126,18 @@ std::string Tensor::str() const {
     const Shape& sz = sizes();
     auto* base = static_cast<const char*>(data_ptr());
     os << std::setprecision(6);
-    // Prints nested brackets; for large tensors only the first `limit` values.
+    // Prints nested brackets; for large tensors only the first `limit` values. A bracket opens
+    // (closes) for every trailing dim whose index wraps at element i (i + 1).
+    auto wraps = [&](int64_t idx) {
+      int64_t k = 0;
+      for (int64_t d = dim() - 1; d >= 0 && idx % sz[d] == 0; --d) {
+        ++k;
+        idx /= sz[d];
+      }
+      return k;
+    };
     for (int64_t i = 0; i < std::min(n, limit); ++i) {
-      int64_t rem = i;
-      int open = 0;
-      for (int64_t d = dim() - 1; d >= 0 && rem % sz[d] == 0; --d, rem /= sz[d]) ++open;
-      if (dim() == 0) open = 0;
+      int64_t open = wraps(i);
       if (i > 0) os << (open ? "," : ", ");
       if (i > 0 && open) os << "\n" << std::string(7 + dim() - open, ' ');
       os << std::string(open, '[');
@@ -142,9 +148,7 @@ std::string Tensor::str() const {
         else if constexpr (std::is_integral_v<T>) os << static_cast<int64_t>(v);
         else os << static_cast<double>(v);
       });
-      int64_t r2 = i + 1, close = 0;
-      for (int64_t d = dim() - 1; d >= 0 && r2 % sz[d] == 0; --d, r2 /= sz[d]) ++close;
-      os << std::string(close, ']');
+      os << std::string(wraps(i + 1), ']');
     }
     if (n > limit) os << ", ...";
   }

@@ -36,6 +36,11 @@ TEST(Autograd, DeepChainDoesNotRecurse) {
   for (int i = 0; i < 20000; ++i) y = y * 1.0;
   sum(y).backward();
   EXPECT_EQ(x.grad().item<double>(), 1.0);
+  // Destroying a deep graph that never ran (its nodes still hold saved tensors) must not
+  // recurse either.
+  Tensor z = x;
+  for (int i = 0; i < 100000; ++i) z = z * x;
+  z = Tensor();
 }
 
 TEST(Autograd, GradFunctionDoesNotTouchDotGrad) {

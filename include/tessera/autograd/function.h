@@ -35,7 +35,9 @@ class FunctionNode final : public Node {
  public:
   FunctionNode(std::string name, BackwardFn fn, bool is_view)
       : name_(std::move(name)), fn_(std::move(fn)), is_view_(is_view) {}
+  ~FunctionNode() override;
   TensorList apply(TensorList&& grads) override;
+  void take_owned_nodes(std::vector<std::shared_ptr<Node>>& out) override;
   std::string name() const override { return name_; }
   void release_saved() override;
   bool is_view() const override { return is_view_; }

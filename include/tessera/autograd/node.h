@@ -30,7 +30,7 @@ struct OutputMeta {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -52,11 +52,18 @@ class Node : public std::enable_shared_from_this<Node> {
   void add_pre_hook(uint32_t input_nr, TensorHook hook) {
     pre_hooks_[input_nr].push_back(std::move(hook));
   }
+  // Moves out every node reference this node owns (edges, saved tensors' histories), so a long
+  // graph can be destroyed iteratively instead of by recursive destructors.
+  virtual void take_owned_nodes(std::vector<std::shared_ptr<Node>>& out);
+
   // Runs the hooks on input input_nr's gradient, returning the possibly replaced gradient;
   // AccumulateGrad runs its leaf's hooks instead.
   virtual Tensor run_pre_hooks(uint32_t input_nr, Tensor grad);
 
  protected:
+  // Destroys the nodes in `owned` (and what only they keep alive) without recursion.
+  static void release_iteratively(std::vector<std::shared_ptr<Node>> owned);
+
   std::map<uint32_t, std::vector<TensorHook>> pre_hooks_;
 
  private:
@@ -76,6 +83,8 @@ class SavedVariable {
   Tensor unpack(const std::shared_ptr<Node>& owner) const;
   void reset();
   bool defined() const { return was_defined_; }
+  // When this is the last handle to the saved tensor, moves its grad_fn into out.
+  void take_history(std::vector<std::shared_ptr<Node>>& out);
 
  private:
   Tensor data_;
