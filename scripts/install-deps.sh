@@ -8,6 +8,10 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev        # oneDNN GEMM (its CMake config needs OpenCL headers)
   libopenblas-openmp-dev                # float64 GEMM
   libgtest-dev libgmock-dev             # tests
+  python3-torch python3-numpy           # PyTorch reference for the optimizer/op parity tests
+  nlohmann-json3-dev                    # GPT-2 encoder.json
+  libsentencepiece-dev                  # SentencePiece .model tokenizers (pkg-config only)
+  libicu-dev                            # Unicode letter/number classes for the GPT-2 pre-tokenizer
 )
 
 missing=()

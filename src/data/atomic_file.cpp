@@ -1,0 +1,78 @@
+#include "data/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "tessera/core/error.h"
+
+namespace tessera::detail {
+namespace {
+
+[[noreturn]] void fail(std::string_view op, std::string_view what, const std::string& path,
+                       int err) {
+  throw RuntimeError(
+      str("[", op, "] expected to ", what, " '", path, "', got ", std::strerror(err)));
+}
+
+}  // namespace
+
+void write_all(int fd, const void* data, size_t nbytes, std::string_view op) {
+  const char* p = static_cast<const char*>(data);
+  while (nbytes > 0) {
+    const ssize_t n = ::write(fd, p, nbytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw RuntimeError(str("[", op, "] expected to write a file, got ", strerror(errno)));
+    p += n;
+    nbytes -= static_cast<size_t>(n);
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::function<void(int fd)>& write,
+                       std::string_view op) {
+  std::string tmp_name = path + ".tmp.XXXXXX";
+  std::vector<char> tmp(tmp_name.begin(), tmp_name.end());
+  tmp.push_back('\0');
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) fail(op, "create a temp file beside", path, errno);
+  tmp_name = tmp.data();
+  bool closed = false;
+  try {
+    write(fd);
+    if (::fsync(fd) != 0) fail(op, "fsync", tmp_name, errno);
+    // mkstemp creates 0600; readers such as data loaders in other accounts expect 0644.
+    ::fchmod(fd, 0644);
+    closed = true;
+    if (::close(fd) != 0) fail(op, "close", tmp_name, errno);
+  } catch (...) {
+    if (!closed) ::close(fd);
+    ::unlink(tmp_name.c_str());
+    throw;
+  }
+  if (::rename(tmp_name.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_name.c_str());
+    fail(op, "rename a temp file to", path, err);
+  }
+  // Persist the rename itself.
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_file_atomic(const std::string& path, std::string_view data, std::string_view op) {
+  write_file_atomic(
+      path, [&](int fd) { write_all(fd, data.data(), data.size(), op); }, op);
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,25 @@
+#pragma once
+// Strict UTF-8 decoding shared by the tokenizers. Invalid input (stray continuation bytes,
+// overlong forms, surrogates, values above U+10FFFF, truncated sequences) decodes one byte at a
+// time as kInvalidCodepoint, so byte-level tokenizers can still carry it through unchanged.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tessera::detail {
+
+inline constexpr char32_t kInvalidCodepoint = 0xFFFFFFFF;
+
+struct Utf8Char {
+  char32_t cp;  // kInvalidCodepoint for a byte that starts no valid sequence
+  int len;      // bytes consumed, 1..4
+};
+
+// The character starting at byte i of s (i < s.size()).
+Utf8Char next_utf8(std::string_view s, size_t i);
+// Appends the UTF-8 encoding of a valid codepoint.
+void append_utf8(std::string& out, char32_t cp);
+// "0x3F": a byte as it appears in error messages and in <0x3F> byte tokens.
+std::string hex_byte(uint8_t b);
+
+}  // namespace tessera::detail
