@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tessera/core/error.h"
+#include "testing/temp_dir.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/data/lm_dataset.h"
 #include "tessera/data/token_buffer.h"
@@ -27,17 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using Indices = std::vector<int64_t>;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           (std::string("tessera_data_") + info->name() + "_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using testing::TempDir;
 
 std::vector<int64_t> values(const Tensor& t) {
   const Tensor c = t.contiguous();

@@ -5,24 +5,12 @@
 #include <string>
 
 #include "tessera/tessera.h"
+#include "testing/expect_error.h"
 
 namespace tessera {
 namespace {
 
-// f throws Exc and its message contains "[op]" (and `detail`, when given).
-template <class Exc>
-void expect_error(const std::function<void()>& f, const std::string& op,
-                  const std::string& detail = "") {
-  EXPECT_THROW(f(), Exc) << "op " << op;
-  try {
-    f();
-  } catch (const Exc& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("[" + op + "]"), std::string::npos) << msg;
-    if (!detail.empty()) EXPECT_NE(msg.find(detail), std::string::npos) << msg;
-  } catch (...) {
-  }
-}
+using testing::expect_error;
 
 Tensor targets(std::vector<int64_t> v) { return tensor(v); }
 

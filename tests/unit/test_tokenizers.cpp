@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tessera/core/error.h"
+#include "testing/temp_dir.h"
 #include "tessera/core/generator.h"
 #include "tessera/tokenizers/char_tokenizer.h"
 #include "tessera/tokenizers/gpt2_tokenizer.h"
@@ -32,16 +33,7 @@ void write_text(const fs::path& path, std::string_view text) {
 }
 
 // A fresh folder under the system temp dir, removed when the test ends.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           (std::string("tessera_tok_") + info->name() + "_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 // n random bytes (any value, so mostly invalid UTF-8) from a seeded Philox stream.
 std::string random_bytes(uint64_t seed, size_t n) {

@@ -1,0 +1,35 @@
+#pragma once
+// Kernel keys for the fused optimizer updates: one pass over a parameter, its gradient and its
+// state, in place. Every tensor is contiguous with the same numel; param and grad share a dtype
+// and state tensors have state_dtype(param dtype) (float32 for 16-bit params). Arithmetic is in
+// the state dtype. The formulas are torch.optim's (see tessera/optim/sgd.h and adam.h).
+#include <cstdint>
+
+#include "tessera/core/dispatcher.h"
+#include "tessera/core/tensor.h"
+
+namespace tessera {
+
+struct SgdStepParams {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false, maximize = false;
+  bool first_step = false;  // the momentum buffer is uninitialised: it becomes the gradient
+};
+// momentum_buffer is undefined when momentum == 0.
+TESSERA_DECLARE_KERNEL(sgd_step_kernel,
+                       void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                            const SgdStepParams& params));
+
+struct AdamStepParams {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  int64_t step = 1;                     // this update's count (bias corrections use it)
+  bool decoupled_weight_decay = false;  // AdamW
+  bool amsgrad = false, maximize = false;
+};
+// max_exp_avg_sq is undefined unless amsgrad.
+TESSERA_DECLARE_KERNEL(adam_step_kernel,
+                       void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                            const AdamStepParams& params));
+
+}  // namespace tessera
