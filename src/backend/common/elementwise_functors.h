@@ -8,6 +8,9 @@
 #include <type_traits>
 
 #include "tessera/core/dispatch.h"
+#if !defined(__CUDACC__)
+#include "backend/common/vec_math.h"
+#endif
 #include "tessera/core/half.h"
 
 #if defined(__CUDACC__)
@@ -22,6 +25,22 @@ template <class T>
 TESSERA_HD inline opmath_t<T> up(T x) {
   return static_cast<opmath_t<T>>(x);
 }
+// exp and tanh in opmath precision; on the CPU the float versions vectorise (vec_math.h).
+template <class A>
+TESSERA_HD inline A exp_(A x) {
+#if !defined(__CUDACC__)
+  if constexpr (std::is_same_v<A, float>) return detail::vexp(x);
+#endif
+  return std::exp(x);
+}
+template <class A>
+TESSERA_HD inline A tanh_(A x) {
+#if !defined(__CUDACC__)
+  if constexpr (std::is_same_v<A, float>) return detail::vtanh(x);
+#endif
+  return std::tanh(x);
+}
+
 template <class T>
 TESSERA_HD inline bool is_nan(T x) {
   if constexpr (std::is_floating_point_v<opmath_t<T>>) return std::isnan(up(x));
@@ -44,7 +63,7 @@ TESSERA_UNARY_FN(NegFn, "neg", kNumericTypes, -x)
 TESSERA_UNARY_FN(AbsFn, "abs", kNumericTypes, x < A(0) ? -x : x)
 TESSERA_UNARY_FN(SignFn, "sign", kNumericTypes, A((A(0) < x) - (x < A(0))))
 TESSERA_UNARY_FN(SquareFn, "square", kNumericTypes, x* x)
-TESSERA_UNARY_FN(ExpFn, "exp", kFloatingTypes, std::exp(x))
+TESSERA_UNARY_FN(ExpFn, "exp", kFloatingTypes, exp_(x))
 TESSERA_UNARY_FN(LogFn, "log", kFloatingTypes, std::log(x))
 TESSERA_UNARY_FN(Log1pFn, "log1p", kFloatingTypes, std::log1p(x))
 TESSERA_UNARY_FN(SqrtFn, "sqrt", kFloatingTypes, std::sqrt(x))
@@ -52,15 +71,15 @@ TESSERA_UNARY_FN(RsqrtFn, "rsqrt", kFloatingTypes, A(1) / std::sqrt(x))
 TESSERA_UNARY_FN(ReciprocalFn, "reciprocal", kFloatingTypes, A(1) / x)
 TESSERA_UNARY_FN(SinFn, "sin", kFloatingTypes, std::sin(x))
 TESSERA_UNARY_FN(CosFn, "cos", kFloatingTypes, std::cos(x))
-TESSERA_UNARY_FN(TanhFn, "tanh", kFloatingTypes, std::tanh(x))
-TESSERA_UNARY_FN(SigmoidFn, "sigmoid", kFloatingTypes, A(1) / (A(1) + std::exp(-x)))
+TESSERA_UNARY_FN(TanhFn, "tanh", kFloatingTypes, tanh_(x))
+TESSERA_UNARY_FN(SigmoidFn, "sigmoid", kFloatingTypes, A(1) / (A(1) + exp_(-x)))
 TESSERA_UNARY_FN(ReluFn, "relu", kNumericTypes, x > A(0) ? x : A(0))
 TESSERA_UNARY_FN(GeluFn, "gelu", kFloatingTypes,
                  A(0.5) * x * (A(1) + std::erf(x * A(0.70710678118654752440))))
 TESSERA_UNARY_FN(GeluTanhFn, "gelu_tanh", kFloatingTypes,
                  A(0.5) * x *
-                     (A(1) + std::tanh(A(0.79788456080286535588) * (x + A(0.044715) * x * x * x))))
-TESSERA_UNARY_FN(SiluFn, "silu", kFloatingTypes, x / (A(1) + std::exp(-x)))
+                     (A(1) + tanh_(A(0.79788456080286535588) * (x + A(0.044715) * x * x * x))))
+TESSERA_UNARY_FN(SiluFn, "silu", kFloatingTypes, x / (A(1) + exp_(-x)))
 TESSERA_UNARY_FN(ErfFn, "erf", kFloatingTypes, std::erf(x))
 #undef TESSERA_UNARY_FN
 

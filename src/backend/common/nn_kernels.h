@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "backend/common/vec_math.h"
 #include "tessera/core/dispatcher.h"
 #include "tessera/core/tensor.h"
 
@@ -80,31 +81,6 @@ TESSERA_DECLARE_KERNEL(class_loss_backward_kernel,
 
 namespace detail {
 
-// exp for the CPU row loops, written so the compiler vectorises it (std::exp only vectorises
-// under -ffast-math): Cody-Waite reduction x = n ln2 + r and the Cephes expf polynomial, within
-// 2 ulp of exp on [-87, 88]. Below -87 (and for -inf) it returns 0, above 88 inf; nan propagates.
-inline float vexp(float x) {
-  // Clamp with selects: std::fmin/fmax are library calls that block vectorisation.
-  float xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.0f ? 88.0f : xc;
-  // Round xc / ln2 to nearest with the 1.5 * 2^23 trick (floor/nearbyint do not vectorise).
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  float y = e * scale;
-  y = x < -87.0f ? 0.0f : y;
-  y = x > 88.0f ? std::numeric_limits<float>::infinity() : y;
-  return x != x ? x : y;
-}
-inline double vexp(double x) { return std::exp(x); }
 
 // max for reductions under `omp simd` (std::max's reference form keeps them scalar). A nan b is
 // skipped; callers let nan reach the result through exp.
