@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install dependencies first.
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build demo test test-release test-debug build-cuda docs format clean
+.PHONY: deps build demo test test-release test-debug build-cuda docs bench format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -29,6 +29,10 @@ test-debug: deps
 build-cuda: deps
 	cmake --preset cuda
 	cmake --build --preset cuda -j $(JOBS)
+
+# Tessera vs PyTorch on the op workloads of bench/ (writes a markdown table to stdout).
+bench: build
+	scripts/bench.sh
 
 docs: build
 	cmake --build --preset release --target docs
