@@ -94,7 +94,7 @@ bool Tensor::retains_grad() const {
   return m && m->retains_grad;
 }
 
-size_t Tensor::register_hook(TensorHook hook) const {
+void Tensor::register_hook(TensorHook hook) const {
   TESSERA_CHECK(requires_grad(), RuntimeError,
                 "[register_hook] expected a tensor that requires grad, got one that does not");
   AutogradMeta& meta = checked()->ensure_autograd_meta();
@@ -103,7 +103,6 @@ size_t Tensor::register_hook(TensorHook hook) const {
   } else {
     meta.hooks.push_back(std::move(hook));
   }
-  return meta.hooks.size();
 }
 
 void Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {

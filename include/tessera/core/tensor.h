@@ -74,8 +74,8 @@ class Tensor {
   Tensor& detach_();
   void retain_grad() const;
   bool retains_grad() const;
-  // Registers a hook on the gradient of this tensor; returns its handle index.
-  size_t register_hook(TensorHook hook) const;
+  // Registers a hook on the gradient of this tensor (it may return a replacement gradient).
+  void register_hook(TensorHook hook) const;
   // Leaf tensors only: runs after .grad is accumulated.
   void register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
   uint32_t version() const { return checked()->storage()->version(); }
