@@ -1,0 +1,76 @@
+#pragma once
+// Model configurations: GPT-2 (nanoGPT's GPTConfig) and LLaMA (Meta's ModelArgs, with
+// Llama-3 RoPE scaling). Each comes from a preset name or explicit fields, validates itself and
+// converts to and from JSON (for checkpoints and the CLI).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::models {
+
+struct GPT2Config {
+  int64_t vocab_size = 50257;
+  int64_t block_size = 1024;  // the longest sequence (rows of the learned position table)
+  int64_t n_layer = 12;
+  int64_t n_head = 12;
+  int64_t n_embd = 768;
+  double dropout = 0.0;  // after embeddings, attention probabilities, residual branches
+  bool bias = true;      // biases in the Linear and LayerNorm layers (GPT-2 has them)
+  double layer_norm_eps = 1e-5;
+
+  // Presets: "gpt2" (124M), "gpt2-medium" (350M), "gpt2-large" (774M), "gpt2-xl" (1558M), and
+  // llm.c's depth names "d6", "d12", "d24", "d36", "d48" (the same shapes, d6 = 384 channels
+  // and 6 heads). All use vocab 50257 and block 1024. ValueError listing the names otherwise.
+  static GPT2Config from_name(std::string_view name);
+  static std::vector<std::string> names();
+  // ValueError unless every size is positive, n_embd % n_head == 0 and dropout in [0, 1).
+  void validate() const;
+  int64_t head_dim() const { return n_embd / n_head; }
+  // {"vocab_size": ..., ...}; from_json fills fields present in the object (others keep their
+  // defaults) and validates. ValueError on malformed JSON or unknown keys.
+  std::string to_json() const;
+  static GPT2Config from_json(std::string_view json);
+};
+
+// Llama 3.1's RoPE frequency scaling: wavelengths longer than original_context / low_freq_factor
+// are divided by factor, those shorter than original_context / high_freq_factor kept, and those
+// between interpolated smoothly (Hugging Face rope_type "llama3").
+struct RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+// RoPE uses the Hugging Face half-split convention (pairs x[i], x[i + D/2]); importers of
+// interleaved checkpoints (Meta, llama2.c) permute the rows of wq/wk to it.
+struct LlamaConfig {
+  int64_t vocab_size = 32000;
+  int64_t dim = 4096;  // hidden size
+  int64_t n_layers = 32;
+  int64_t n_heads = 32;
+  int64_t n_kv_heads = 32;     // < n_heads: grouped-query attention
+  int64_t hidden_dim = 11008;  // SwiGLU inner size
+  int64_t max_seq_len = 4096;
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;
+  bool tie_embeddings = false;  // lm_head.weight is model.embed_tokens.weight
+
+  // Presets: "llama2-7b", "llama2-13b", "llama3-8b", "llama3.1-8b", "llama3.2-1b",
+  // "tinyllama-1.1b", llama2.c's "stories260K", "stories15M", "stories42M", "stories110M", and
+  // "llama-test" (2 layers, dim 64, 4 heads / 2 KV heads, Llama-3 scaling; for tests).
+  static LlamaConfig from_name(std::string_view name);
+  static std::vector<std::string> names();
+  // ValueError unless sizes are positive, dim % n_heads == 0, the head dim is even and
+  // n_heads % n_kv_heads == 0.
+  void validate() const;
+  int64_t head_dim() const { return dim / n_heads; }
+  // As GPT2Config; rope_scaling is null or an object with the RopeScaling fields.
+  std::string to_json() const;
+  static LlamaConfig from_json(std::string_view json);
+};
+
+}  // namespace tessera::models

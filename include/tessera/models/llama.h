@@ -1,0 +1,79 @@
+#pragma once
+// LLaMA (1/2/3, TinyLlama, llama2.c's stories models): RMSNorm pre-norm blocks, rotary position
+// embeddings (theta, optional Llama-3 scaling; Hugging Face half-split pairs), grouped-query
+// attention and a SwiGLU MLP, no biases, optionally tied embeddings. Parameter names match
+// Hugging Face transformers: model.embed_tokens.weight,
+// model.layers.<i>.self_attn.{q,k,v,o}_proj.weight,
+// model.layers.<i>.mlp.{gate,up,down}_proj.weight, model.layers.<i>.{input_layernorm,
+// post_attention_layernorm}.weight, model.norm.weight, lm_head.weight.
+//
+//   auto model = std::make_shared<models::Llama>(models::LlamaConfig::from_name("stories15M"));
+//   Tensor logits = (*model)(idx);  // [B, T, V]
+#include <memory>
+
+#include "tessera/core/generator.h"
+#include "tessera/models/config.h"
+#include "tessera/models/transformer.h"
+#include "tessera/nn/layers.h"
+
+namespace tessera::models {
+
+class LlamaAttention : public nn::Module {
+ public:
+  explicit LlamaAttention(const LlamaConfig& config);
+  // x [B, T, dim]; cos/sin [T, head_dim / 2] for the positions of x.
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin);
+  std::string type_name() const override { return "LlamaAttention"; }
+
+  int64_t n_heads, n_kv_heads, head_dim;
+  std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+};
+
+class LlamaMLP : public nn::UnaryModule {
+ public:
+  explicit LlamaMLP(const LlamaConfig& config);
+  Tensor forward(const Tensor& x) override;  // down(silu(gate(x)) * up(x))
+  std::string type_name() const override { return "LlamaMLP"; }
+
+  std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
+};
+
+class LlamaDecoderLayer : public nn::Module {
+ public:
+  explicit LlamaDecoderLayer(const LlamaConfig& config);
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin);
+  std::string type_name() const override { return "LlamaDecoderLayer"; }
+
+  std::shared_ptr<LlamaAttention> self_attn;
+  std::shared_ptr<LlamaMLP> mlp;
+  std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;
+};
+
+// The "model" submodule: embeddings, layers, final norm and the rotary tables.
+class LlamaModel : public nn::Module {
+ public:
+  explicit LlamaModel(const LlamaConfig& config);
+  std::string type_name() const override { return "LlamaModel"; }
+
+  std::shared_ptr<nn::Embedding> embed_tokens;
+  std::shared_ptr<nn::ModuleList> layers;  // of LlamaDecoderLayer
+  std::shared_ptr<nn::RMSNorm> norm;
+  std::shared_ptr<RotaryEmbedding> rotary_emb;  // buffers only (non-persistent)
+};
+
+class Llama : public CausalLM {
+ public:
+  // Builds the model with Hugging Face's init: Linear and Embedding weights ~ N(0, 0.02), norms
+  // 1. Draws from gen (the default generator when null).
+  explicit Llama(LlamaConfig config, Generator* gen = nullptr);
+  Tensor forward(const Tensor& idx, bool last_only = false) override;
+  int64_t vocab_size() const override { return config.vocab_size; }
+  int64_t max_seq_len() const override { return config.max_seq_len; }
+  void reset_parameters(Generator* gen = nullptr);
+
+  LlamaConfig config;
+  std::shared_ptr<LlamaModel> model;
+  std::shared_ptr<nn::Linear> lm_head;  // weight is model->embed_tokens->weight when tied
+};
+
+}  // namespace tessera::models

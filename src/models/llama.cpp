@@ -1,0 +1,102 @@
+#include "tessera/models/llama.h"
+
+#include <utility>
+
+#include "tessera/nn/init.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/nn.h"
+
+namespace tessera::models {
+namespace {
+
+std::shared_ptr<nn::Linear> linear(int64_t in, int64_t out) {
+  return std::make_shared<nn::Linear>(in, out, /*bias=*/false);
+}
+
+}  // namespace
+
+LlamaAttention::LlamaAttention(const LlamaConfig& config)
+    : n_heads(config.n_heads), n_kv_heads(config.n_kv_heads), head_dim(config.head_dim()) {
+  q_proj = register_module("q_proj", linear(config.dim, n_heads * head_dim));
+  k_proj = register_module("k_proj", linear(config.dim, n_kv_heads * head_dim));
+  v_proj = register_module("v_proj", linear(config.dim, n_kv_heads * head_dim));
+  o_proj = register_module("o_proj", linear(n_heads * head_dim, config.dim));
+}
+
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  Tensor q = rope(split_heads((*q_proj)(x), n_heads), cos, sin);
+  Tensor k = rope(split_heads((*k_proj)(x), n_kv_heads), cos, sin);
+  Tensor v = split_heads((*v_proj)(x), n_kv_heads);
+  return (*o_proj)(merge_heads(causal_attention(q, k, v)));
+}
+
+LlamaMLP::LlamaMLP(const LlamaConfig& config) {
+  gate_proj = register_module("gate_proj", linear(config.dim, config.hidden_dim));
+  up_proj = register_module("up_proj", linear(config.dim, config.hidden_dim));
+  down_proj = register_module("down_proj", linear(config.hidden_dim, config.dim));
+}
+
+Tensor LlamaMLP::forward(const Tensor& x) {
+  return (*down_proj)(swiglu((*gate_proj)(x), (*up_proj)(x)));
+}
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config) {
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config));
+  mlp = register_module("mlp", std::make_shared<LlamaMLP>(config));
+  input_layernorm = register_module("input_layernorm",
+                                    std::make_shared<nn::RMSNorm>(config.dim, config.norm_eps));
+  post_attention_layernorm = register_module(
+      "post_attention_layernorm", std::make_shared<nn::RMSNorm>(config.dim, config.norm_eps));
+}
+
+Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  Tensor h = x + self_attn->forward((*input_layernorm)(x), cos, sin);
+  return h + (*mlp)((*post_attention_layernorm)(h));
+}
+
+LlamaModel::LlamaModel(const LlamaConfig& config) {
+  embed_tokens = register_module("embed_tokens",
+                                 std::make_shared<nn::Embedding>(config.vocab_size, config.dim));
+  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < config.n_layers; ++i)
+    layers->push_back(std::make_shared<LlamaDecoderLayer>(config));
+  norm = register_module("norm", std::make_shared<nn::RMSNorm>(config.dim, config.norm_eps));
+  rotary_emb = register_module(
+      "rotary_emb", std::make_shared<RotaryEmbedding>(config.head_dim(), config.max_seq_len,
+                                                      config.rope_theta, config.rope_scaling));
+}
+
+Llama::Llama(LlamaConfig cfg, Generator* gen) : config(std::move(cfg)) {
+  config.validate();
+  model = register_module("model", std::make_shared<LlamaModel>(config));
+  lm_head = register_module("lm_head", linear(config.dim, config.vocab_size));
+  if (config.tie_embeddings)
+    lm_head->weight = lm_head->replace_parameter("weight", model->embed_tokens->weight);
+  reset_parameters(gen);
+}
+
+void Llama::reset_parameters(Generator* gen) {
+  apply([&](nn::Module& m) {
+    if (config.tie_embeddings && &m == lm_head.get()) return;  // drawn through embed_tokens
+    if (auto* l = dynamic_cast<nn::Linear*>(&m)) {
+      nn::init::normal_(l->weight, 0.0, 0.02, gen);
+    } else if (auto* e = dynamic_cast<nn::Embedding*>(&m)) {
+      nn::init::normal_(e->weight, 0.0, 0.02, gen);
+    } else if (auto* n = dynamic_cast<nn::RMSNorm*>(&m)) {
+      nn::init::ones_(n->weight);
+    }
+  });
+}
+
+Tensor Llama::forward(const Tensor& idx, bool last_only) {
+  check_input(idx, "Llama");
+  const int64_t T = idx.size(1);
+  auto [cos, sin] = model->rotary_emb->tables(0, T);
+  Tensor x = (*model->embed_tokens)(idx);
+  for (size_t i = 0; i < model->layers->size(); ++i)
+    x = model->layers->at<LlamaDecoderLayer>(i)->forward(x, cos, sin);
+  if (last_only) x = x.narrow(1, T - 1, 1);
+  return (*lm_head)((*model->norm)(x));
+}
+
+}  // namespace tessera::models

@@ -1,0 +1,237 @@
+// Checkpoints: a resumed run continues bit-for-bit (model, AdamW state, scheduler, RNG, data
+// position, step); corrupt files are detected by their checksums; only the newest K are kept;
+// a failed save leaves the previous checkpoints untouched.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "tessera/io/checkpoint.h"
+#include "tessera/io/safetensors.h"
+#include "tessera/models/gpt2.h"
+#include "tessera/tessera.h"
+#include "testing/expect_error.h"
+#include "testing/temp_dir.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A tiny GPT-2 training run with everything a checkpoint must carry: dropout (RNG), AdamW with
+// two groups, warmup + cosine, and a shuffled loader over random windows.
+struct TinyRun {
+  std::shared_ptr<models::GPT2> model;
+  std::unique_ptr<optim::AdamW> opt;
+  std::unique_ptr<optim::WarmupCosineLR> sched;
+  std::unique_ptr<data::DataLoader> loader;
+
+  explicit TinyRun(uint64_t init_seed) {
+    manual_seed(init_seed);
+    models::GPT2Config c;
+    c.vocab_size = 32;
+    c.block_size = 8;
+    c.n_layer = 1;
+    c.n_head = 2;
+    c.n_embd = 16;
+    c.dropout = 0.1;
+    model = std::make_shared<models::GPT2>(c);
+    optim::AdamOptions o;
+    o.lr = 1e-2;
+    opt = std::make_unique<optim::AdamW>(optim::weight_decay_param_groups(model->parameters(), 0.1),
+                                         o);
+    sched = std::make_unique<optim::WarmupCosineLR>(*opt, 2, 10, 1e-3);
+    std::mt19937 rng(0);
+    std::vector<int32_t> ids(60);
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 32);
+    data::LanguageModelOptions lm;
+    lm.seq_len = 8;
+    lm.sampling = data::WindowSampling::Random;
+    lm.seed = 5;
+    auto dataset =
+        std::make_shared<data::LanguageModelDataset>(data::TokenBuffer::from_ids(ids), lm);
+    data::DataLoaderOptions lo;
+    lo.batch_size = 2;
+    lo.shuffle = true;
+    lo.seed = 3;
+    lo.prefetch = 0;
+    loader = std::make_unique<data::DataLoader>(dataset, lo);
+  }
+
+  float step() {
+    std::optional<data::Batch> batch = loader->next();
+    if (!batch) batch = loader->next();  // next epoch
+    opt->zero_grad();
+    Tensor loss = model->loss((*batch)[0], (*batch)[1]);
+    loss.backward();
+    optim::clip_grad_norm_(model->parameters(), 1.0);
+    opt->step();
+    sched->step();
+    return loss.item<float>();
+  }
+
+  io::TrainingObjects objects() { return {model.get(), opt.get(), sched.get(), loader.get()}; }
+};
+
+std::vector<float> values(const Tensor& t) {
+  Tensor c = t.detach().to(kFloat32).contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+TEST(Checkpoint, ResumedRunContinuesBitForBit) {
+  testing::TempDir dir;
+  const std::string root = dir.file("out");
+  TinyRun a(1);
+  for (int i = 0; i < 3; ++i) a.step();
+  const std::string config = R"({"model":"tiny","lr":0.01})";
+  const std::string folder =
+      io::save_checkpoint(root, io::capture_checkpoint(3, a.objects(), config));
+  EXPECT_EQ(fs::path(folder).filename(), "ckpt_000003");
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json"})
+    EXPECT_TRUE(fs::exists(fs::path(folder) / f)) << f;
+  std::vector<float> expected_losses;
+  for (int i = 0; i < 6; ++i) expected_losses.push_back(a.step());  // crosses an epoch
+
+  TinyRun b(2);  // different weights, fresh optimizer/scheduler/loader, other RNG state
+  io::Checkpoint ckpt = io::load_checkpoint(io::resolve_checkpoint(root));
+  EXPECT_EQ(ckpt.config, R"({"lr":0.01,"model":"tiny"})");
+  EXPECT_EQ(io::restore_checkpoint(ckpt, b.objects()), 3);
+  EXPECT_EQ(b.sched->last_step(), 3);
+  EXPECT_EQ(b.loader->state().batch, 3);
+  std::vector<float> resumed_losses;
+  for (int i = 0; i < 6; ++i) resumed_losses.push_back(b.step());
+  EXPECT_EQ(resumed_losses, expected_losses);
+  for (const auto& [name, p] : a.model->named_parameters())
+    EXPECT_EQ(values(p), values(b.model->named_parameters().at(name))) << name;
+}
+
+TEST(Checkpoint, CorruptionIsDetected) {
+  testing::TempDir dir;
+  TinyRun a(1);
+  a.step();
+  const std::string folder =
+      io::save_checkpoint(dir.file("out"), io::capture_checkpoint(1, a.objects()));
+  const fs::path model = fs::path(folder) / "model.safetensors";
+  const fs::path optimizer = fs::path(folder) / "optimizer.safetensors";
+  const fs::path state = fs::path(folder) / "state.json";
+  auto rewrite = [](const fs::path& p, const std::function<void(std::string&)>& edit) {
+    std::ifstream in(p, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    in.close();
+    fs::permissions(p, fs::perms::owner_write, fs::perm_options::add);
+    edit(bytes);
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  fs::copy(folder, dir.file("backup"), fs::copy_options::recursive);
+  auto restore_backup = [&] {
+    fs::remove_all(folder);
+    fs::copy(dir.file("backup"), folder, fs::copy_options::recursive);
+  };
+
+  rewrite(model, [](std::string& b) { b[b.size() / 2] ^= 0x10; });
+  testing::expect_error<ValueError>([&] { io::load_checkpoint(folder); }, "load_checkpoint",
+                                    "model.safetensors' (checksum mismatch");
+  restore_backup();
+  rewrite(optimizer, [](std::string& b) { b.resize(b.size() - 4); });
+  testing::expect_error<ValueError>([&] { io::load_checkpoint(folder); }, "load_checkpoint",
+                                    "optimizer.safetensors' (checksum mismatch");
+  restore_backup();
+  rewrite(state, [](std::string& b) { b.replace(b.find("\"step\": 1"), 9, "\"step\": 2"); });
+  testing::expect_error<ValueError>([&] { io::load_checkpoint(folder); }, "load_checkpoint",
+                                    "state.json' (checksum mismatch");
+  restore_backup();
+  rewrite(state, [](std::string& b) { b.resize(b.size() / 2); });
+  testing::expect_error<ValueError>([&] { io::load_checkpoint(folder); }, "load_checkpoint",
+                                    "invalid JSON");
+  restore_backup();
+  fs::remove(optimizer);
+  testing::expect_error<ValueError>([&] { io::load_checkpoint(folder); }, "load_checkpoint",
+                                    "expected file");
+  restore_backup();
+  EXPECT_EQ(io::load_checkpoint(folder).step, 1);
+}
+
+io::Checkpoint small_checkpoint(int64_t step, float value) {
+  io::Checkpoint c;
+  c.step = step;
+  c.model.insert("w", full({2, 2}, value));
+  c.optimizer.tensors.insert("state.0.exp_avg", full({2}, value));
+  c.optimizer.scalars.insert("state.0.step", 0.1 * static_cast<double>(step));
+  c.scheduler.scalars.insert("last_step", static_cast<double>(step));
+  c.rng = {42, static_cast<uint64_t>(step) << 40};
+  c.data = {2, step};
+  return c;
+}
+
+std::vector<std::string> names(const std::vector<std::string>& folders) {
+  std::vector<std::string> out;
+  for (const std::string& f : folders) out.push_back(fs::path(f).filename().string());
+  return out;
+}
+
+TEST(Checkpoint, KeepsTheLastKAndFindsTheLatest) {
+  testing::TempDir dir;
+  const std::string root = dir.file("out");
+  EXPECT_FALSE(io::latest_checkpoint(root).has_value());
+  EXPECT_TESSERA_ERROR(io::resolve_checkpoint(root), ValueError, "[resolve_checkpoint]");
+  for (int64_t step : {5, 10, 15, 20, 1000000})
+    io::save_checkpoint(root, small_checkpoint(step, 1.f), 2);
+  EXPECT_EQ(names(io::list_checkpoints(root)),
+            (std::vector<std::string>{"ckpt_000020", "ckpt_1000000"}));
+  EXPECT_EQ(io::latest_checkpoint(root), dir.file("out/ckpt_1000000"));
+  EXPECT_EQ(io::resolve_checkpoint(dir.file("out/ckpt_000020")), dir.file("out/ckpt_000020"));
+
+  io::save_checkpoint(root, small_checkpoint(30, 1.f), /*keep_last=*/0);
+  EXPECT_EQ(io::list_checkpoints(root).size(), 3u);
+
+  io::Checkpoint loaded = io::load_checkpoint(*io::latest_checkpoint(root));
+  const io::Checkpoint want = small_checkpoint(1000000, 1.f);
+  EXPECT_EQ(loaded.step, want.step);
+  EXPECT_EQ(loaded.rng, want.rng);
+  EXPECT_EQ(loaded.data.epoch, 2);
+  EXPECT_EQ(loaded.data.batch, 1000000);
+  EXPECT_EQ(loaded.optimizer.scalars.at("state.0.step"), 0.1 * 1000000);  // exact round trip
+  EXPECT_EQ(loaded.scheduler.scalars.at("last_step"), 1000000.0);
+  EXPECT_EQ(values(loaded.optimizer.tensors.at("state.0.exp_avg")), values(full({2}, 1.f)));
+}
+
+TEST(Checkpoint, FailedSaveLeavesPreviousCheckpointsIntact) {
+  testing::TempDir dir;
+  const std::string root = dir.file("out");
+  io::save_checkpoint(root, small_checkpoint(10, 1.f));
+
+  // Fails after model.safetensors was written (the optimizer file has an undefined tensor).
+  io::Checkpoint bad = small_checkpoint(20, 2.f);
+  bad.optimizer.tensors.insert("state.1.exp_avg", Tensor());
+  EXPECT_TESSERA_ERROR(io::save_checkpoint(root, bad), ValueError, "undefined");
+  // Fails while writing state.json; and re-saving step 10 fails the same way.
+  bad = small_checkpoint(10, 3.f);
+  bad.config = "[1, 2]";
+  EXPECT_TESSERA_ERROR(io::save_checkpoint(root, bad), ValueError, "JSON object");
+  bad = small_checkpoint(10, 3.f);
+  bad.scheduler.scalars.insert("lr", std::nan(""));
+  EXPECT_TESSERA_ERROR(io::save_checkpoint(root, bad), ValueError, "finite");
+
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(root)) entries.push_back(e.path().filename());
+  EXPECT_EQ(entries, std::vector<std::string>{"ckpt_000010"}) << "no temp folders left";
+  io::Checkpoint loaded = io::load_checkpoint(*io::latest_checkpoint(root));
+  EXPECT_EQ(values(loaded.model.at("w")), values(full({2, 2}, 1.f)));
+
+  // A crash midway leaves a hidden temp folder (and maybe a stray folder without state.json):
+  // neither is a checkpoint, and the next save clears the temp folder.
+  fs::create_directories(fs::path(root) / ".ckpt_000030.tmp-abcdef");
+  std::ofstream(fs::path(root) / ".ckpt_000030.tmp-abcdef" / "model.safetensors") << "partial";
+  fs::create_directories(fs::path(root) / "ckpt_000040");
+  EXPECT_EQ(io::latest_checkpoint(root), dir.file("out/ckpt_000010"));
+  // Re-saving a step replaces it as a whole.
+  io::save_checkpoint(root, small_checkpoint(10, 5.f));
+  EXPECT_FALSE(fs::exists(fs::path(root) / ".ckpt_000030.tmp-abcdef"));
+  EXPECT_EQ(values(io::load_checkpoint(dir.file("out/ckpt_000010")).model.at("w")),
+            values(full({2, 2}, 5.f)));
+}
+
+}  // namespace
+}  // namespace tessera
