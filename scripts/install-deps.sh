@@ -8,6 +8,7 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev        # oneDNN GEMM (its CMake config needs OpenCL headers)
   libopenblas-openmp-dev                # float64 GEMM
   libgtest-dev libgmock-dev             # tests
+  libcli11-dev                          # the tessera command line
   python3-torch python3-numpy           # PyTorch reference for the optimizer/op parity tests
   nlohmann-json3-dev                    # GPT-2 encoder.json
   libsentencepiece-dev                  # SentencePiece .model tokenizers (pkg-config only)
