@@ -80,6 +80,19 @@ TEST(EmptyAndScalarTensors, BehaveLikeTorch) {
   EXPECT_TRUE(isnan(mean(zeros({0}))).item<bool>());
 }
 
+TEST(OpValues, Float32SumsAreAccurateOnLongRowsAndColumns) {
+  // 1M values of mean ~0.5: float32 accumulation in one lane would lose ~3 digits.
+  Tensor x = rand({1 << 20}, kFloat64);
+  double want = sum(x).item<double>();
+  Tensor x32 = x.to(kFloat32);
+  EXPECT_NEAR(sum(x32).item<double>(), want, 1e-6 * want);
+  Tensor cols = sum(x32.reshape({4096, 256}), {0});
+  Tensor cols64 = sum(x.reshape({4096, 256}), {0});
+  EXPECT_TRUE(allclose(cols.to(kFloat64), cols64, 1e-6, 0));
+  Tensor rows = sum(x32.reshape({256, 4096}), {1});
+  EXPECT_TRUE(allclose(rows.to(kFloat64), sum(x.reshape({256, 4096}), {1}), 1e-6, 0));
+}
+
 TEST(OpValues, KnownResults) {
   Tensor a = tensor({1.0, -2.0, 3.0});
   EXPECT_TRUE(allclose(abs(a), tensor({1.0, 2.0, 3.0})));

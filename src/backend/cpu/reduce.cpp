@@ -1,4 +1,6 @@
 // CPU reductions over [outer, reduce, inner] layouts.
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "backend/common/reduce_kernels.h"
@@ -7,6 +9,42 @@ namespace tessera::cpu {
 namespace {
 
 constexpr int64_t kInnerBlock = 256;
+// Float sums run in float over chunks this long (vectorised) and add the chunk totals in
+// double: close to pairwise-summation accuracy at full SIMD width.
+constexpr int64_t kChunk = 2048;
+
+template <class T>
+constexpr bool float_sum = std::is_same_v<opmath_t<T>, float>;
+
+// Sum of n contiguous values of a float-like type.
+template <class T>
+double chunked_sum(const T* x, int64_t n) {
+  double total = 0;
+  for (int64_t c = 0; c < n; c += kChunk) {
+    const int64_t e = std::min(n, c + kChunk);
+    float part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t r = c; r < e; ++r) part += static_cast<float>(x[r]);
+    total += part;
+  }
+  return total;
+}
+
+// Column sums of a [n, inner] float-like block into acc[0, len) (len <= kInnerBlock).
+template <class T>
+void chunked_column_sum(const T* x, int64_t n, int64_t inner, int64_t len, double* acc) {
+  float part[kInnerBlock];
+  for (int64_t c = 0; c < n; c += kChunk / 8) {
+    const int64_t e = std::min(n, c + kChunk / 8);
+    for (int64_t i = 0; i < len; ++i) part[i] = 0;
+    for (int64_t r = c; r < e; ++r) {
+      const T* row = x + r * inner;
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) part[i] += static_cast<float>(row[i]);
+    }
+    for (int64_t i = 0; i < len; ++i) acc[i] += part[i];
+  }
+}
 
 template <class R>
 void reduce(const Tensor& out, const Tensor& in, int64_t outer, int64_t n, int64_t inner) {
@@ -16,12 +54,25 @@ void reduce(const Tensor& out, const Tensor& in, int64_t outer, int64_t n, int64
     const T* x = in.data_ptr<T>();
     O* y = out.data_ptr<O>();
     const bool parallel = outer * n * inner > 32768;
+    constexpr bool fast_sum = std::is_same_v<R, fn::SumReducer> && float_sum<T>;
+    if (inner == 1 && outer == 1 && fast_sum && n > 4 * kChunk) {
+      // One long row: split its chunks across threads.
+      double total = 0;
+      const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+      for (int64_t c = 0; c < chunks; ++c)
+        total += chunked_sum(x + c * kChunk, std::min(kChunk, n - c * kChunk));
+      y[0] = static_cast<O>(total);
+      return;
+    }
     if (inner == 1) {
 #pragma omp parallel for schedule(static) if (parallel && outer > 1)
       for (int64_t o = 0; o < outer; ++o) {
         const T* row = x + o * n;
         A acc = R::template identity<T>();
-        if constexpr (std::is_same_v<R, fn::SumReducer>) {
+        if constexpr (fast_sum) {
+          acc = chunked_sum(row, n);
+        } else if constexpr (std::is_same_v<R, fn::SumReducer>) {
 #pragma omp simd reduction(+ : acc)
           for (int64_t r = 0; r < n; ++r) acc += static_cast<A>(static_cast<opmath_t<T>>(row[r]));
         } else {
@@ -39,9 +90,13 @@ void reduce(const Tensor& out, const Tensor& in, int64_t outer, int64_t n, int64
       const int64_t len = std::min(kInnerBlock, inner - i0);
       A acc[kInnerBlock];
       for (int64_t i = 0; i < len; ++i) acc[i] = R::template identity<T>();
-      for (int64_t r = 0; r < n; ++r) {
-        const T* row = x + (o * n + r) * inner + i0;
-        for (int64_t i = 0; i < len; ++i) acc[i] = R::combine(acc[i], static_cast<A>(row[i]));
+      if constexpr (fast_sum) {
+        chunked_column_sum(x + o * n * inner + i0, n, inner, len, acc);
+      } else {
+        for (int64_t r = 0; r < n; ++r) {
+          const T* row = x + (o * n + r) * inner + i0;
+          for (int64_t i = 0; i < len; ++i) acc[i] = R::combine(acc[i], static_cast<A>(row[i]));
+        }
       }
       for (int64_t i = 0; i < len; ++i) y[o * inner + i0 + i] = static_cast<O>(acc[i]);
     }
