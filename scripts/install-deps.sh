@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev             # tests
   libcli11-dev                          # the tessera command line
   python3-torch python3-numpy           # PyTorch reference for the optimizer/op parity tests
+  pybind11-dev python3-dev python3-pytest  # the tessera Python package and its pytest suites
   nlohmann-json3-dev                    # GPT-2 encoder.json
   libsentencepiece-dev                  # SentencePiece .model tokenizers (pkg-config only)
   libicu-dev                            # Unicode letter/number classes for the GPT-2 pre-tokenizer

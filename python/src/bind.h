@@ -1,0 +1,129 @@
+#pragma once
+// Shared pieces of the tessera._C bindings: casters for Python numbers (Scalar), "tensor or
+// number" operands and int-or-sequence arguments (shapes, dims), plus helpers that bind one C++
+// op both as tessera.<op>(input, ...) and as Tensor.<op>(...).
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "tessera/tessera.h"
+
+namespace tessera::python {
+
+namespace py = pybind11;
+
+// A Python number or a tensor: binary ops take either on both sides, as torch does.
+struct Operand {
+  Tensor tensor;
+  std::optional<Scalar> scalar;
+  // The operand as a tensor; a number becomes a wrapped 0-d tensor on `like`'s device, so it
+  // promotes like a Python scalar.
+  Tensor on(const Tensor& like) const {
+    return tensor.defined() ? tensor : wrap_scalar(*scalar, like.defined() ? like.device() : kCPU);
+  }
+};
+
+// Both operands as tensors; TypeError when neither is a tensor.
+std::pair<Tensor, Tensor> operands(const Operand& a, const Operand& b, const char* op);
+
+// An int or a sequence of ints (shapes, dims, repeats).
+struct IntList {
+  Shape values;
+};
+
+// Shape from `view(2, 3)` or `view((2, 3))` style arguments.
+Shape shape_from_args(const py::args& args, const char* op);
+
+// dtype / device from a Python value (tessera.dtype, "float32"; tessera.device, "cpu").
+DType to_dtype(py::handle h);
+Device to_device(py::handle h);
+// TensorOptions from creation kwargs (dtype, device, requires_grad); unknown keys raise TypeError.
+TensorOptions options_from_kwargs(const py::kwargs& kwargs, const char* op,
+                                  DType default_dtype = kFloat32);
+
+// Any tensor-like value as a tessera Tensor: a Tensor itself, an object with __dlpack__ (torch,
+// numpy >= 1.22, zero-copy), a numpy array (zero-copy) or nested sequences / numbers (copied).
+Tensor to_tensor(py::handle h, std::optional<DType> dtype = std::nullopt);
+
+// A numpy-style namedtuple type (cached), e.g. namedtuple("max", "values indices").
+py::object namedtuple(const char* name, const char* fields);
+
+// The tessera.<dtype> singleton for a DType (so `t.dtype is tessera.float32` holds).
+py::object dtype_object(DType dtype);
+// A tessera.Size (a tuple subclass) holding shape.
+py::object size_object(const Shape& shape);
+
+// None for an undefined tensor.
+inline py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+// Binds f as a module function (first argument named `input`) and as a Tensor method.
+template <class F, class... Extra>
+void def_op(py::module_& m, py::class_<Tensor>& cls, const char* name, F&& f,
+            const Extra&... extra) {
+  m.def(name, f, py::arg("input"), extra...);
+  cls.def(name, std::forward<F>(f), extra...);
+}
+
+namespace bind_detail {
+template <class F, class R, class C, class... Args>
+auto returning_self(F f, R (C::*)(Tensor&, Args...) const) {
+  return [f](py::object self, Args... args) -> py::object {
+    f(self.cast<Tensor&>(), std::forward<Args>(args)...);
+    return self;
+  };
+}
+}  // namespace bind_detail
+
+// In-place Tensor method returning the same Python object (t.add_(x) is t); f is a lambda
+// taking (Tensor& self, args...).
+template <class F, class... Extra>
+void def_inplace(py::class_<Tensor>& cls, const char* name, F f, const Extra&... extra) {
+  cls.def(name, bind_detail::returning_self(f, &F::operator()), extra...);
+}
+
+// The Tensor class object registered by init_tensor.
+py::class_<Tensor> tensor_class(py::module_& m);
+
+void init_types(py::module_& m);
+void init_tensor(py::module_& m);
+void init_indexing(py::module_& m);
+void init_interop(py::module_& m);
+void init_ops(py::module_& m);
+void init_ops_shape(py::module_& m);
+void init_ops_nn(py::module_& m);
+void init_autograd(py::module_& m);
+void init_nn(py::module_& m);
+void init_optim(py::module_& m);
+void init_data(py::module_& m);
+
+}  // namespace tessera::python
+
+namespace pybind11::detail {
+
+// Python bool/int/float (and numpy scalars) <-> tessera::Scalar.
+template <>
+struct type_caster<tessera::Scalar> {
+  PYBIND11_TYPE_CASTER(tessera::Scalar, const_name("Number"));
+  bool load(handle src, bool convert);
+  static handle cast(const tessera::Scalar& s, return_value_policy, handle);
+};
+
+template <>
+struct type_caster<tessera::python::Operand> {
+  PYBIND11_TYPE_CASTER(tessera::python::Operand, const_name("Tensor | Number"));
+  bool load(handle src, bool convert);
+  static handle cast(const tessera::python::Operand& v, return_value_policy, handle);
+};
+
+template <>
+struct type_caster<tessera::python::IntList> {
+  PYBIND11_TYPE_CASTER(tessera::python::IntList, const_name("int | Sequence[int]"));
+  bool load(handle src, bool convert);
+  static handle cast(const tessera::python::IntList& v, return_value_policy, handle);
+};
+
+}  // namespace pybind11::detail

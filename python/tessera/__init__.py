@@ -1,0 +1,25 @@
+"""Tessera: a C++20 deep-learning framework with a PyTorch-shaped Python API.
+
+Everything here is the C++ core (tessera._C): tensors, every op (as a function and a method),
+autograd, nn, optim and data. The Python files only arrange the names the way torch does.
+
+    import tessera
+    x = tessera.randn(4, 3, requires_grad=True)
+    (x @ x.T).sum().backward()
+"""
+from . import _C
+from ._C import *  # noqa: F401,F403  Tensor, dtypes, device and every op
+
+# The star import brought the C++ submodules; the Python packages of the same names wrap them.
+del autograd, data, functional, nn, optim  # noqa: F821
+from ._size import Size  # noqa: F401,E402
+from . import autograd, data, nn, optim  # noqa: F401,E402
+from .autograd import (  # noqa: F401,E402
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+
+__version__ = "0.1.0"

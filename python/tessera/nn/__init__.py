@@ -1,0 +1,20 @@
+"""Modules and layers (tessera._C.nn), torch.nn's counterpart.
+
+Subclass Module and assign Parameters and Modules as attributes; they are registered in C++ in
+assignment order, so parameters(), state_dict() and optimizers see them as in torch.
+"""
+from .._C.nn import (  # noqa: F401
+    GELU,
+    Dropout,
+    Embedding,
+    LayerNorm,
+    Linear,
+    Module,
+    ModuleList,
+    Parameter,
+    ReLU,
+    RMSNorm,
+    Sequential,
+    SiLU,
+)
+from . import functional, init, utils  # noqa: F401
