@@ -13,5 +13,7 @@ struct Command {
 };
 
 Command add_tokenize_command(CLI::App& app);
+Command add_train_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
 
 }  // namespace tessera::cli

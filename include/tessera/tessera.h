@@ -18,6 +18,7 @@
 #include "tessera/models/config.h"
 #include "tessera/models/gpt2.h"
 #include "tessera/models/llama.h"
+#include "tessera/models/sampling.h"
 #include "tessera/models/transformer.h"
 #include "tessera/nn/init.h"
 #include "tessera/nn/layers.h"

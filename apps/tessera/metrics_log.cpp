@@ -1,0 +1,57 @@
+#include "metrics_log.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/core/error.h"
+
+namespace tessera::cli {
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    TESSERA_CHECK(out.good(), RuntimeError, "[write] expected a writable file, got '", tmp, "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  TESSERA_CHECK(!ec, RuntimeError, "[write] expected to rename '", tmp, "' to '", path, "', got ",
+                ec.message());
+}
+
+MetricsLog::MetricsLog(std::string path, std::optional<int64_t> resume_step)
+    : path_(std::move(path)) {
+  std::string kept;
+  if (resume_step) {
+    std::ifstream in(path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      // A line cut short by a crash, or written by someone else, is dropped rather than fatal.
+      nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!record.is_object() || !record.contains("step") || !record["step"].is_number_integer())
+        continue;
+      if (record["step"].get<int64_t>() > *resume_step) continue;
+      kept += line + "\n";
+      records_.push_back(std::move(record));
+    }
+  }
+  write_file_atomic(path_, kept);
+  file_ = std::fopen(path_.c_str(), "a");
+  TESSERA_CHECK(file_ != nullptr, RuntimeError, "[train] expected a writable metrics file, got '",
+                path_, "'");
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  const std::string line = record.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fflush(file_);
+  records_.push_back(record);
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,69 @@
+#pragma once
+// How the CLI stores a model and finds it again. A training run's folder (train --out) holds
+//   config.json       {"arch": "gpt2" | "llama", "model": {<GPT2Config or LlamaConfig>},
+//                      "tokenizer": <spec>, "tokenizer_data_dir": <dir>, "train": {<options>}}
+//   tokenizer.chars   the vocabulary of a character-level run
+//   ckpt_<step>/      checkpoints (tessera/io/checkpoint.h); state.json carries the same config
+//   metrics.jsonl, loss.svg
+// load_model reads such a folder, one of its checkpoints, a .safetensors file with a
+// config.json (or state.json) beside it, an llm.c GPT-2 .bin or a llama2.c model file.
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/core/generator.h"
+#include "tessera/models/transformer.h"
+#include "tessera/tokenizers/tokenizer.h"
+
+namespace tessera::cli {
+
+// A model architecture: "gpt2" with a GPT2Config, or "llama" with a LlamaConfig, as JSON.
+struct ModelSpec {
+  std::string arch;
+  nlohmann::json config;
+};
+
+// A freshly initialised model (weights drawn from gen); ValueError naming op for an unknown
+// arch or a bad config.
+std::shared_ptr<models::CausalLM> build_model(const ModelSpec& spec, Generator* gen,
+                                              std::string_view op);
+// The spec of a GPT2 or Llama instance.
+ModelSpec model_spec(const models::CausalLM& model);
+
+// A tokenizer as recorded with a model: `spec` is a name ("char" is not: char-level runs record
+// their .chars file), or a path, relative paths resolved against `base_dir`.
+struct TokenizerRef {
+  std::string spec;
+  std::string data_dir;  // for "gpt2": the folder holding gpt2/encoder.json (empty: default)
+  std::string base_dir;
+};
+// ref.spec with a relative path made absolute against base_dir when that file exists.
+std::string resolve_tokenizer_spec(const TokenizerRef& ref);
+std::unique_ptr<tokenizers::Tokenizer> load_tokenizer(const TokenizerRef& ref);
+
+// The token ids to start sampling from: text encoded (after the tokenizer's BOS when it has
+// one); for an empty text the BOS alone, else the encoding of "\n" (a line start, as nanoGPT
+// samples its char-level models), else token 0.
+std::vector<int32_t> prompt_ids(const tokenizers::Tokenizer& tokenizer, std::string_view text);
+
+// Whether id ends a text: the tokenizer's EOS, or its BOS (llama2.c's models start each story
+// with BOS, so a BOS after text begins another).
+bool ends_text(const tokenizers::Tokenizer& tokenizer, int32_t id);
+
+struct LoadedModel {
+  std::shared_ptr<models::CausalLM> model;  // float32, eval mode
+  ModelSpec spec;
+  std::optional<TokenizerRef> tokenizer;  // what the model was trained with, when known
+  nlohmann::json run_config;              // config.json / the checkpoint's config, when present
+  std::string source;                     // the file or folder the weights came from
+};
+
+// Loads a model from any of the forms listed above (a run folder: its newest checkpoint).
+// ValueError naming op when path is none of them.
+LoadedModel load_model(const std::string& path, std::string_view op);
+
+}  // namespace tessera::cli

@@ -1,0 +1,422 @@
+// The training loop of `tessera train`: setup (new run, --init-from or --resume), steps with
+// gradient accumulation and clipping, evaluation, samples, checkpoints, metrics and the plot.
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "loss_plot.h"
+#include "metrics_log.h"
+#include "mixed_precision.h"
+#include "model_files.h"
+#include "progress_bar.h"
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/core/error.h"
+#include "tessera/data/dataloader.h"
+#include "tessera/data/lm_dataset.h"
+#include "tessera/io/checkpoint.h"
+#include "tessera/models/sampling.h"
+#include "tessera/optim/adam.h"
+#include "tessera/optim/clip_grad.h"
+#include "tessera/optim/lr_scheduler.h"
+#include "tessera/tokenizers/char_tokenizer.h"
+#include "train_options.h"
+#include "train_setup.h"
+
+namespace tessera::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+using tessera::detail::str;
+
+// Ctrl-C asks the loop to stop after the current step (then evaluate and save); a second one
+// kills the process as usual.
+std::atomic<bool> g_stop_requested{false};
+extern "C" void on_interrupt(int) {
+  if (g_stop_requested.exchange(true)) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+  }
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string fmt(const char* format, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
+
+// Options that shape the model (fixed by --init-from's model file or a resumed checkpoint), and
+// those that fix how data becomes tokens (fixed by a resumed checkpoint too).
+constexpr std::array<const char*, 7> kModelKeys = {"model",     "preset", "n_layer", "n_head",
+                                                   "n_kv_head", "n_embd", "dropout"};
+constexpr std::array<const char*, 3> kTokenKeys = {"seq_len", "tokenizer", "data_dir"};
+// Options of one invocation, never taken from a checkpoint.
+constexpr std::array<const char*, 4> kInvocationKeys = {"out", "resume", "threads", "time_limit"};
+
+// A short description of the architecture for the log and the plot title.
+std::string describe(const ModelSpec& spec, int64_t params) {
+  const Json& c = spec.config;
+  const bool gpt2 = spec.arch == "gpt2";
+  std::string s = str(spec.arch, " ", c[gpt2 ? "n_layer" : "n_layers"].get<int64_t>(), "L ",
+                      c[gpt2 ? "n_head" : "n_heads"].get<int64_t>(), "H ",
+                      c[gpt2 ? "n_embd" : "dim"].get<int64_t>(), "C");
+  if (!gpt2 && c["n_kv_heads"] != c["n_heads"]) s += str(" ", c["n_kv_heads"].get<int64_t>(), "KV");
+  return s + fmt(", vocab %lld, %.2fM params",
+                 static_cast<long long>(c["vocab_size"].get<int64_t>()),
+                 static_cast<double>(params) / 1e6);
+}
+
+class Trainer {
+ public:
+  Trainer(TrainOptions options, const std::set<std::string>& explicit_keys);
+  int run();
+
+ private:
+  void setup_resume(const std::set<std::string>& explicit_keys);
+  void setup_new_run(const std::set<std::string>& explicit_keys);
+  void setup_training();
+  double train_step();  // one optimizer step; returns the mean micro-batch loss
+  data::Batch next_batch();
+  double evaluate(int64_t step);
+  void sample(int64_t step);
+  void save(int64_t step);
+  void replot();
+  models::CausalLM& compute_model() { return mixed_ ? mixed_->compute() : *model_; }
+
+  TrainOptions o_;
+  std::string out_;
+  std::optional<io::Checkpoint> resume_from_;
+  std::optional<LoadedModel> init_from_;
+  std::unique_ptr<tokenizers::Tokenizer> tokenizer_;
+  ModelSpec spec_;
+  Json run_config_;
+  int64_t seq_len_ = 0;
+  int64_t step_ = 0;
+  double last_val_loss_ = NAN;
+
+  std::shared_ptr<models::CausalLM> model_;  // float32 master weights
+  std::unique_ptr<MixedPrecision> mixed_;    // --dtype bfloat16
+  TensorList params_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<optim::WarmupCosineLR> scheduler_;
+  std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<ProgressBar> bar_;
+  std::string title_;
+};
+
+Trainer::Trainer(TrainOptions options, const std::set<std::string>& explicit_keys)
+    : o_(std::move(options)), out_(o_.out) {
+  if (o_.threads > 0) omp_set_num_threads(o_.threads);
+  bar_ = std::make_unique<ProgressBar>(o_.max_steps, ProgressBar::stderr_is_terminal());
+  if (o_.resume)
+    setup_resume(explicit_keys);
+  else
+    setup_new_run(explicit_keys);
+  bar_->set_total(o_.max_steps);  // a resumed run may have changed it
+  setup_training();
+}
+
+// Continues a run: the saved options, with those given on the command line replacing them.
+void Trainer::setup_resume(const std::set<std::string>& explicit_keys) {
+  TESSERA_CHECK(o_.init_from.empty(), ValueError,
+                "[train] expected --init-from only for a new run, got it with --resume");
+  for (const auto& keys :
+       {std::span<const char* const>(kModelKeys), std::span<const char* const>(kTokenKeys)})
+    for (const char* key : keys)
+      TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no --", key,
+                    " with --resume (the run's checkpoint fixes it), got --", key);
+  const std::string folder = io::resolve_checkpoint(out_);
+  resume_from_ = io::load_checkpoint(folder);
+  const Json saved = Json::parse(resume_from_->config);
+  TESSERA_CHECK(saved.contains("train") && saved.contains("arch"), ValueError,
+                "[train] expected a checkpoint written by tessera train in '", folder,
+                "', got one without its run options");
+  Json merged = saved["train"];
+  const Json given = o_;
+  for (const std::string& key : explicit_keys) merged[key] = given[key];
+  for (const char* key : kInvocationKeys) merged[key] = given[key];
+  o_ = merged.get<TrainOptions>();
+  spec_ = {saved["arch"].get<std::string>(), saved["model"]};
+  const TokenizerRef ref{saved.value("tokenizer", std::string()),
+                         saved.value("tokenizer_data_dir", std::string()), out_};
+  tokenizer_ = load_tokenizer(ref);
+  run_config_ = saved;
+  run_config_["train"] = o_;
+  bar_->log(str("resuming from ", folder, " (step ", resume_from_->step, ")"));
+}
+
+void Trainer::setup_new_run(const std::set<std::string>& explicit_keys) {
+  TESSERA_CHECK(!o_.data.empty(), ValueError,
+                "[train] expected --data PATH (a text file or an llm.c .bin token file), got none");
+  if (auto existing = io::latest_checkpoint(out_))
+    throw ValueError(str("[train] expected an output folder without checkpoints (or --resume to ",
+                         "continue its run), got '", out_, "' holding ", *existing));
+  std::optional<TokenizerRef> inherited;
+  if (!o_.init_from.empty()) {
+    for (const char* key : kModelKeys)
+      TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no --", key,
+                    " with --init-from (the model file fixes the architecture), got --", key);
+    init_from_ = load_model(o_.init_from, "train");
+    inherited = init_from_->tokenizer;
+  }
+  ChosenTokenizer chosen = choose_tokenizer(o_, inherited);
+  tokenizer_ = std::move(chosen.tokenizer);
+  if (init_from_) {
+    spec_ = init_from_->spec;
+    TESSERA_CHECK(init_from_->model->vocab_size() == tokenizer_->vocab_size(), ValueError,
+                  "[train] expected a tokenizer with the vocabulary of --init-from's model (",
+                  init_from_->model->vocab_size(), " tokens), got ", tokenizer_->vocab_size());
+  } else {
+    spec_ = spec_from_options(o_, tokenizer_->vocab_size());
+  }
+  fs::create_directories(out_);
+  // A character vocabulary lives beside the checkpoints, so the folder is self-contained.
+  if (auto* chars = dynamic_cast<tokenizers::CharTokenizer*>(tokenizer_.get())) {
+    chars->save((fs::path(out_) / "tokenizer.chars").string());
+    chosen.spec = "tokenizer.chars";
+  }
+  o_.data = fs::absolute(o_.data).lexically_normal().string();
+  if (!o_.val_data.empty()) o_.val_data = fs::absolute(o_.val_data).lexically_normal().string();
+  run_config_ = {{"arch", spec_.arch},
+                 {"model", spec_.config},
+                 {"tokenizer", chosen.spec},
+                 {"tokenizer_data_dir", chosen.data_dir},
+                 {"train", o_}};
+}
+
+void Trainer::setup_training() {
+  write_file_atomic((fs::path(out_) / "config.json").string(), run_config_.dump(2) + "\n");
+  manual_seed(o_.seed);
+  model_ = init_from_ ? init_from_->model : build_model(spec_, &default_generator(), "train");
+  init_from_.reset();
+  model_->train();
+  seq_len_ = o_.seq_len > 0 ? o_.seq_len : model_->max_seq_len();
+  TESSERA_CHECK(seq_len_ <= model_->max_seq_len(), ValueError,
+                "[train] expected --seq-len <= ", "the model's context of ", model_->max_seq_len(),
+                ", got ", seq_len_);
+  Corpus corpus = load_corpus(o_, *tokenizer_, seq_len_);
+
+  // Training windows start at random positions (nanoGPT's get_batch), reproducibly from the seed
+  // and the epoch; an epoch has at least one optimizer step's worth of windows.
+  const int64_t per_step = o_.batch_size * o_.grad_accum;
+  data::LanguageModelOptions train_windows{
+      seq_len_, data::WindowSampling::Random, o_.seed,
+      std::max((corpus.train.size() - 1) / seq_len_, per_step)};
+  train_loader_ = std::make_unique<data::DataLoader>(
+      std::make_shared<data::LanguageModelDataset>(corpus.train, train_windows),
+      data::DataLoaderOptions{.batch_size = o_.batch_size, .drop_last = true, .prefetch = 2});
+  // Validation reads the same consecutive windows every time, so evaluations compare.
+  val_loader_ = std::make_unique<data::DataLoader>(
+      std::make_shared<data::LanguageModelDataset>(
+          corpus.val, data::LanguageModelOptions{seq_len_, data::WindowSampling::Sequential}),
+      data::DataLoaderOptions{.batch_size = o_.batch_size, .prefetch = 0});
+
+  params_ = model_->parameters();
+  optimizer_ = std::make_unique<optim::AdamW>(
+      optim::weight_decay_param_groups(params_, o_.weight_decay),
+      optim::AdamOptions{
+          .lr = o_.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = o_.weight_decay});
+  // Short trial runs would otherwise trip over the default warmup (which must end before the
+  // decay does).
+  const int64_t warmup = std::min(o_.warmup_steps, o_.max_steps - 1);
+  if (warmup < o_.warmup_steps)
+    bar_->log(str("note: warmup shortened to ", warmup, " steps to end before --max-steps"));
+  scheduler_ =
+      std::make_unique<optim::WarmupCosineLR>(*optimizer_, warmup, o_.max_steps, o_.min_lr);
+  if (o_.dtype == "bfloat16") {
+    Generator unused(0);  // the copy's weights come from the master
+    mixed_ = std::make_unique<MixedPrecision>(*model_, build_model(spec_, &unused, "train"));
+  }
+  if (resume_from_) {
+    step_ = io::restore_checkpoint(
+        *resume_from_, {model_.get(), optimizer_.get(), scheduler_.get(), train_loader_.get()});
+    resume_from_.reset();  // drop the mapped checkpoint files
+  }
+  if (mixed_) mixed_->pull_weights();
+  metrics_ = std::make_unique<MetricsLog>((fs::path(out_) / "metrics.jsonl").string(),
+                                          o_.resume ? std::optional<int64_t>(step_) : std::nullopt);
+
+  title_ =
+      str(describe(spec_, model_->num_parameters()), " on ", fs::path(o_.data).filename().string());
+  bar_->log("model: " + describe(spec_, model_->num_parameters()) +
+            str(", context ", model_->max_seq_len()));
+  bar_->log(str("data: ", corpus.description, " (tokenizer ", tokenizer_->name(), ", ",
+                tokenizer_->vocab_size(), " tokens)"));
+  bar_->log(
+      fmt("batch %lld x %lld tokens x %lld accum = %lld tokens/step | AdamW lr %g -> %g, "
+          "warmup %lld, weight decay %g, clip %g | %s, %d threads",
+          static_cast<long long>(o_.batch_size), static_cast<long long>(seq_len_),
+          static_cast<long long>(o_.grad_accum), static_cast<long long>(per_step * seq_len_), o_.lr,
+          o_.min_lr, static_cast<long long>(warmup), o_.weight_decay, o_.grad_clip,
+          o_.dtype.c_str(), omp_get_max_threads()));
+}
+
+data::Batch Trainer::next_batch() {
+  std::optional<data::Batch> batch = train_loader_->next();
+  if (!batch) batch = train_loader_->next();  // the call after an epoch's end starts the next
+  TESSERA_ASSERT(batch.has_value(), "an epoch holds at least one batch");
+  return std::move(*batch);
+}
+
+double Trainer::train_step() {
+  models::CausalLM& model = compute_model();
+  optim::GradAccumulator accumulator(o_.grad_accum);
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
+    data::Batch batch = next_batch();
+    Tensor loss = model.loss(batch[0], batch[1]);
+    accumulator.backward(loss);
+    if (mixed_) mixed_->push_grads();
+    loss_sum += loss.item<float>();
+  }
+  return loss_sum / static_cast<double>(o_.grad_accum);
+}
+
+double Trainer::evaluate(int64_t step) {
+  const Clock::time_point start = Clock::now();
+  models::CausalLM& model = compute_model();
+  model.eval();
+  double sum = 0.0;
+  int64_t count = 0;
+  {
+    autograd::NoGradGuard no_grad;
+    val_loader_->set_epoch(0);
+    const int64_t n = std::min(o_.eval_steps, val_loader_->num_batches());
+    for (int64_t i = 0; i < n; ++i) {
+      std::optional<data::Batch> batch = val_loader_->next();
+      const int64_t rows = (*batch)[0].size(0);
+      sum += model.loss((*batch)[0], (*batch)[1]).item<float>() * static_cast<double>(rows);
+      count += rows;
+    }
+  }
+  model.train();
+  const double loss = last_val_loss_ = sum / static_cast<double>(count);
+  metrics_->write({{"step", step}, {"val_loss", loss}});
+  bar_->log(fmt("step %5lld/%lld | val loss %.4f | %.0f ms", static_cast<long long>(step),
+                static_cast<long long>(o_.max_steps), loss, seconds_since(start) * 1e3));
+  replot();
+  return loss;
+}
+
+void Trainer::sample(int64_t step) {
+  if (o_.sample_tokens <= 0) return;
+  // A generator of its own, so that sampling never changes the training run's random numbers.
+  Generator gen(o_.seed + static_cast<uint64_t>(step));
+  std::vector<int32_t> prompt = prompt_ids(*tokenizer_, o_.sample_prompt);
+  std::string text = o_.sample_prompt;
+  int32_t prev = prompt.back();
+  models::generate(*model_, prompt, o_.sample_tokens, {.temperature = 0.8, .top_k = 200}, &gen,
+                   [&](int32_t id) {
+                     if (ends_text(*tokenizer_, id)) return false;
+                     text += tokenizer_->token_to_string(id, prev);
+                     prev = id;
+                     return true;
+                   });
+  bar_->log(str("---- sample at step ", step, " ----\n", text, "\n----"));
+}
+
+void Trainer::save(int64_t step) {
+  const Clock::time_point start = Clock::now();
+  const io::Checkpoint ckpt = io::capture_checkpoint(
+      step, {model_.get(), optimizer_.get(), scheduler_.get(), train_loader_.get()},
+      run_config_.dump());
+  const std::string folder = io::save_checkpoint(out_, ckpt, static_cast<int>(o_.keep));
+  bar_->log(fmt("saved %s (%.0f ms)", folder.c_str(), seconds_since(start) * 1e3));
+}
+
+void Trainer::replot() {
+  write_loss_plot((fs::path(out_) / "loss.svg").string(), loss_curves(metrics_->records()), title_);
+}
+
+int Trainer::run() {
+  if (step_ >= o_.max_steps) {
+    bar_->log(str("the checkpoint is at step ", step_, " of --max-steps ", o_.max_steps,
+                  ": nothing to train (raise --max-steps to continue)"));
+    return 0;
+  }
+  const int64_t tokens_per_step = o_.batch_size * o_.grad_accum * seq_len_;
+  g_stop_requested = false;
+  auto previous_handler = std::signal(SIGINT, on_interrupt);
+  bar_->set_time_limit(o_.time_limit);
+  const Clock::time_point start = Clock::now();
+  int64_t last_eval = -1, last_sample = -1, last_save = step_;
+  if (step_ == 0) {  // the untrained loss anchors the curve (about ln(vocab))
+    evaluate(0);
+    last_eval = 0;
+  }
+  std::string stop_reason;
+  double step_seconds = 0.0;  // moving average, to stop before the time limit is overrun
+  while (step_ < o_.max_steps) {
+    if (g_stop_requested) {
+      stop_reason = "interrupted";
+      break;
+    }
+    if (o_.time_limit > 0 && seconds_since(start) + step_seconds > o_.time_limit) {
+      stop_reason = fmt("time limit of %g s reached", o_.time_limit);
+      break;
+    }
+    const Clock::time_point t0 = Clock::now();
+    const double lr = optimizer_->param_groups()[0].options.at("lr");
+    const double loss = train_step();
+    const double norm = o_.grad_clip > 0
+                            ? optim::clip_grad_norm_(params_, o_.grad_clip).item<float>()
+                            : optim::grad_norm(params_).item<float>();
+    optimizer_->step();
+    optimizer_->zero_grad();
+    scheduler_->step();
+    if (mixed_) mixed_->pull_weights();
+    ++step_;
+    const double dt = seconds_since(t0);
+    step_seconds = step_seconds == 0.0 ? dt : 0.9 * step_seconds + 0.1 * dt;
+    const double tok_s = static_cast<double>(tokens_per_step) / dt;
+    metrics_->write({{"step", step_},
+                     {"train_loss", loss},
+                     {"lr", lr},
+                     {"grad_norm", norm},
+                     {"ms", dt * 1e3},
+                     {"tok_per_s", tok_s}});
+    bar_->update(step_, fmt("loss %.3f", loss));  // before the line, which redraws the bar
+    bar_->log(fmt("step %5lld/%lld | train loss %.4f | norm %.3f | lr %.2e | %.1f ms | %.0f tok/s",
+                  static_cast<long long>(step_), static_cast<long long>(o_.max_steps), loss, norm,
+                  lr, dt * 1e3, tok_s));
+    if (o_.eval_every > 0 && step_ % o_.eval_every == 0) evaluate(last_eval = step_);
+    if (o_.sample_every > 0 && step_ % o_.sample_every == 0) sample(last_sample = step_);
+    if (o_.save_every > 0 && step_ % o_.save_every == 0) save(last_save = step_);
+  }
+  std::signal(SIGINT, previous_handler);
+  bar_->clear();
+  if (!stop_reason.empty()) bar_->log(str("stopping at step ", step_, ": ", stop_reason));
+  // Whatever ended the loop, the run finishes evaluated, sampled and saved.
+  if (last_eval != step_) evaluate(step_);
+  if (last_sample != step_) sample(step_);
+  if (last_save != step_) save(step_);
+  bar_->log(fmt("done: step %lld, %.1f s of training, val loss %.4f; outputs in %s",
+                static_cast<long long>(step_), seconds_since(start), last_val_loss_, out_.c_str()));
+  return 0;
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& options, const std::set<std::string>& explicit_keys) {
+  Trainer trainer(options, explicit_keys);
+  return trainer.run();
+}
+
+}  // namespace tessera::cli

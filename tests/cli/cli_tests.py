@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `tessera train` and `tessera generate`, one scenario per CTest entry:
+
+    cli_tests.py SCENARIO --tessera BIN --work DIR [--shared-data DIR]
+
+Each scenario trains tiny models (1 layer, 32 channels) on 20 KB of Tiny Shakespeare (or on a
+generated text when the shared data is missing) for a few seconds and checks the outputs:
+metrics.jsonl, checkpoints, loss.svg, and what `generate` prints.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--seq-len", "32",
+        "--batch-size", "8", "--threads", "1", "--eval-steps", "4", "--sample-tokens", "40",
+        "--lr", "3e-3", "--warmup-steps", "5"]
+
+
+class Context:
+    def __init__(self, args):
+        self.tessera = args.tessera
+        self.shared = args.shared_data
+        self.work = args.work
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def text(self):
+        """20 KB of text: the start of Tiny Shakespeare, else seeded random sentences."""
+        path = self.path("input.txt")
+        if not os.path.exists(path):
+            source = os.path.join(self.shared or "", "tinyshakespeare.txt")
+            if self.shared and os.path.exists(source):
+                with open(source, "rb") as f:
+                    data = f.read(20000)
+            else:
+                rng = random.Random(0)
+                words = "the king and queen of a small town went to see their good old friend".split()
+                lines = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 9))) + ".\n"
+                         for _ in range(600)]
+                data = "".join(lines).encode()[:20000]
+            with open(path, "wb") as f:
+                f.write(data)
+        return path
+
+    def run(self, *args, ok=True, timeout=120):
+        cmd = [self.tessera, *map(str, args)]
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
+        stdout, stderr = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+        if ok and proc.returncode != 0:
+            fail(f"{' '.join(cmd)} exited with {proc.returncode}\n{stdout}\n{stderr}")
+        if not ok and proc.returncode == 0:
+            fail(f"{' '.join(cmd)} succeeded but should have failed\n{stdout}\n{stderr}")
+        return stdout, stderr
+
+    def train(self, out, *args, ok=True):
+        return self.run("train", "--data", self.text(), "--out", self.path(out), *TINY, *args, ok=ok)
+
+
+def fail(message):
+    print("FAIL:", message)
+    sys.exit(1)
+
+
+def check(cond, message):
+    if not cond:
+        fail(message)
+
+
+def metrics(folder):
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def losses(records, key):
+    return [(r["step"], r[key]) for r in records if key in r]
+
+
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+def check_loss_falls(folder, steps, drop=0.3):
+    records = metrics(folder)
+    train = [loss for _, loss in losses(records, "train_loss")]
+    val = losses(records, "val_loss")
+    check(len(train) == steps, f"expected {steps} train records, got {len(train)}")
+    check(val[0][0] == 0 and val[-1][0] == steps, f"expected val losses at 0 and {steps}: {val}")
+    check(val[-1][1] < val[0][1] - drop, f"val loss did not fall by {drop}: {val}")
+    check(mean(train[-5:]) < mean(train[:5]) - drop, f"train loss did not fall: {train}")
+
+
+def check_svg(path):
+    root = ET.parse(path).getroot()  # well-formed XML
+    polylines = [e for e in root.iter() if e.tag.endswith("polyline")]
+    check(len(polylines) == 2, f"expected train and val curves in {path}, got {len(polylines)}")
+
+
+def train_loss_falls(ctx):
+    stdout, _ = ctx.train("run", "--max-steps", 30, "--eval-every", 10)
+    run = ctx.path("run")
+    check_loss_falls(run, 30)
+    check("step    30/30 | train loss" in stdout, "no llm.c-style step line:\n" + stdout)
+    check("---- sample at step 30 ----" in stdout, "no final sample:\n" + stdout)
+    for name in ["config.json", "tokenizer.chars", "loss.svg", "ckpt_000030/model.safetensors",
+                 "ckpt_000030/optimizer.safetensors", "ckpt_000030/state.json"]:
+        check(os.path.exists(os.path.join(run, name)), f"missing {name}")
+    check_svg(os.path.join(run, "loss.svg"))
+    with open(os.path.join(run, "config.json")) as f:
+        config = json.load(f)
+    check(config["arch"] == "gpt2" and config["model"]["n_layer"] == 1, f"config: {config}")
+    # Not in a folder that holds checkpoints, unless resuming.
+    _, stderr = ctx.train("run", "--max-steps", 5, ok=False)
+    check("expected an output folder without checkpoints" in stderr, stderr)
+
+
+def bfloat16_and_llama_train(ctx):
+    ctx.train("bf16", "--max-steps", 30, "--eval-every", 0, "--dtype", "bfloat16")
+    check_loss_falls(ctx.path("bf16"), 30)
+    ctx.train("llama", "--max-steps", 30, "--eval-every", 0, "--model", "llama", "--n-head", 4,
+              "--n-kv-head", 2)
+    check_loss_falls(ctx.path("llama"), 30)
+    with open(ctx.path("llama/config.json")) as f:
+        model = json.load(f)["model"]
+    check(model["n_heads"] == 4 and model["n_kv_heads"] == 2, f"llama config: {model}")
+    stdout, _ = ctx.run("generate", "--model", ctx.path("llama"), "--prompt", "The", "--temperature",
+                        0, "--max-new-tokens", 20, "--threads", 1)
+    check(stdout.startswith("The") and len(stdout) > 10, f"llama generate printed {stdout!r}")
+
+
+def resume_matches_uninterrupted(ctx):
+    # Dropout, gradient accumulation and a checkpoint mid-run: the resumed run must repeat the
+    # uninterrupted one bit for bit (same losses, same final weights and optimizer state).
+    args = ["--max-steps", 20, "--eval-every", 5, "--save-every", 10, "--keep", 0,
+            "--dropout", 0.1, "--grad-accum", 2, "--batch-size", 4]
+    ctx.train("full", *args)
+    full, part = ctx.path("full"), ctx.path("part")
+    # The interrupted run: its folder as it was after step 13, checkpoint 10 the newest.
+    os.makedirs(part)
+    for name in ["config.json", "tokenizer.chars", "ckpt_000010"]:
+        src = os.path.join(full, name)
+        (shutil.copytree if os.path.isdir(src) else shutil.copy)(src, os.path.join(part, name))
+    with open(os.path.join(part, "metrics.jsonl"), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in metrics(full) if r["step"] <= 13)
+    stdout, _ = ctx.run("train", "--resume", "--out", part, "--threads", 1)
+    check("resuming from" in stdout and "(step 10)" in stdout, stdout)
+
+    def key(r):
+        return (r["step"], r.get("train_loss"), r.get("val_loss"), r.get("grad_norm"), r.get("lr"))
+    a, b = [key(r) for r in metrics(full)], [key(r) for r in metrics(part)]
+    check(a == b, "resumed metrics differ:\n" + "\n".join(f"{x} | {y}" for x, y in zip(a, b)))
+    for name in ["model.safetensors", "optimizer.safetensors"]:
+        with open(os.path.join(full, "ckpt_000020", name), "rb") as f:
+            x = f.read()
+        with open(os.path.join(part, "ckpt_000020", name), "rb") as f:
+            y = f.read()
+        check(x == y, f"ckpt_000020/{name} differs after resuming")
+    # Resuming a finished run trains nothing; a larger --max-steps continues it.
+    stdout, _ = ctx.run("train", "--resume", "--out", part, "--threads", 1)
+    check("nothing to train" in stdout, stdout)
+    ctx.run("train", "--resume", "--out", part, "--threads", 1, "--max-steps", 22)
+    check(metrics(part)[-1]["step"] == 22, "did not continue to step 22")
+
+
+def generate_is_deterministic(ctx):
+    ctx.train("run", "--max-steps", 20, "--eval-every", 0)
+    run = ctx.path("run")
+
+    def generate(*args):
+        stdout, _ = ctx.run("generate", "--model", run, "--threads", 1, "--max-new-tokens", 60,
+                            *args)
+        return stdout
+
+    greedy = generate("--prompt", "ROMEO:", "--temperature", 0)
+    check(greedy.startswith("ROMEO:") and len(greedy) > 30, f"greedy printed {greedy!r}")
+    check(greedy == generate("--prompt", "ROMEO:", "--temperature", 0), "greedy is not deterministic")
+    # Every form of the path loads the same model.
+    for path in [os.path.join(run, "ckpt_000020"), os.path.join(run, "ckpt_000020", "model.safetensors")]:
+        stdout, _ = ctx.run("generate", "--model", path, "--threads", 1, "--max-new-tokens", 60,
+                            "--prompt", "ROMEO:", "--temperature", 0)
+        check(stdout == greedy, f"{path} generated {stdout!r}, not {greedy!r}")
+    sampled = generate("--seed", 5, "--top-k", 10, "--top-p", 0.9)
+    check(sampled == generate("--seed", 5, "--top-k", 10, "--top-p", 0.9), "seeded sampling differs")
+    check(sampled != generate("--seed", 6, "--top-k", 10, "--top-p", 0.9), "the seed is ignored")
+
+
+def generate_stories260k(ctx):
+    # llama2.c's stories260K, greedy from BOS; stories260K_idtok.bin prints ids above 258 as
+    # {id}. The ids are those of the PyTorch reference forward (tests/reference/model_reference.py).
+    stdout, _ = ctx.run("generate", "--model", os.path.join(ctx.shared, "stories260K.bin"),
+                        "--tokenizer", os.path.join(ctx.shared, "stories260K_idtok.bin"),
+                        "--temperature", 0, "--max-new-tokens", 12, "--threads", 1)
+    expected = "".join(f"{{{i}}}" for i in [461, 461, 401, 401, 401, 461, 378, 455, 473, 456, 435, 299])
+    check(stdout == expected + "\n", f"expected {expected!r}, got {stdout!r}")
+    _, stderr = ctx.run("generate", "--model", os.path.join(ctx.shared, "stories260K.bin"), ok=False)
+    check("[generate] expected --tokenizer" in stderr, stderr)
+
+
+def time_limit_stops_and_saves(ctx):
+    start = time.time()
+    stdout, _ = ctx.train("run", "--max-steps", 1000000, "--warmup-steps", 10, "--eval-every", 0,
+                          "--time-limit", 2)
+    check(time.time() - start < 30, "--time-limit 2 ran for more than 30 s")
+    check("time limit of 2 s reached" in stdout, stdout)
+    records = metrics(ctx.path("run"))
+    last = records[-1]
+    check("val_loss" in last and 0 < last["step"] < 1000000, f"last record {last}")
+    ckpt = os.path.join(ctx.path("run"), "ckpt_%06d" % last["step"], "model.safetensors")
+    check(os.path.exists(ckpt), f"missing {ckpt}")
+
+
+def interrupt_stops_and_saves(ctx):
+    # Ctrl-C ends the run like --time-limit: after the current step, evaluated and saved.
+    cmd = [ctx.tessera, "train", "--data", ctx.text(), "--out", ctx.path("run"), *TINY,
+           "--max-steps", "1000000", "--eval-every", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.startswith("step    20/"):
+            proc.send_signal(signal.SIGINT)
+            break
+    stdout, stderr = proc.communicate(timeout=60)
+    check(proc.returncode == 0, f"exit {proc.returncode} after SIGINT\n{stdout}\n{stderr}")
+    check("interrupted" in stdout and "saved" in stdout, stdout)
+    last = metrics(ctx.path("run"))[-1]
+    check("val_loss" in last and last["step"] >= 20, f"last record {last}")
+
+
+def train_on_token_file(ctx):
+    # An llm.c token file (uint16 ids) with the vocabulary of a character-level run.
+    ctx.train("chars", "--max-steps", 1, "--eval-every", 0)
+    chars = ctx.path("chars/tokenizer.chars")
+    stdout, _ = ctx.run("tokenize", "--tokenizer", chars, ctx.text())
+    ids = [int(t) for t in stdout.split()]
+    bin_path = ctx.path("tokens.bin")
+    with open(bin_path, "wb") as f:
+        f.write(struct.pack("<3i", 20240520, 1, len(ids)) + bytes(1024 - 12))
+        f.write(struct.pack(f"<{len(ids)}H", *ids))
+    ctx.run("train", "--data", bin_path, "--tokenizer", chars, "--out", ctx.path("run"), *TINY,
+            "--max-steps", 30, "--eval-every", 10)
+    check_loss_falls(ctx.path("run"), 30)
+    # With a smaller vocabulary the ids do not fit: a clear error, not garbage.
+    small = ctx.path("ab.txt")
+    with open(small, "w") as f:
+        f.write("ab " * 1000)
+    ctx.run("train", "--data", small, "--out", ctx.path("ab"), *TINY, "--max-steps", 1)
+    _, stderr = ctx.run("train", "--data", bin_path, "--tokenizer", ctx.path("ab/tokenizer.chars"),
+                        "--out", ctx.path("bad"), ok=False)
+    check("expected token ids below the tokenizer's vocabulary size 3" in stderr, stderr)
+    _, stderr = ctx.run("train", "--data", bin_path, "--out", ctx.path("bad"), "--tokenizer", "char",
+                        ok=False)
+    check("it holds ids, not text" in stderr, stderr)
+
+
+def bad_arguments_fail_clearly(ctx):
+    cases = [
+        (["train", "--out", ctx.path("x")], "expected --data PATH"),
+        (["train", "--data", ctx.text(), "--model", "gpt3"], "gpt3 not in {gpt2,llama}"),
+        (["train", "--data", ctx.path("missing.txt"), "--out", ctx.path("x")], "no such file"),
+        (["train", "--data", ctx.text(), "--out", ctx.path("x"), "--n-kv-head", "2"],
+         "expected --n-kv-head only with --model llama"),
+        (["train", "--data", ctx.text(), "--batch-size", "0"], "--batch-size"),
+        (["train", "--resume", "--out", ctx.path("empty")], "[resolve_checkpoint]"),
+        (["train", "--data", ctx.text(), "--out", ctx.path("x"), "--seq-len", "20000",
+          "--max-steps", "1"], "expected at least seq_len + 1 = 20001 tokens"),
+        (["generate", "--model", ctx.path("nothing")], "expected an existing model path"),
+        (["generate", "--model", ctx.text(), "--temperature", "-1"], "--temperature"),
+        (["generate"], "--model is required"),
+    ]
+    for args, message in cases:
+        _, stderr = ctx.run(*args, ok=False)
+        check(message in stderr, f"tessera {' '.join(args)}: expected {message!r} in\n{stderr}")
+
+
+def init_from_continues(ctx):
+    ctx.train("base", "--max-steps", 20, "--eval-every", 0)
+    base_val = losses(metrics(ctx.path("base")), "val_loss")[-1][1]
+    ctx.run("train", "--init-from", ctx.path("base"), "--data", ctx.text(), "--out",
+            ctx.path("tuned"), "--max-steps", 5, "--warmup-steps", 0, "--lr", 1e-3, "--threads", 1,
+            "--eval-steps", 4, "--sample-tokens", 0, "--batch-size", 8)
+    tuned_val = losses(metrics(ctx.path("tuned")), "val_loss")
+    check(abs(tuned_val[0][1] - base_val) < 1e-6,
+          f"--init-from starts at val loss {tuned_val[0][1]}, the base ended at {base_val}")
+
+
+SCENARIOS = {f.__name__: f for f in [
+    train_loss_falls, bfloat16_and_llama_train, resume_matches_uninterrupted,
+    generate_is_deterministic, generate_stories260k, time_limit_stops_and_saves,
+    bad_arguments_fail_clearly, init_from_continues, interrupt_stops_and_saves,
+    train_on_token_file]}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--tessera", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--shared-data")
+    args = parser.parse_args()
+    ctx = Context(args)
+    SCENARIOS[args.scenario](ctx)
+    shutil.rmtree(ctx.work, ignore_errors=True)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
