@@ -14,6 +14,7 @@ PACKAGES=(
   nlohmann-json3-dev                    # GPT-2 encoder.json
   libsentencepiece-dev                  # SentencePiece .model tokenizers (pkg-config only)
   libicu-dev                            # Unicode letter/number classes for the GPT-2 pre-tokenizer
+  libcpp-httplib-dev                    # the OpenAI-compatible HTTP server (pkg-config only)
 )
 
 missing=()

@@ -33,7 +33,8 @@ int main(int argc, char **argv) {
   std::vector<tessera::cli::Command> commands{
       tessera::cli::add_train_command(app),
       tessera::cli::add_generate_command(app),
-      tessera::cli::add_tokenize_command(app)};
+      tessera::cli::add_tokenize_command(app),
+      tessera::cli::add_serve_command(app)};
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto &c : commands)

@@ -1,0 +1,138 @@
+// `tessera serve`: the OpenAI-compatible HTTP server over the continuous-batching engine.
+#include <omp.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#include "model_files.h"
+#include "tessera/core/error.h"
+#include "tessera/infer/async_engine.h"
+#include "tessera/serve/server.h"
+
+namespace tessera::cli {
+
+Command add_serve_command(CLI::App& app) {
+  struct Options {
+    std::string model, tokenizer, data_dir, host = "127.0.0.1", api_key, model_name;
+    int port = 8000, threads = 0;
+    int64_t max_batch = 32, kv_blocks = 0, block_size = 16, max_batched_tokens = 2048;
+    int64_t max_concurrent = 64;
+    size_t max_body_bytes = size_t{1} << 20;
+    uint64_t seed = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Serve a model over an OpenAI-compatible HTTP API (continuous batching)");
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd->footer(
+      "\nEndpoints: POST /v1/completions, POST /v1/chat/completions (\"stream\": true for "
+      "server-sent events), GET /v1/models, /health, /metrics.\nExample:\n"
+      "  tessera serve --model stories260K.bin --tokenizer stories260K_idtok.bin --port 8000\n"
+      "  curl localhost:8000/v1/completions -d '{\"prompt\": \"Once\", \"max_tokens\": 50}'");
+  cmd->add_option("--model", o->model,
+                  "A training run folder, a checkpoint folder, a .safetensors file with "
+                  "config.json beside it, an llm.c GPT-2 .bin or a llama2.c model file")
+      ->required();
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "Tokenizer (default: the one the model was trained with)");
+  cmd->add_option("--data-dir", o->data_dir, "Folder holding gpt2/encoder.json and vocab.bpe");
+  cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "Port to listen on (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", o->api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1 routes (default: open)");
+  cmd->add_option("--model-name", o->model_name, "Name in /v1/models (default: the file name)");
+  cmd->add_option("--max-batch", o->max_batch, "Sequences decoded together at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--kv-blocks", o->kv_blocks,
+                  "KV cache blocks of --block-size tokens (0: room for --max-batch full contexts)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "Tokens per KV cache block (a multiple of 16)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-batched-tokens", o->max_batched_tokens,
+                  "Tokens per engine step (long prompts are prefilled in chunks of this)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-concurrent", o->max_concurrent, "Requests in flight (more get 429)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body (more get 413)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed for requests that bring none")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads (0: OpenMP's default)")
+      ->check(CLI::NonNegativeNumber);
+  return {cmd, [o]() {
+            // SIGINT / SIGTERM stop the server from a watcher thread (sigwait), not from a
+            // signal handler: blocked here, before any thread (OpenMP's, the engine's, the
+            // HTTP workers) is started, so every thread inherits the mask.
+            sigset_t stop_signals;
+            sigemptyset(&stop_signals);
+            sigaddset(&stop_signals, SIGINT);
+            sigaddset(&stop_signals, SIGTERM);
+            pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+            if (o->threads > 0) omp_set_num_threads(o->threads);
+            LoadedModel loaded = load_model(o->model, "serve");
+            std::shared_ptr<tokenizers::Tokenizer> tokenizer;
+            if (!o->tokenizer.empty()) {
+              tokenizer = load_tokenizer({o->tokenizer, o->data_dir, ""});
+            } else {
+              TESSERA_CHECK(loaded.tokenizer.has_value(), ValueError,
+                            "[serve] expected --tokenizer for '", o->model,
+                            "' (the file records none)");
+              TokenizerRef ref = *loaded.tokenizer;
+              if (!o->data_dir.empty()) ref.data_dir = o->data_dir;
+              tokenizer = load_tokenizer(ref);
+            }
+            TESSERA_CHECK(tokenizer->vocab_size() == loaded.model->vocab_size(), ValueError,
+                          "[serve] expected a tokenizer with the model's vocabulary of ",
+                          loaded.model->vocab_size(), " tokens, got ", tokenizer->vocab_size());
+
+            infer::EngineConfig ec;
+            ec.block_size = o->block_size;
+            ec.num_blocks = o->kv_blocks;
+            ec.max_num_seqs = o->max_batch;
+            ec.max_num_batched_tokens = std::max(o->max_batched_tokens, o->max_batch);
+            ec.seed = o->seed;
+            auto engine = std::make_shared<infer::AsyncEngine>(
+                std::make_unique<infer::Engine>(*loaded.model, ec, tokenizer));
+            serve::ServerConfig sc;
+            sc.host = o->host;
+            sc.port = o->port;
+            sc.api_key = o->api_key;
+            sc.model_name = o->model_name.empty()
+                                ? std::filesystem::path(loaded.source).filename().string()
+                                : o->model_name;
+            sc.max_body_bytes = o->max_body_bytes;
+            sc.max_concurrent_requests = o->max_concurrent;
+
+            serve::Server server(engine, sc);
+            const int port = server.bind();
+            std::thread([&server, stop_signals] {
+              int sig = 0;
+              sigwait(&stop_signals, &sig);
+              server.stop();
+            }).detach();
+            const infer::EngineStats stats = engine->stats();
+            std::fprintf(
+                stderr, "serve: %s as '%s' on http://%s:%d (batch %lld, %lld KV blocks of %lld)\n",
+                loaded.source.c_str(), sc.model_name.c_str(), sc.host.c_str(), port,
+                static_cast<long long>(ec.max_num_seqs), static_cast<long long>(stats.blocks_total),
+                static_cast<long long>(ec.block_size));
+            server.run();
+            std::fprintf(stderr, "serve: stopped\n");
+            return 0;
+          }};
+}
+
+}  // namespace tessera::cli

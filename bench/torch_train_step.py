@@ -1,0 +1,49 @@
+"""The GPT-2 training step of `tessera train` in PyTorch: same model (tests/reference's nanoGPT-
+style GPT2), AdamW (betas 0.9/0.95, weight decay on matrices), gradient clipping at 1.0, random
+token batches. Prints the median tokens/s over the timed steps.
+
+  torch_train_step.py VOCAB N_LAYER N_HEAD N_EMBD SEQ BATCH STEPS THREADS
+"""
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "reference"))
+from model_reference import GPT2  # noqa: E402
+
+
+def main():
+    vocab, n_layer, n_head, n_embd, seq, batch, steps, threads = map(int, sys.argv[1:9])
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = GPT2(dict(vocab_size=vocab, block_size=seq, n_layer=n_layer, n_head=n_head,
+                      n_embd=n_embd, bias=True, layer_norm_eps=1e-5))
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95))
+    rates = []
+    for step in range(steps):
+        x = torch.randint(0, vocab, (batch, seq))
+        y = torch.randint(0, vocab, (batch, seq))
+        start = time.perf_counter()
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, vocab), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        elapsed = time.perf_counter() - start
+        if step >= 3:
+            rates.append(batch * seq / elapsed)
+    print(f"{statistics.median(rates):.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+#pragma once
+// The inference engine: requests enter a queue, and every step() the scheduler admits what the
+// paged KV cache allows, one forward runs the prefill and decode tokens of the whole running
+// batch, each sequence that finished its prompt samples a token, new tokens stream out, and
+// finished sequences (max tokens, stop tokens, stop strings) free their blocks. A request's
+// tokens do not depend on the rest of the batch (the forward is batch-invariant and each request
+// has its own seeded sampler), so greedy results equal running it alone.
+//
+//   infer::Engine engine(model, {.num_blocks = 512});
+//   GenerationParams p;
+//   p.stopping.max_tokens = 64;
+//   int64_t id = engine.add_request(prompt_ids, p);
+//   while (engine.has_unfinished())
+//     for (const infer::RequestOutput& out : engine.step()) { ... }
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tessera/infer/generate.h"
+#include "tessera/infer/kv_cache.h"
+#include "tessera/infer/model_runner.h"
+#include "tessera/infer/scheduler.h"
+#include "tessera/tokenizers/tokenizer.h"
+
+namespace tessera::infer {
+
+struct EngineConfig {
+  int64_t block_size = 16;
+  // Cache blocks; 0: enough for max_num_seqs sequences of the model's full context.
+  int64_t num_blocks = 0;
+  int64_t max_num_seqs = 32;
+  int64_t max_num_batched_tokens = 2048;
+  // Requests without a seed get Philox(seed, request id)'s first word.
+  uint64_t seed = 0;
+};
+
+// What a step produced for one request.
+struct RequestOutput {
+  int64_t request_id = 0;
+  std::vector<int32_t> new_tokens;  // this step's tokens (empty when only text was flushed)
+  std::string text;                 // the text they add (stop strings excluded)
+  FinishReason finish_reason = FinishReason::None;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // so far
+  bool finished() const { return finish_reason != FinishReason::None; }
+};
+
+struct EngineStats {
+  int64_t num_waiting = 0, num_running = 0;
+  int64_t blocks_used = 0, blocks_total = 0;
+  int64_t num_preemptions = 0;  // since start
+  int64_t num_steps = 0;
+};
+
+class Engine {
+ public:
+  // tokenizer (optional) gives text and stop strings.
+  Engine(const models::CausalLM& model, const EngineConfig& config = {},
+         std::shared_ptr<const tokenizers::Tokenizer> tokenizer = nullptr);
+  ~Engine();
+
+  // Queues a request and returns its id. ValueError for an empty prompt, one that leaves no room
+  // in the model's context or the cache, or invalid params. max_tokens is capped to the context.
+  int64_t add_request(std::vector<int32_t> prompt, const GenerationParams& params);
+  // Drops a request (waiting or running) and frees its blocks; unknown ids are ignored.
+  void abort_request(int64_t id);
+  // One scheduling + forward + sampling step; the outputs of the requests that advanced or
+  // finished (valid until the next call).
+  const std::vector<RequestOutput>& step();
+  bool has_unfinished() const { return !requests_.empty(); }
+  EngineStats stats() const;
+
+  const ModelRunner& runner() const { return runner_; }
+  const EngineConfig& config() const { return config_; }
+  const tokenizers::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+
+ private:
+  struct Request;
+  void finish(Request& r, FinishReason reason, RequestOutput& out);
+
+  EngineConfig config_;
+  ModelRunner runner_;
+  std::shared_ptr<const tokenizers::Tokenizer> tokenizer_;
+  std::unique_ptr<PagedKVCache> cache_;
+  std::unique_ptr<Scheduler> scheduler_;
+  Sampler sampler_;
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
+  int64_t next_id_ = 0, num_steps_ = 0;
+  StepBatch batch_;
+  std::vector<float> logits_;
+  std::vector<RequestOutput> outputs_;
+};
+
+}  // namespace tessera::infer

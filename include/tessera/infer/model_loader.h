@@ -1,0 +1,29 @@
+#pragma once
+// Loading a GPT-2 or LLaMA for inference from the formats Tessera reads:
+//  - llama2.c model files and llm.c GPT-2 checkpoints (".bin"; told apart by llm.c's magic),
+//  - Tessera training checkpoints: a ckpt_<step> folder, or a root holding them (the newest is
+//    used); the model config is found in state.json's run config,
+//  - safetensors files with Tessera / nanoGPT or Hugging Face names (Hugging Face GPT-2's Conv1D
+//    weights [in, out] are transposed), configured by a config.json beside the file (Tessera's
+//    GPT2Config / LlamaConfig JSON, or Hugging Face's config.json), or a folder holding
+//    model.safetensors and config.json.
+// The model comes back in eval mode with float32 weights on the CPU.
+#include <memory>
+#include <string>
+
+#include "tessera/models/transformer.h"
+
+namespace tessera::infer {
+
+// ValueError "[load_model] expected ..." when the format or config cannot be recognised;
+// RuntimeError when a file cannot be read.
+std::shared_ptr<models::CausalLM> load_model(const std::string& path);
+
+// The model's config from a JSON object: Tessera's config JSON (GPT-2 keys such as "n_embd", or
+// LLaMA keys such as "dim"; extra keys ignored), Hugging Face's config.json ("model_type" gpt2 or
+// llama), or any object nesting one of these (e.g. a training run's config with a "model" entry).
+// kind_hint ("gpt2" / "llama" / "") picks the family when the keys do not.
+std::shared_ptr<models::CausalLM> make_model_from_config(const std::string& json,
+                                                         const std::string& kind_hint = "");
+
+}  // namespace tessera::infer

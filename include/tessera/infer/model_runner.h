@@ -1,0 +1,93 @@
+#pragma once
+// The inference forward pass of a decoder-only model (GPT-2 or LLaMA, float32, CPU) over a
+// flattened batch of tokens from many sequences, some in prefill and some in decode, in one
+// pass: every linear layer runs once over all N tokens (the batching win), attention runs per
+// sequence over its cached keys (infer::paged_attention's kernel), and logits are computed only
+// for the rows that sample.
+//
+// The models' own forward (models::GPT2 / models::Llama) is the composite oracle; this is the
+// fused path: weights repacked once for a register-tiled GEMM, fused QKV and gate/up
+// projections, residual adds fused into the output projections, and preallocated buffers, so a
+// decode step allocates nothing. Each token's arithmetic is independent of the other tokens in
+// the batch, so results are bit-identical whatever the batch.
+//
+//   infer::ModelRunner runner(model);
+//   infer::StaticKVCache cache(runner.kv_spec(), 256);
+//   infer::StepBatch batch;
+//   batch.add_sequence(prompt, /*start=*/0, cache.table(), cache.block_size(), true);
+//   std::span<const float> logits = runner.forward(batch, cache);  // [1, V]
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tessera/infer/kv_cache.h"
+#include "tessera/models/transformer.h"
+
+namespace tessera::infer {
+
+namespace detail {
+class PackedLinear;
+}
+
+// The tokens of one step. Build with clear() + add_sequence() per sequence; vectors keep their
+// capacity between steps.
+struct StepBatch {
+  std::vector<int32_t> tokens;        // [N]
+  std::vector<int32_t> positions;     // [N]
+  std::vector<int64_t> slots;         // [N] cache slot of each token's K/V
+  std::vector<int32_t> query_start;   // [S + 1] rows of sequence s
+  std::vector<int32_t> seq_lens;      // [S] positions cached after this step
+  std::vector<int32_t> block_tables;  // [S, max_blocks], padded with 0
+  int64_t max_blocks = 0;
+  std::vector<int32_t> logit_rows;  // rows whose next-token logits forward() returns, in order
+
+  void clear();
+  // Appends a sequence's tokens at positions start, start + 1, ...; table must already cover
+  // them. With want_logits, the last token's row is added to logit_rows.
+  void add_sequence(std::span<const int32_t> new_tokens, int64_t start, const BlockTable& table,
+                    int64_t block_size, bool want_logits);
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
+};
+
+class ModelRunner {
+ public:
+  // Takes the weights of a models::GPT2 or models::Llama (float32, CPU): the linear layers are
+  // repacked, embeddings and norms held by reference. Later changes to the model's parameters are
+  // not seen. TypeError for other models or dtypes.
+  explicit ModelRunner(const models::CausalLM& model);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  // The cache shape this model needs.
+  KVCacheSpec kv_spec() const { return {num_layers_, n_kv_heads_, head_dim_}; }
+  int64_t vocab_size() const { return vocab_; }
+  int64_t max_seq_len() const { return max_seq_; }
+
+  // Runs the batch: writes each token's keys and values into cache at its slot, and returns the
+  // logits of batch.logit_rows as [rows, vocab] (valid until the next call). IndexError for
+  // positions at or beyond max_seq_len() or out-of-vocabulary tokens.
+  std::span<const float> forward(const StepBatch& batch, const KVCache& cache);
+
+ private:
+  struct Norm {
+    Tensor weight, bias;  // bias undefined for RMSNorm (and bias-free LayerNorm)
+  };
+  struct Layer;
+  void norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx) const;
+
+  bool rms_norm_ = false, swiglu_ = false;
+  double eps_ = 1e-5;
+  int64_t num_layers_ = 0, dim_ = 0, n_heads_ = 0, n_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0;
+  int64_t vocab_ = 0, max_seq_ = 0;
+  Tensor wte_, wpe_, rope_cos_, rope_sin_;  // wpe for GPT-2, rope tables for LLaMA
+  std::vector<Layer> layers_;
+  Norm final_norm_;
+  std::unique_ptr<detail::PackedLinear> lm_head_;
+  // Workspace, grown to the largest batch seen.
+  std::vector<float> x_, h_, qkv_, attn_, ff_, logits_;
+};
+
+}  // namespace tessera::infer

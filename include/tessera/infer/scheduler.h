@@ -1,0 +1,85 @@
+#pragma once
+// Continuous batching: every engine step the scheduler decides which sequences run and how many
+// of their tokens, within a token budget and the KV cache's free blocks.
+//
+//  1. Running sequences, oldest first, each get their next tokens (1 when decoding, the rest of
+//     the prompt when a prefill was chunked). A sequence that needs a new block and finds none
+//     preempts the newest running sequence: its blocks are freed and it goes back to the waiting
+//     queue, to be recomputed (prompt + output so far prefilled again) when blocks allow.
+//  2. Then, if no one was preempted this step, waiting sequences are admitted in arrival order
+//     while the batch has room, the budget has tokens and the cache has blocks for their prompt
+//     (plus one spare block per running sequence, so admissions do not cause instant
+//     preemptions). Long prompts are prefilled in chunks of the remaining budget.
+// A lone sequence that has outgrown the whole cache is finished instead (finish reason Length).
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "tessera/infer/kv_cache.h"
+#include "tessera/infer/sampler.h"
+#include "tessera/infer/stopping.h"
+
+namespace tessera::infer {
+
+struct Sequence {
+  int64_t id = 0;
+  int64_t arrival = 0;          // admission order: preemption takes the newest
+  std::vector<int32_t> tokens;  // prompt then output
+  int64_t prompt_len = 0;
+  int64_t num_computed = 0;  // tokens whose keys and values are in the cache
+  BlockTable blocks;
+  SamplingParams sampling;
+  StoppingCriteria stopping;
+  uint64_t seed = 0;
+  int64_t num_preemptions = 0;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_output() const { return num_tokens() - prompt_len; }
+};
+
+struct SchedulerConfig {
+  int64_t max_num_seqs = 32;              // sequences running at once
+  int64_t max_num_batched_tokens = 2048;  // tokens per step (>= max_num_seqs)
+  void validate() const;
+};
+
+struct ScheduledSequence {
+  Sequence* seq;
+  int64_t num_new_tokens;  // runs tokens [num_computed, num_computed + num_new_tokens)
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSequence> scheduled;
+  std::vector<Sequence*> preempted;  // this step, now waiting again
+  std::vector<Sequence*> dropped;    // could never fit the cache: finish them (Length)
+  int64_t num_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, PagedKVCache& cache);
+  // Queues a new sequence (not owned; it must outlive its time in the scheduler).
+  void add(Sequence* seq);
+  // Removes seq from the queues and frees its blocks (finished or aborted).
+  void remove(Sequence* seq);
+  // The sequences to run this step; valid until the next call.
+  const SchedulerOutput& schedule();
+
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+
+ private:
+  void preempt(Sequence* seq);
+  void insert_waiting(Sequence* seq);
+
+  SchedulerConfig config_;
+  PagedKVCache& cache_;
+  std::deque<Sequence*> waiting_;   // by arrival
+  std::vector<Sequence*> running_;  // by arrival
+  SchedulerOutput out_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace tessera::infer

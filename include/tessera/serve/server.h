@@ -1,0 +1,58 @@
+#pragma once
+// The OpenAI-compatible HTTP server (cpp-httplib) over an AsyncEngine:
+//   POST /v1/completions, POST /v1/chat/completions   (JSON, or server-sent events with
+//                                                      "stream": true, ending "data: [DONE]")
+//   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
+// Bad requests get a 4xx body in OpenAI's error shape ({"error": {"message", "type", "param",
+// "code"}}) and the server keeps serving: malformed JSON, unknown fields, wrong types, prompts
+// longer than the context, max_tokens out of range, bodies over max_body_bytes (413), a missing
+// or wrong API key when one is set (401, /v1 routes only), more than max_concurrent_requests at
+// once (429), unknown routes (404). A streaming client that disconnects has its request aborted,
+// which frees its KV blocks.
+//
+//   auto engine = std::make_shared<infer::AsyncEngine>(
+//       std::make_unique<infer::Engine>(*model, engine_config, tokenizer));
+//   serve::Server server(engine, {.port = 8000, .api_key = "secret"});
+//   server.run();  // until server.stop() from another thread
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tessera/infer/async_engine.h"
+#include "tessera/serve/metrics.h"
+
+namespace tessera::serve {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;      // 0: any free port (Server::bind returns it)
+  std::string api_key;  // empty: no authentication
+  std::string model_name = "tessera";
+  size_t max_body_bytes = size_t{1} << 20;
+  // Requests in flight at once (a stream holds an HTTP thread until it ends); more get 429.
+  int64_t max_concurrent_requests = 64;
+};
+
+class Server {
+ public:
+  // The engine must have a tokenizer (ValueError otherwise). Ignores SIGPIPE process-wide: a
+  // client that disconnects mid-stream must not kill the server.
+  Server(std::shared_ptr<infer::AsyncEngine> engine, ServerConfig config);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket and returns its port; RuntimeError when it cannot.
+  int bind();
+  // Serves until stop(), binding first if needed.
+  void run();
+  // Stops run() (from another thread); safe to call more than once.
+  void stop();
+  const Metrics& metrics() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::serve

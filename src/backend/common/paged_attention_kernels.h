@@ -1,0 +1,61 @@
+#pragma once
+// Kernel keys for the inference attention family: paged_caching writes new keys/values into
+// their cache slots, paged_attention attends a flattened batch of query tokens over the cached
+// keys through per-sequence block tables. The arguments are raw float32 views (validated by the
+// public ops in tessera/infer/attention.h, or built directly by the engine's model runner, which
+// calls these once per layer per step and must not allocate).
+//
+// Cache layout per layer, block b, KV head h (Hkv heads, block size bs, head dim D):
+//   keys   [num_blocks, Hkv, D, bs]  transposed, so the scores of a run of keys are one SIMD
+//                                    row per dim: s[j..j+16] += q[d] * K[d][j..j+16]
+//   values [num_blocks, Hkv, bs, D]  p-weighted rows are accumulated along D
+// A token at position p of a sequence lives in block table[p / bs] at offset p % bs ("slot"
+// block * bs + offset).
+#include <cstdint>
+
+#include "tessera/core/dispatcher.h"
+
+namespace tessera {
+
+// Keys are visited in chunks of this many positions (by absolute position), with one online
+// softmax update per chunk. Block sizes are multiples of it, so a query's arithmetic is the same
+// whatever the block size, the cache kind, or the other queries in the batch.
+inline constexpr int64_t kAttentionKeyChunk = 16;
+
+struct PagedCachingArgs {
+  // Token n's head h: k + n * k_stride + h * D (likewise v); the fused QKV rows of the runner.
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t k_stride = 0, v_stride = 0;
+  float* k_cache = nullptr;        // [num_blocks, Hkv, D, bs]
+  float* v_cache = nullptr;        // [num_blocks, Hkv, bs, D]
+  const int64_t* slots = nullptr;  // [num_tokens]; -1 skips the token
+  int64_t num_tokens = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
+};
+
+struct PagedAttentionArgs {
+  // Query row n (the tokens of all sequences, flattened), head h: q + n * q_stride + h * D;
+  // output likewise at out + n * out_stride + h * D.
+  const float* q = nullptr;
+  float* out = nullptr;
+  int64_t q_stride = 0, out_stride = 0;
+  const float* k_cache = nullptr;
+  const float* v_cache = nullptr;
+  // Sequence s: block_tables[s * max_blocks + i] is the block of positions [i bs, (i + 1) bs).
+  const int32_t* block_tables = nullptr;
+  int64_t max_blocks = 0;
+  // Sequence s owns query rows [query_start[s], query_start[s + 1]): its last positions up to
+  // seq_lens[s] - 1, each attending causally to positions 0..p (already cached).
+  const int32_t* query_start = nullptr;  // [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;     // [num_seqs]
+  int64_t num_seqs = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
+  float scale = 1.0f;
+};
+
+TESSERA_DECLARE_KERNEL(paged_caching_kernel, void(const PagedCachingArgs& args));
+// out = softmax(q k^T * scale, causal) v per query row, query head h reading KV head
+// h / (Hq / Hkv) (GQA). Tiled: a tile of queries of one sequence and KV head walks the keys one
+// chunk at a time with an online softmax, so no [T, T] score matrix is formed.
+TESSERA_DECLARE_KERNEL(paged_attention_kernel, void(const PagedAttentionArgs& args));
+
+}  // namespace tessera

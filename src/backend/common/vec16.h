@@ -1,0 +1,168 @@
+#pragma once
+// 16 floats in registers for the inference kernels (packed GEMM, paged attention): AVX-512, two
+// AVX2 halves, or a plain array. Every path rounds each operation once (FMAs fused) and the
+// reductions fold halves in a fixed order (8, 4, 2, 1 lanes apart), so results do not depend on
+// which lanes or tiles a value went through, only on the build's instruction set.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backend/common/vec_math.h"
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+// GCC 12 flags the intrinsics' internal _mm512_undefined_ps() pass-through operands
+// (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace tessera::detail {
+
+#if defined(__AVX512F__)
+struct V16 {
+  __m512 r;
+};
+inline V16 vzero() { return {_mm512_setzero_ps()}; }
+inline V16 vload(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline V16 vset1(float x) { return {_mm512_set1_ps(x)}; }
+inline V16 vfma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.r, b.r, c.r)}; }
+inline V16 vadd(V16 a, V16 b) { return {_mm512_add_ps(a.r, b.r)}; }
+inline V16 vmul(V16 a, V16 b) { return {_mm512_mul_ps(a.r, b.r)}; }
+inline void vstore(float* p, V16 v) { _mm512_storeu_ps(p, v.r); }
+// Lanes [n, 16) replaced by fill.
+inline V16 vkeep_first(V16 v, int64_t n, float fill) {
+  const __mmask16 keep = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+  return {_mm512_mask_blend_ps(keep, _mm512_set1_ps(fill), v.r)};
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+struct V16 {
+  __m256 lo, hi;
+};
+inline V16 vzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline V16 vload(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline V16 vset1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+inline V16 vfma(V16 a, V16 b, V16 c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+inline V16 vadd(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+inline V16 vmul(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline void vstore(float* p, V16 v) {
+  _mm256_storeu_ps(p, v.lo);
+  _mm256_storeu_ps(p + 8, v.hi);
+}
+inline V16 vkeep_first(V16 v, int64_t n, float fill) {
+  alignas(32) float t[16];
+  vstore(t, v);
+  for (int64_t j = std::max<int64_t>(n, 0); j < 16; ++j) t[j] = fill;
+  return vload(t);
+}
+#else
+struct V16 {
+  float v[16];
+};
+inline V16 vzero() { return V16{}; }
+inline V16 vload(const float* p) {
+  V16 r;
+  std::copy(p, p + 16, r.v);
+  return r;
+}
+inline V16 vset1(float x) {
+  V16 r;
+  std::fill(r.v, r.v + 16, x);
+  return r;
+}
+inline V16 vfma(V16 a, V16 b, V16 c) {
+  for (int j = 0; j < 16; ++j) c.v[j] = std::fma(a.v[j], b.v[j], c.v[j]);
+  return c;
+}
+inline V16 vadd(V16 a, V16 b) {
+  for (int j = 0; j < 16; ++j) a.v[j] += b.v[j];
+  return a;
+}
+inline V16 vmul(V16 a, V16 b) {
+  for (int j = 0; j < 16; ++j) a.v[j] *= b.v[j];
+  return a;
+}
+inline void vstore(float* p, V16 v) { std::copy(v.v, v.v + 16, p); }
+inline V16 vkeep_first(V16 v, int64_t n, float fill) {
+  for (int64_t j = std::max<int64_t>(n, 0); j < 16; ++j) v.v[j] = fill;
+  return v;
+}
+#endif
+
+#if defined(__AVX512F__)
+// vec_math's vexp on 16 lanes: the same Cody-Waite reduction and Cephes polynomial.
+inline V16 vexp16(V16 v) {
+  const __m512 x = v.r;
+  __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 n =
+      _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), magic), magic);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512i k =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  __m512 y = _mm512_mul_ps(e, _mm512_castsi512_ps(k));
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), y,
+                           _mm512_setzero_ps());
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ), y,
+                           _mm512_set1_ps(std::numeric_limits<float>::infinity()));
+  return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x)};
+}
+
+// Folds lanes j and j + w for w = 8, 4, 2, 1.
+inline float vreduce_max(V16 v) {
+  const __m256 h =
+      _mm256_max_ps(_mm512_castps512_ps256(v.r),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v.r), 1)));
+  __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_max_ss(q, _mm_movehdup_ps(q)));
+}
+inline float vreduce_add(V16 v) {
+  const __m256 h =
+      _mm256_add_ps(_mm512_castps512_ps256(v.r),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v.r), 1)));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+#else
+// exp of each lane (vec_math's vexp, which the compiler vectorises over the array).
+inline V16 vexp16(V16 x) {
+  alignas(64) float t[16];
+  vstore(t, x);
+  for (int j = 0; j < 16; ++j) t[j] = vexp(t[j]);
+  return vload(t);
+}
+
+// Folds lanes j and j + w for w = 8, 4, 2, 1.
+inline float vreduce_max(V16 x) {
+  alignas(64) float t[16];
+  vstore(t, x);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) t[j] = t[j + w] > t[j] ? t[j + w] : t[j];
+  return t[0];
+}
+inline float vreduce_add(V16 x) {
+  alignas(64) float t[16];
+  vstore(t, x);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) t[j] += t[j + w];
+  return t[0];
+}
+#endif
+
+}  // namespace tessera::detail
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,133 @@
+// Validation and argument packing for the paged attention ops; the work is in the kernels
+// (backend/cpu/paged_attention.cpp).
+#include "tessera/infer/attention.h"
+
+#include <cmath>
+
+#include "backend/common/paged_attention_kernels.h"
+#include "tessera/ops/creation.h"
+
+namespace tessera::infer {
+namespace {
+
+void check_float_cpu(const Tensor& t, const char* what, const char* op) {
+  TESSERA_CHECK(t.defined() && t.dtype() == kFloat32 && t.device().type == DeviceType::CPU,
+                TypeError, "[", op, "] expected ", what, " to be a float32 CPU tensor, got ",
+                t.defined() ? detail::str(t.dtype(), " on ", t.device().str()) : "undefined");
+  TESSERA_CHECK(t.is_contiguous(), ValueError, "[", op, "] expected a contiguous ", what);
+}
+
+void check_index(const Tensor& t, DType dtype, int64_t dims, const char* what, const char* op) {
+  TESSERA_CHECK(t.defined() && t.dtype() == dtype && t.dim() == dims &&
+                    t.device().type == DeviceType::CPU && t.is_contiguous(),
+                TypeError, "[", op, "] expected ", what, " to be a contiguous ", dims, "-d ", dtype,
+                " CPU tensor, got ",
+                t.defined() ? detail::str(t.shape_str(), " ", t.dtype()) : "undefined");
+}
+
+// Cache views: keys [num_blocks, Hkv, D, bs] and values [num_blocks, Hkv, bs, D].
+void check_caches(const Tensor& k_cache, const Tensor& v_cache, const char* op) {
+  check_float_cpu(k_cache, "k_cache", op);
+  check_float_cpu(v_cache, "v_cache", op);
+  TESSERA_CHECK(k_cache.dim() == 4 && v_cache.dim() == 4 && k_cache.size(0) == v_cache.size(0) &&
+                    k_cache.size(1) == v_cache.size(1) && k_cache.size(2) == v_cache.size(3) &&
+                    k_cache.size(3) == v_cache.size(2),
+                ValueError, "[", op,
+                "] expected k_cache [num_blocks, Hkv, D, bs] and v_cache [num_blocks, Hkv, bs, D], "
+                "got ",
+                k_cache.shape_str(), " and ", v_cache.shape_str());
+  TESSERA_CHECK(k_cache.size(3) % kAttentionKeyChunk == 0, ValueError, "[", op,
+                "] expected a block size that is a multiple of ", kAttentionKeyChunk, ", got ",
+                k_cache.size(3));
+}
+
+}  // namespace
+
+void paged_caching(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+                   const Tensor& slot_mapping) {
+  constexpr const char* op = "paged_caching";
+  check_caches(k_cache, v_cache, op);
+  check_float_cpu(k, "k", op);
+  check_float_cpu(v, "v", op);
+  const int64_t Hkv = k_cache.size(1), D = k_cache.size(2), bs = k_cache.size(3);
+  TESSERA_CHECK(k.dim() == 3 && k.sizes() == v.sizes() && k.size(1) == Hkv && k.size(2) == D,
+                ValueError, "[", op, "] expected k and v [N, ", Hkv, ", ", D, "], got ",
+                k.shape_str(), " and ", v.shape_str());
+  check_index(slot_mapping, kInt64, 1, "slot_mapping", op);
+  const int64_t N = k.size(0);
+  TESSERA_CHECK(slot_mapping.size(0) == N, ValueError, "[", op, "] expected ", N, " slots, got ",
+                slot_mapping.size(0));
+  const int64_t* slots = slot_mapping.data_ptr<int64_t>();
+  const int64_t num_slots = k_cache.size(0) * bs;
+  for (int64_t n = 0; n < N; ++n)
+    TESSERA_CHECK(slots[n] >= -1 && slots[n] < num_slots, IndexError, "[", op,
+                  "] expected slots in [-1, ", num_slots, "), got ", slots[n]);
+  PagedCachingArgs a;
+  a.k = k.data_ptr<float>();
+  a.v = v.data_ptr<float>();
+  a.k_stride = a.v_stride = Hkv * D;
+  a.k_cache = k_cache.data_ptr<float>();
+  a.v_cache = v_cache.data_ptr<float>();
+  a.slots = slots;
+  a.num_tokens = N;
+  a.num_kv_heads = Hkv;
+  a.head_dim = D;
+  a.block_size = bs;
+  call_kernel<paged_caching_kernel>(k.device(), a);
+}
+
+Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const Tensor& block_tables, const Tensor& seq_lens,
+                       const Tensor& query_start, std::optional<double> scale) {
+  constexpr const char* op = "paged_attention";
+  check_caches(k_cache, v_cache, op);
+  check_float_cpu(q, "q", op);
+  const int64_t num_blocks = k_cache.size(0), Hkv = k_cache.size(1), D = k_cache.size(2),
+                bs = k_cache.size(3);
+  TESSERA_CHECK(q.dim() == 3 && q.size(2) == D && q.size(1) % Hkv == 0, ValueError, "[", op,
+                "] expected q [N, Hq, ", D, "] with Hq a multiple of ", Hkv, ", got ",
+                q.shape_str());
+  check_index(block_tables, kInt32, 2, "block_tables", op);
+  check_index(seq_lens, kInt32, 1, "seq_lens", op);
+  check_index(query_start, kInt32, 1, "query_start", op);
+  const int64_t S = seq_lens.size(0), N = q.size(0), max_blocks = block_tables.size(1);
+  TESSERA_CHECK(block_tables.size(0) == S && query_start.size(0) == S + 1, ValueError, "[", op,
+                "] expected block_tables [", S, ", max_blocks] and query_start [", S + 1, "], got ",
+                block_tables.shape_str(), " and ", query_start.shape_str());
+  const int32_t* qs = query_start.data_ptr<int32_t>();
+  const int32_t* lens = seq_lens.data_ptr<int32_t>();
+  const int32_t* tables = block_tables.data_ptr<int32_t>();
+  TESSERA_CHECK(qs[0] == 0 && qs[S] == N, ValueError, "[", op,
+                "] expected query_start to run from 0 to ", N, ", got ", qs[0], " to ", qs[S]);
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t nq = qs[s + 1] - qs[s];
+    TESSERA_CHECK(nq >= 0 && lens[s] >= nq && lens[s] <= max_blocks * bs, ValueError, "[", op,
+                  "] expected sequence ", s, " to have between its ", nq,
+                  " query rows and the table's ", max_blocks * bs, " positions, got ", lens[s]);
+    for (int64_t i = 0; i < (lens[s] + bs - 1) / bs; ++i)
+      TESSERA_CHECK(tables[s * max_blocks + i] >= 0 && tables[s * max_blocks + i] < num_blocks,
+                    IndexError, "[", op, "] expected blocks in [0, ", num_blocks, "), got ",
+                    tables[s * max_blocks + i]);
+  }
+  Tensor out = empty(q.sizes());
+  PagedAttentionArgs a;
+  a.q = q.data_ptr<float>();
+  a.out = out.data_ptr<float>();
+  a.q_stride = a.out_stride = q.size(1) * D;
+  a.k_cache = k_cache.data_ptr<float>();
+  a.v_cache = v_cache.data_ptr<float>();
+  a.block_tables = tables;
+  a.max_blocks = max_blocks;
+  a.query_start = qs;
+  a.seq_lens = lens;
+  a.num_seqs = S;
+  a.num_heads = q.size(1);
+  a.num_kv_heads = Hkv;
+  a.head_dim = D;
+  a.block_size = bs;
+  a.scale = static_cast<float>(scale.value_or(1.0 / std::sqrt(static_cast<double>(D))));
+  call_kernel<paged_attention_kernel>(q.device(), a);
+  return out;
+}
+
+}  // namespace tessera::infer

@@ -1,0 +1,149 @@
+#include "tessera/infer/engine.h"
+
+#include <algorithm>
+
+#include "tessera/core/error.h"
+#include "tessera/core/generator.h"
+
+namespace tessera::infer {
+
+// A request: its sequence (what the scheduler sees) and its text stream.
+struct Engine::Request {
+  Sequence seq;
+  TextStream text;
+  Request(Sequence s, const tokenizers::Tokenizer* tokenizer)
+      : seq(std::move(s)), text(tokenizer, &seq.stopping.stop, seq.tokens.back()) {}
+};
+
+Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
+               std::shared_ptr<const tokenizers::Tokenizer> tokenizer)
+    : config_(config),
+      runner_(model),
+      tokenizer_(std::move(tokenizer)),
+      sampler_(runner_.vocab_size()) {
+  if (config_.num_blocks == 0) {
+    const int64_t per_seq =
+        (runner_.max_seq_len() + config_.block_size - 1) / std::max<int64_t>(config_.block_size, 1);
+    config_.num_blocks = config_.max_num_seqs * per_seq;
+  }
+  cache_ =
+      std::make_unique<PagedKVCache>(runner_.kv_spec(), config_.num_blocks, config_.block_size);
+  scheduler_ = std::make_unique<Scheduler>(
+      SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens}, *cache_);
+  logits_.resize(runner_.vocab_size());
+}
+
+Engine::~Engine() = default;
+
+int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {
+  params.sampling.validate();
+  params.stopping.validate();
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  // The longest sequence: the model's context, and what the whole cache can hold.
+  const int64_t capacity =
+      std::min(runner_.max_seq_len(), cache_->num_blocks() * cache_->block_size());
+  TESSERA_CHECK(P >= 1 && P < capacity, ValueError,
+                "[Engine.add_request] expected a prompt of 1 to ", capacity - 1,
+                " tokens (the context less one), got ", P);
+  TESSERA_CHECK(params.stopping.stop.empty() || tokenizer_ != nullptr, ValueError,
+                "[Engine.add_request] expected an engine with a tokenizer for stop strings");
+  for (int32_t t : prompt)
+    TESSERA_CHECK(t >= 0 && t < runner_.vocab_size(), ValueError,
+                  "[Engine.add_request] expected token ids in [0, ", runner_.vocab_size(),
+                  "), got ", t);
+  Sequence s;
+  s.id = next_id_++;
+  s.arrival = s.id;
+  s.prompt_len = P;
+  s.tokens = std::move(prompt);
+  s.tokens.reserve(P + std::min(params.stopping.max_tokens, capacity - P));
+  s.sampling = params.sampling;
+  s.stopping = params.stopping;
+  s.stopping.max_tokens = std::min(s.stopping.max_tokens, capacity - P);
+  if (params.sampling.seed) {
+    s.seed = *params.sampling.seed;
+  } else {
+    const auto r = philox(config_.seed, static_cast<uint64_t>(s.id));
+    s.seed = (static_cast<uint64_t>(r[0]) << 32) | r[1];
+  }
+  auto req = std::make_unique<Request>(std::move(s), tokenizer_.get());
+  scheduler_->add(&req->seq);
+  const int64_t id = req->seq.id;
+  requests_.emplace(id, std::move(req));
+  return id;
+}
+
+void Engine::abort_request(int64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  scheduler_->remove(&it->second->seq);
+  requests_.erase(it);
+}
+
+void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
+  out.finish_reason = reason;
+  out.text += r.text.flush();
+  scheduler_->remove(&r.seq);
+  requests_.erase(r.seq.id);  // r is gone after this
+}
+
+const std::vector<RequestOutput>& Engine::step() {
+  outputs_.clear();
+  ++num_steps_;
+  const SchedulerOutput& plan = scheduler_->schedule();
+  for (Sequence* seq : plan.dropped) {
+    Request& r = *requests_.at(seq->id);
+    RequestOutput out{seq->id, {}, {}, FinishReason::None, seq->prompt_len, seq->num_output()};
+    finish(r, FinishReason::Length, out);
+    outputs_.push_back(std::move(out));
+  }
+  if (plan.scheduled.empty()) return outputs_;
+
+  const int64_t bs = cache_->block_size();
+  batch_.clear();
+  for (const ScheduledSequence& s : plan.scheduled) {
+    Sequence& seq = *s.seq;
+    const bool samples = seq.num_computed + s.num_new_tokens == seq.num_tokens();
+    batch_.add_sequence(std::span(seq.tokens).subspan(seq.num_computed, s.num_new_tokens),
+                        seq.num_computed, seq.blocks, bs, samples);
+  }
+  const std::span<const float> logits = runner_.forward(batch_, *cache_);
+
+  const int64_t V = runner_.vocab_size();
+  const int64_t context = runner_.max_seq_len();
+  int64_t row = 0;
+  for (const ScheduledSequence& s : plan.scheduled) {
+    Sequence& seq = *s.seq;
+    seq.num_computed += s.num_new_tokens;
+    if (seq.num_computed < seq.num_tokens()) continue;  // a chunked prefill goes on next step
+    std::copy_n(logits.begin() + row++ * V, V, logits_.begin());
+    const std::span<const int32_t> all(seq.tokens);
+    const int32_t token =
+        sampler_.sample(logits_, seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output()),
+                        all.first(seq.prompt_len), all.subspan(seq.prompt_len));
+    seq.tokens.push_back(token);
+    Request& r = *requests_.at(seq.id);
+    RequestOutput out{seq.id,         {token},         r.text.push(token), FinishReason::None,
+                      seq.prompt_len, seq.num_output()};
+    const auto& stop_ids = seq.stopping.stop_token_ids;
+    if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() || r.text.stopped())
+      finish(r, FinishReason::Stop, out);
+    else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= context)
+      finish(r, FinishReason::Length, out);
+    outputs_.push_back(std::move(out));
+  }
+  return outputs_;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.num_waiting = scheduler_->num_waiting();
+  s.num_running = scheduler_->num_running();
+  s.blocks_used = cache_->blocks().num_used();
+  s.blocks_total = cache_->num_blocks();
+  s.num_preemptions = scheduler_->num_preemptions();
+  s.num_steps = num_steps_;
+  return s;
+}
+
+}  // namespace tessera::infer

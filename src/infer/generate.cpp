@@ -1,0 +1,64 @@
+#include "tessera/infer/generate.h"
+
+#include <algorithm>
+
+#include "tessera/core/error.h"
+#include "tessera/core/generator.h"
+
+namespace tessera::infer {
+
+GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
+                          const GenerationParams& params, const GenerateOptions& options) {
+  params.sampling.validate();
+  params.stopping.validate();
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  TESSERA_CHECK(P >= 1 && P < runner.max_seq_len(), ValueError,
+                "[generate] expected a prompt of 1 to ", runner.max_seq_len() - 1,
+                " tokens (the model's context less one), got ", P);
+  // Unseeded: a seed from the default generator, so manual_seed makes runs repeatable.
+  const uint64_t seed = params.sampling.seed.value_or(
+      static_cast<uint64_t>(philox(default_generator().seed(), default_generator().reserve(1))[0]));
+  const int64_t capacity = std::min(runner.max_seq_len(), P + params.stopping.max_tokens);
+
+  StaticKVCache cache(runner.kv_spec(), capacity);
+  StepBatch batch;
+  batch.clear();
+  batch.add_sequence(prompt, 0, cache.table(), cache.block_size(), /*want_logits=*/true);
+  Sampler sampler(runner.vocab_size());
+  TextStream text(options.tokenizer, &params.stopping.stop, prompt.back());
+  std::vector<float> logits(runner.vocab_size());
+  GenerationResult result;
+  result.tokens.reserve(params.stopping.max_tokens);
+  const std::vector<int32_t>& stop_ids = params.stopping.stop_token_ids;
+
+  for (int64_t pos = P;; ++pos) {
+    std::span<const float> out = runner.forward(batch, cache);
+    if (options.on_logits) options.on_logits(out);
+    std::copy(out.begin(), out.end(), logits.begin());
+    const int32_t token =
+        sampler.sample(logits, params.sampling, seed, result.tokens.size(), prompt, result.tokens);
+    result.tokens.push_back(token);
+    const std::string delta = text.push(token);
+    if (options.on_token && !options.on_token(token, delta)) {
+      result.finish_reason = FinishReason::Abort;
+    } else if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() ||
+               text.stopped()) {
+      result.finish_reason = FinishReason::Stop;
+    } else if (static_cast<int64_t>(result.tokens.size()) >= params.stopping.max_tokens ||
+               pos + 1 >= runner.max_seq_len()) {
+      // The context is full: sequences end at max_seq_len tokens, as in the Engine.
+      result.finish_reason = FinishReason::Length;
+    }
+    if (result.finish_reason != FinishReason::None) break;
+    batch.clear();
+    batch.add_sequence(std::span<const int32_t>(&result.tokens.back(), 1), pos, cache.table(),
+                       cache.block_size(), true);
+  }
+  const std::string rest = text.flush();
+  if (!rest.empty() && options.on_token && result.finish_reason != FinishReason::Abort)
+    options.on_token(-1, rest);
+  result.text = text.text();
+  return result;
+}
+
+}  // namespace tessera::infer

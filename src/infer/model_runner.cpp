@@ -1,0 +1,303 @@
+#include "tessera/infer/model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/common/paged_attention_kernels.h"
+#include "backend/common/vec_math.h"
+#include "infer/packed_linear.h"
+#include "infer/parallel.h"
+#include "tessera/models/gpt2.h"
+#include "tessera/models/llama.h"
+
+namespace tessera::infer {
+
+using detail::PackedLinear;
+
+// Per layer: pre-attention and pre-MLP norms; q|k|v in one projection; the MLP's first
+// projection is gate|up (SwiGLU) or c_fc (GELU).
+struct ModelRunner::Layer {
+  Norm norm1, norm2;
+  PackedLinear qkv, o, fc1, fc2;
+};
+
+namespace {
+
+constexpr int64_t kParallelElems = 1 << 15;  // row ops below this many elements run serially
+
+Tensor f32(const Tensor& t, const char* what) {
+  TESSERA_CHECK(
+      t.defined() && t.dtype() == kFloat32 && t.device().type == DeviceType::CPU, TypeError,
+      "[ModelRunner] expected float32 CPU weights, got ", what, " ",
+      t.defined() ? tessera::detail::str(t.dtype(), " on ", t.device().str()) : "undefined");
+  return t.detach().contiguous();
+}
+
+const float* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as GPT-2 (torch's approximate="tanh").
+inline float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tessera::detail::vtanh(k * (x + 0.044715f * x * x * x)));
+}
+
+inline float silu(float x) { return x / (1.0f + tessera::detail::vexp(-x)); }
+
+// Rotates the heads of one row in place: pairs (x[i], x[i + D/2]) by the angles of a position.
+void rope_heads(float* x, int64_t heads, int64_t D, const float* cos, const float* sin) {
+  const int64_t half = D / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* a = x + h * D;
+    float* b = a + half;
+    for (int64_t i = 0; i < half; ++i) {
+      const float xa = a[i], xb = b[i];
+      a[i] = xa * cos[i] - xb * sin[i];
+      b[i] = xb * cos[i] + xa * sin[i];
+    }
+  }
+}
+
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+}
+
+}  // namespace
+
+void StepBatch::clear() {
+  tokens.clear();
+  positions.clear();
+  slots.clear();
+  query_start.assign(1, 0);
+  seq_lens.clear();
+  block_tables.clear();
+  max_blocks = 0;
+  logit_rows.clear();
+}
+
+void StepBatch::add_sequence(std::span<const int32_t> new_tokens, int64_t start,
+                             const BlockTable& table, int64_t block_size, bool want_logits) {
+  if (query_start.empty()) query_start.push_back(0);
+  const int64_t n = static_cast<int64_t>(new_tokens.size());
+  TESSERA_CHECK(n > 0 && start >= 0 && start + n <= static_cast<int64_t>(table.size()) * block_size,
+                ValueError, "[StepBatch.add_sequence] expected tokens within the block table's ",
+                table.size() * block_size, " positions, got ", n, " tokens from position ", start);
+  const int64_t S = num_seqs(), width = static_cast<int64_t>(table.size());
+  if (width > max_blocks) {  // widen the existing rows (rare: a table grows one block at a time)
+    std::vector<int32_t> wide(S * width, 0);
+    for (int64_t s = 0; s < S; ++s)
+      std::copy_n(block_tables.begin() + s * max_blocks, max_blocks, wide.begin() + s * width);
+    block_tables.swap(wide);
+    max_blocks = width;
+  }
+  block_tables.resize((S + 1) * max_blocks, 0);
+  std::copy(table.begin(), table.end(), block_tables.begin() + S * max_blocks);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = start + i;
+    tokens.push_back(new_tokens[i]);
+    positions.push_back(static_cast<int32_t>(pos));
+    slots.push_back(table[pos / block_size] * block_size + pos % block_size);
+  }
+  query_start.push_back(static_cast<int32_t>(tokens.size()));
+  seq_lens.push_back(static_cast<int32_t>(start + n));
+  if (want_logits) logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
+}
+
+ModelRunner::ModelRunner(const models::CausalLM& model) {
+  if (const auto* g = dynamic_cast<const models::GPT2*>(&model)) {
+    const models::GPT2Config& c = g->config;
+    num_layers_ = c.n_layer;
+    dim_ = c.n_embd;
+    n_heads_ = n_kv_heads_ = c.n_head;
+    hidden_ = 4 * c.n_embd;
+    max_seq_ = c.block_size;
+    eps_ = c.layer_norm_eps;
+    wte_ = f32(g->transformer->wte->weight, "wte");
+    wpe_ = f32(g->transformer->wpe->weight, "wpe");
+    for (size_t i = 0; i < g->transformer->h->size(); ++i) {
+      const auto& b = *g->transformer->h->at<models::GPT2Block>(i);
+      auto bias = [](const Tensor& t) { return t.defined() ? f32(t, "bias") : Tensor(); };
+      Layer& L = layers_.emplace_back();
+      L.norm1 = {f32(b.ln_1->weight, "ln_1"), bias(b.ln_1->bias)};
+      L.norm2 = {f32(b.ln_2->weight, "ln_2"), bias(b.ln_2->bias)};
+      L.qkv = PackedLinear({b.attn->c_attn->weight}, {b.attn->c_attn->bias});
+      L.o = PackedLinear({b.attn->c_proj->weight}, {b.attn->c_proj->bias});
+      L.fc1 = PackedLinear({b.mlp->c_fc->weight}, {b.mlp->c_fc->bias});
+      L.fc2 = PackedLinear({b.mlp->c_proj->weight}, {b.mlp->c_proj->bias});
+    }
+    const auto& ln_f = *g->transformer->ln_f;
+    final_norm_ = {f32(ln_f.weight, "ln_f"),
+                   ln_f.bias.defined() ? f32(ln_f.bias, "ln_f") : Tensor()};
+    lm_head_ = std::make_unique<PackedLinear>(std::vector<Tensor>{g->lm_head->weight});
+  } else if (const auto* l = dynamic_cast<const models::Llama*>(&model)) {
+    const models::LlamaConfig& c = l->config;
+    rms_norm_ = swiglu_ = true;
+    num_layers_ = c.n_layers;
+    dim_ = c.dim;
+    n_heads_ = c.n_heads;
+    n_kv_heads_ = c.n_kv_heads;
+    hidden_ = c.hidden_dim;
+    max_seq_ = c.max_seq_len;
+    eps_ = c.norm_eps;
+    wte_ = f32(l->model->embed_tokens->weight, "embed_tokens");
+    rope_cos_ = f32(l->model->rotary_emb->cos, "rotary cos");
+    rope_sin_ = f32(l->model->rotary_emb->sin, "rotary sin");
+    for (size_t i = 0; i < l->model->layers->size(); ++i) {
+      const auto& b = *l->model->layers->at<models::LlamaDecoderLayer>(i);
+      const auto& a = *b.self_attn;
+      Layer& L = layers_.emplace_back();
+      L.norm1 = {f32(b.input_layernorm->weight, "input_layernorm"), Tensor()};
+      L.norm2 = {f32(b.post_attention_layernorm->weight, "post_attention_layernorm"), Tensor()};
+      L.qkv = PackedLinear({a.q_proj->weight, a.k_proj->weight, a.v_proj->weight});
+      L.o = PackedLinear({a.o_proj->weight});
+      L.fc1 = PackedLinear({b.mlp->gate_proj->weight, b.mlp->up_proj->weight});
+      L.fc2 = PackedLinear({b.mlp->down_proj->weight});
+    }
+    final_norm_ = {f32(l->model->norm->weight, "norm"), Tensor()};
+    lm_head_ = std::make_unique<PackedLinear>(std::vector<Tensor>{l->lm_head->weight});
+  } else {
+    TESSERA_CHECK(false, TypeError, "[ModelRunner] expected a GPT2 or Llama model, got ",
+                  model.type_name());
+  }
+  head_dim_ = dim_ / n_heads_;
+  vocab_ = model.vocab_size();
+}
+
+ModelRunner::~ModelRunner() = default;
+
+void ModelRunner::norm_rows(const Norm& n, const float* x, float* y, int64_t rows,
+                            int64_t ldx) const {
+  const int64_t C = dim_;
+  const float* w = ptr(n.weight);
+  const float* b = ptr(n.bias);
+  const float eps = static_cast<float>(eps_);
+  detail::parallel_for(rows, rows * C > kParallelElems, [&](int64_t r) {
+    const float* xr = x + r * ldx;
+    float* yr = y + r * C;
+    if (rms_norm_) {  // x / sqrt(mean(x^2) + eps) * w
+      float ss = 0.0f;
+      for (int64_t i = 0; i < C; ++i) ss += xr[i] * xr[i];
+      const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
+      for (int64_t i = 0; i < C; ++i) yr[i] = xr[i] * rstd * w[i];
+    } else {  // (x - mean) / sqrt(var + eps) * w + b, biased variance
+      float s = 0.0f;
+      for (int64_t i = 0; i < C; ++i) s += xr[i];
+      const float mean = s / static_cast<float>(C);
+      float v = 0.0f;
+      for (int64_t i = 0; i < C; ++i) v += (xr[i] - mean) * (xr[i] - mean);
+      const float rstd = 1.0f / std::sqrt(v / static_cast<float>(C) + eps);
+      for (int64_t i = 0; i < C; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + (b ? b[i] : 0.0f);
+    }
+  });
+}
+
+std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCache& cache) {
+  const KVCacheSpec cs = cache.spec();
+  TESSERA_CHECK(
+      cs.num_layers == num_layers_ && cs.num_kv_heads == n_kv_heads_ && cs.head_dim == head_dim_,
+      ValueError, "[ModelRunner.forward] expected a cache of ", num_layers_, " layers, ",
+      n_kv_heads_, " KV heads of dim ", head_dim_, ", got ", cs.num_layers, ", ", cs.num_kv_heads,
+      ", ", cs.head_dim);
+  const int64_t N = batch.num_tokens(), C = dim_, D = head_dim_;
+  const int64_t q_width = n_heads_ * D, kv_width = n_kv_heads_ * D;
+  const int64_t qkv_width = q_width + 2 * kv_width;
+  const int64_t ff_width = swiglu_ ? 2 * hidden_ : hidden_;
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+  for (int64_t n = 0; n < N; ++n) {
+    TESSERA_CHECK(batch.positions[n] >= 0 && batch.positions[n] < max_seq_, IndexError,
+                  "[ModelRunner.forward] expected positions in [0, ", max_seq_, "), got ",
+                  batch.positions[n]);
+    TESSERA_CHECK(batch.tokens[n] >= 0 && batch.tokens[n] < vocab_, IndexError,
+                  "[ModelRunner.forward] expected token ids in [0, ", vocab_, "), got ",
+                  batch.tokens[n]);
+  }
+  grow(x_, N * C);
+  grow(h_, std::max(N, R) * C);
+  grow(qkv_, N * qkv_width);
+  grow(attn_, N * q_width);
+  grow(ff_, N * ff_width);
+  grow(logits_, R * vocab_);
+  float *x = x_.data(), *h = h_.data(), *qkv = qkv_.data(), *attn = attn_.data(), *ff = ff_.data();
+
+  // Embeddings: wte[token] (+ wpe[position] for GPT-2).
+  const float* wte = wte_.data_ptr<float>();
+  const float* wpe = ptr(wpe_);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* e = wte + static_cast<int64_t>(batch.tokens[n]) * C;
+    float* xr = x + n * C;
+    if (wpe) {
+      const float* p = wpe + static_cast<int64_t>(batch.positions[n]) * C;
+      for (int64_t i = 0; i < C; ++i) xr[i] = e[i] + p[i];
+    } else {
+      std::copy(e, e + C, xr);
+    }
+  }
+
+  PagedCachingArgs cache_args;
+  cache_args.k_stride = cache_args.v_stride = qkv_width;
+  cache_args.slots = batch.slots.data();
+  cache_args.num_tokens = N;
+  cache_args.num_kv_heads = n_kv_heads_;
+  cache_args.head_dim = D;
+  cache_args.block_size = cache.block_size();
+  PagedAttentionArgs attn_args;
+  attn_args.q = qkv;
+  attn_args.q_stride = qkv_width;
+  attn_args.out = attn;
+  attn_args.out_stride = q_width;
+  attn_args.block_tables = batch.block_tables.data();
+  attn_args.max_blocks = batch.max_blocks;
+  attn_args.query_start = batch.query_start.data();
+  attn_args.seq_lens = batch.seq_lens.data();
+  attn_args.num_seqs = batch.num_seqs();
+  attn_args.num_heads = n_heads_;
+  attn_args.num_kv_heads = n_kv_heads_;
+  attn_args.head_dim = D;
+  attn_args.block_size = cache.block_size();
+  attn_args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const int64_t half = D / 2;
+
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    const Layer& L = layers_[l];
+    norm_rows(L.norm1, x, h, N, C);
+    L.qkv.forward(h, C, qkv, qkv_width, N);
+    if (rope_cos_.defined()) {
+      const float* cos = rope_cos_.data_ptr<float>();
+      const float* sin = rope_sin_.data_ptr<float>();
+      detail::parallel_for(N, N * qkv_width > kParallelElems, [&](int64_t n) {
+        const int64_t p = batch.positions[n];
+        // q heads then k heads: adjacent in the row.
+        rope_heads(qkv + n * qkv_width, n_heads_ + n_kv_heads_, D, cos + p * half, sin + p * half);
+      });
+    }
+    cache_args.k = qkv + q_width;
+    cache_args.v = qkv + q_width + kv_width;
+    cache_args.k_cache = cache.key_data(l);
+    cache_args.v_cache = cache.value_data(l);
+    attn_args.k_cache = cache_args.k_cache;
+    attn_args.v_cache = cache_args.v_cache;
+    call_kernel<paged_caching_kernel>(Device(), cache_args);
+    call_kernel<paged_attention_kernel>(Device(), attn_args);
+    L.o.forward(attn, q_width, x, C, N, /*accumulate=*/true);  // x += attn W_o^T + b
+
+    norm_rows(L.norm2, x, h, N, C);
+    L.fc1.forward(h, C, ff, ff_width, N);
+    detail::parallel_for(N, N * hidden_ > kParallelElems, [&](int64_t n) {
+      float* f = ff + n * ff_width;
+      if (swiglu_) {  // silu(gate) * up, written over gate
+        for (int64_t i = 0; i < hidden_; ++i) f[i] = silu(f[i]) * f[hidden_ + i];
+      } else {
+        for (int64_t i = 0; i < hidden_; ++i) f[i] = gelu_tanh(f[i]);
+      }
+    });
+    L.fc2.forward(ff, ff_width, x, C, N, /*accumulate=*/true);  // x += mlp(...)
+  }
+
+  // Final norm and lm_head only for the rows that sample.
+  for (int64_t r = 0; r < R; ++r)
+    norm_rows(final_norm_, x + batch.logit_rows[r] * C, h + r * C, 1, C);
+  lm_head_->forward(h, C, logits_.data(), vocab_, R);
+  return {logits_.data(), static_cast<size_t>(R * vocab_)};
+}
+
+}  // namespace tessera::infer

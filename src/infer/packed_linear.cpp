@@ -1,0 +1,144 @@
+#include "infer/packed_linear.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/common/vec16.h"
+#include "infer/parallel.h"
+#include "tessera/ops/creation.h"
+
+namespace tessera::infer::detail {
+namespace {
+
+using tessera::detail::V16;
+using tessera::detail::vadd;
+using tessera::detail::vfma;
+using tessera::detail::vload;
+using tessera::detail::vset1;
+using tessera::detail::vstore;
+using tessera::detail::vzero;
+
+constexpr int64_t kPanel = 16;
+constexpr int64_t kGroupPanels = 8;                  // columns per task: 128
+constexpr int64_t kParallelMacs = int64_t{1} << 20;  // ~50 us: below, a team costs more
+
+// MR rows x NP panels of y from x rows and the panels at w (panel q at w + q K 16).
+template <int MR, int NP>
+void tile(const float* x, int64_t ldx, const float* w, int64_t K, float* y, int64_t ldy,
+          const float* bias, int64_t cols, bool accumulate) {
+  V16 acc[MR][NP];
+  for (int i = 0; i < MR; ++i)
+    for (int p = 0; p < NP; ++p) acc[i][p] = vzero();
+  for (int64_t k = 0; k < K; ++k) {
+    V16 wv[NP];
+    for (int p = 0; p < NP; ++p) wv[p] = vload(w + (p * K + k) * kPanel);
+    for (int i = 0; i < MR; ++i) {
+      const V16 xi = vset1(x[i * ldx + k]);
+      for (int p = 0; p < NP; ++p) acc[i][p] = vfma(xi, wv[p], acc[i][p]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* yi = y + i * ldy;
+    for (int p = 0; p < NP; ++p) {
+      V16 out = vadd(acc[i][p], vload(bias + p * kPanel));
+      const int64_t n = std::min<int64_t>(kPanel, cols - p * kPanel);
+      if (n == kPanel) {
+        if (accumulate) out = vadd(vload(yi + p * kPanel), out);
+        vstore(yi + p * kPanel, out);
+      } else {  // the ragged last panel: same arithmetic, element by element
+        alignas(64) float tmp[kPanel];
+        vstore(tmp, out);
+        for (int64_t j = 0; j < n; ++j)
+          yi[p * kPanel + j] = accumulate ? yi[p * kPanel + j] + tmp[j] : tmp[j];
+      }
+    }
+  }
+}
+
+// tile<MR, np> for a runtime np in [1, MaxNP].
+template <int MR, int MaxNP, int NP = 1>
+void tile_np(int64_t np, const float* x, int64_t ldx, const float* w, int64_t K, float* y,
+             int64_t ldy, const float* bias, int64_t cols, bool accumulate) {
+  if constexpr (NP < MaxNP) {
+    if (np > NP)
+      return tile_np<MR, MaxNP, NP + 1>(np, x, ldx, w, K, y, ldy, bias, cols, accumulate);
+  }
+  tile<MR, NP>(x, ldx, w, K, y, ldy, bias, cols, accumulate);
+}
+
+}  // namespace
+
+PackedLinear::PackedLinear(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases) {
+  TESSERA_CHECK(!weights.empty() && (biases.empty() || biases.size() == weights.size()), ValueError,
+                "[PackedLinear] expected weights and as many biases (or none), got ",
+                weights.size(), " and ", biases.size());
+  in_ = weights[0].size(1);
+  for (const Tensor& w : weights) {
+    TESSERA_CHECK(w.dtype() == kFloat32 && w.dim() == 2 && w.size(1) == in_ &&
+                      w.device().type == DeviceType::CPU,
+                  TypeError, "[PackedLinear] expected float32 CPU weights [out, ", in_, "], got ",
+                  w.shape_str(), " ", w.dtype());
+    out_ += w.size(0);
+  }
+  panels_ = (out_ + kPanel - 1) / kPanel;
+  packed_ = zeros({panels_, in_, kPanel});
+  bias_.assign(panels_ * kPanel, 0.0f);
+  float* dst = packed_.data_ptr<float>();
+  int64_t row = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor w = weights[i].contiguous();
+    const float* src = w.data_ptr<float>();
+    for (int64_t o = 0; o < w.size(0); ++o, ++row)
+      for (int64_t k = 0; k < in_; ++k)
+        dst[((row / kPanel) * in_ + k) * kPanel + row % kPanel] = src[o * in_ + k];
+    if (!biases.empty() && biases[i].defined()) {
+      const Tensor b = biases[i].contiguous();
+      TESSERA_CHECK(b.dtype() == kFloat32 && b.numel() == w.size(0), TypeError,
+                    "[PackedLinear] expected a float32 bias of ", w.size(0), " elements, got ",
+                    b.shape_str(), " ", b.dtype());
+      std::copy(b.data_ptr<float>(), b.data_ptr<float>() + b.numel(),
+                bias_.begin() + (row - w.size(0)));
+    }
+  }
+}
+
+void PackedLinear::forward(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows,
+                           bool accumulate) const {
+  const int64_t groups = (panels_ + kGroupPanels - 1) / kGroupPanels;
+  const float* packed = packed_.data_ptr<float>();
+  // Tasks are column groups: each streams its panels once while every row tile reuses them.
+  parallel_for(groups, rows * in_ * out_ >= kParallelMacs, [&](int64_t g) {
+    const int64_t p0 = g * kGroupPanels, np = std::min(kGroupPanels, panels_ - p0);
+    const int64_t c0 = p0 * kPanel, cols = std::min(out_, (p0 + np) * kPanel) - c0;
+    const float* w = packed + p0 * in_ * kPanel;
+    const float* b = bias_.data() + c0;
+    int64_t r = 0;
+    // Four rows share each weight load; single rows take all 8 panels at once so enough FMAs
+    // are in flight. Two half groups for 2..4 rows keep the accumulators in registers.
+    for (; r + 4 <= rows; r += 4) {
+      for (int64_t h = 0; h < np; h += 4)
+        tile_np<4, 4>(std::min<int64_t>(4, np - h), x + r * ldx, ldx, w + h * in_ * kPanel, in_,
+                      y + r * ldy + c0 + h * kPanel, ldy, b + h * kPanel, cols - h * kPanel,
+                      accumulate);
+    }
+    const int64_t left = rows - r;
+    if (left == 1) {
+      tile_np<1, 8>(np, x + r * ldx, ldx, w, in_, y + r * ldy + c0, ldy, b, cols, accumulate);
+    } else if (left > 1) {
+      for (int64_t h = 0; h < np; h += 4) {
+        const int64_t n = std::min<int64_t>(4, np - h);
+        const float* xr = x + r * ldx;
+        float* yr = y + r * ldy + c0 + h * kPanel;
+        const float* wh = w + h * in_ * kPanel;
+        if (left == 2)
+          tile_np<2, 4>(n, xr, ldx, wh, in_, yr, ldy, b + h * kPanel, cols - h * kPanel,
+                        accumulate);
+        else
+          tile_np<3, 4>(n, xr, ldx, wh, in_, yr, ldy, b + h * kPanel, cols - h * kPanel,
+                        accumulate);
+      }
+    }
+  });
+}
+
+}  // namespace tessera::infer::detail

@@ -1,0 +1,111 @@
+#include "tessera/infer/scheduler.h"
+
+#include <algorithm>
+
+#include "tessera/core/error.h"
+
+namespace tessera::infer {
+
+void SchedulerConfig::validate() const {
+  TESSERA_CHECK(max_num_seqs >= 1, ValueError, "[SchedulerConfig] expected max_num_seqs >= 1, got ",
+                max_num_seqs);
+  TESSERA_CHECK(max_num_batched_tokens >= max_num_seqs, ValueError,
+                "[SchedulerConfig] expected max_num_batched_tokens >= max_num_seqs (", max_num_seqs,
+                "), got ", max_num_batched_tokens);
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, PagedKVCache& cache)
+    : config_(config), cache_(cache) {
+  config_.validate();
+}
+
+void Scheduler::insert_waiting(Sequence* seq) {
+  auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                         [&](const Sequence* s) { return s->arrival > seq->arrival; });
+  waiting_.insert(at, seq);
+}
+
+void Scheduler::add(Sequence* seq) {
+  seq->num_computed = 0;
+  insert_waiting(seq);
+}
+
+void Scheduler::remove(Sequence* seq) {
+  std::erase(running_, seq);
+  std::erase(waiting_, seq);
+  cache_.release(seq->blocks);
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  // Recompute: drop the cached keys; the whole sequence is prefilled again on resumption.
+  std::erase(running_, seq);
+  cache_.release(seq->blocks);
+  seq->num_computed = 0;
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+  insert_waiting(seq);
+  out_.preempted.push_back(seq);
+}
+
+const SchedulerOutput& Scheduler::schedule() {
+  out_.scheduled.clear();
+  out_.preempted.clear();
+  out_.dropped.clear();
+  out_.num_tokens = 0;
+  int64_t budget = config_.max_num_batched_tokens;
+
+  // 1. Running sequences, oldest first; victims come from the back (the newest).
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+    bool self_preempted = false;
+    while (!cache_.reserve(seq->blocks, seq->num_computed + n)) {
+      Sequence* victim = running_.back();
+      if (victim == seq) {
+        self_preempted = true;
+        break;
+      }
+      preempt(victim);
+    }
+    if (self_preempted) {
+      if (running_.size() == 1) {  // alone and still out of blocks: it can never fit
+        std::erase(running_, seq);
+        cache_.release(seq->blocks);
+        out_.dropped.push_back(seq);
+      } else {
+        preempt(seq);
+      }
+      break;  // seq was the newest: nothing after it
+    }
+    out_.scheduled.push_back({seq, n});
+    budget -= n;
+    ++i;
+  }
+
+  // 2. Admissions, in arrival order, unless this step had to preempt.
+  while (out_.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         num_running() < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const int64_t n = std::min(seq->num_tokens(), budget);
+    const int64_t need = cache_.blocks_for(seq->num_tokens());
+    if (need > cache_.num_blocks()) {  // more than the whole cache
+      waiting_.pop_front();
+      out_.dropped.push_back(seq);
+      continue;
+    }
+    // Blocks for the whole prompt (even when chunked) and a spare one per running sequence.
+    if (need + num_running() > cache_.blocks().num_free()) break;
+    cache_.reserve(seq->blocks, n);
+    waiting_.pop_front();
+    // Kept in arrival order, so a resumed sequence is not the next victim.
+    running_.insert(std::find_if(running_.begin(), running_.end(),
+                                 [&](const Sequence* s) { return s->arrival > seq->arrival; }),
+                    seq);
+    out_.scheduled.push_back({seq, n});
+    budget -= n;
+  }
+  for (const auto& s : out_.scheduled) out_.num_tokens += s.num_new_tokens;
+  return out_;
+}
+
+}  // namespace tessera::infer

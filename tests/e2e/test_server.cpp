@@ -1,0 +1,349 @@
+// The OpenAI-compatible server end to end over HTTP (cpp-httplib client), on llama2.c's
+// stories260K and its tokenizer: 32 concurrent streaming requests each get exactly the greedy
+// output the request gets alone (infer::generate, static cache); a KV cache too small for the
+// load forces preemptions and still every request is right; every kind of bad input gets a 4xx
+// in OpenAI's error shape and the server then serves a good request; a client that disconnects
+// mid-stream has its request aborted and its blocks freed.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "tessera/infer/async_engine.h"
+#include "tessera/infer/generate.h"
+#include "tessera/infer/model_loader.h"
+#include "tessera/models/llama.h"
+#include "tessera/serve/server.h"
+#include "tessera/tokenizers/llama2c_tokenizer.h"
+#include "testing/shared_data.h"
+
+namespace tessera {
+namespace {
+
+using Json = nlohmann::json;
+
+// A server on a free port, running on its own thread for the test's lifetime.
+struct TestServer {
+  std::shared_ptr<infer::AsyncEngine> engine;
+  std::unique_ptr<serve::Server> server;
+  std::thread thread;
+  int port = 0;
+
+  TestServer(const models::CausalLM& model, std::shared_ptr<tokenizers::Tokenizer> tokenizer,
+             const infer::EngineConfig& ec, serve::ServerConfig sc = {}) {
+    engine =
+        std::make_shared<infer::AsyncEngine>(std::make_unique<infer::Engine>(model, ec, tokenizer));
+    sc.port = 0;
+    sc.model_name = "test-model";
+    server = std::make_unique<serve::Server>(engine, sc);
+    port = server->bind();
+    thread = std::thread([this] { server->run(); });
+    // Serving once /health answers (stop() before the loop starts would not stop it).
+    for (int i = 0; i < 500; ++i) {
+      if (auto res = client().Get("/health"); res && res->status == 200) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ~TestServer() {
+    server->stop();
+    thread.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  // A metric's value from /metrics.
+  double metric(const std::string& name) const {
+    auto res = client().Get("/metrics");
+    std::smatch m;
+    std::regex re("\n" + name + " ([0-9.e+-]+)\n");
+    if (!res || !std::regex_search(res->body, m, re)) return -1;
+    return std::stod(m[1]);
+  }
+};
+
+struct Stories {
+  std::shared_ptr<models::CausalLM> model;
+  std::shared_ptr<tokenizers::Tokenizer> tokenizer;
+};
+
+// The stories260K model and tokenizer, loaded once for the suite.
+const Stories* stories() {
+  static const Stories s = [] {
+    Stories st;
+    const std::string model = testing::shared_data_path("stories260K.bin").string();
+    const std::string tok = testing::shared_data_path("stories260K_idtok.bin").string();
+    if (std::filesystem::exists(model) && std::filesystem::exists(tok)) {
+      st.model = infer::load_model(model);
+      st.tokenizer = std::make_shared<tokenizers::Llama2cTokenizer>(tok);
+    }
+    return st;
+  }();
+  return s.model ? &s : nullptr;
+}
+
+#define STORIES_OR_SKIP(var)      \
+  const Stories* var = stories(); \
+  if (var == nullptr) GTEST_SKIP() << "shared data missing: stories260K.bin / _idtok.bin"
+
+// One streamed completion: the concatenated token ids and text, the finish reason and usage.
+struct StreamResult {
+  int status = 0;
+  std::vector<int32_t> tokens;
+  std::string text, finish_reason;
+  Json usage;
+  bool done = false;  // saw data: [DONE]
+  int events = 0;
+};
+
+StreamResult stream_completion(const TestServer& ts, const Json& body) {
+  httplib::Client c = ts.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string buffer;
+  StreamResult r;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
+      const std::string event = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+      const std::string payload = event.substr(6);
+      if (payload == "[DONE]") {
+        r.done = true;
+        continue;
+      }
+      ++r.events;
+      const Json j = Json::parse(payload);
+      EXPECT_EQ(j["object"], "text_completion");
+      if (j.contains("usage")) r.usage = j["usage"];
+      for (const Json& ch : j["choices"]) {
+        r.text += ch["text"].get<std::string>();
+        for (const Json& t : ch["token_ids"]) r.tokens.push_back(t.get<int32_t>());
+        if (!ch["finish_reason"].is_null()) r.finish_reason = ch["finish_reason"];
+      }
+    }
+    return true;
+  };
+  auto res = c.send(req);
+  r.status = res ? res->status : -1;
+  if (!res) ADD_FAILURE() << "HTTP error: " << httplib::to_string(res.error());
+  return r;
+}
+
+// Text as JSON carries it: bytes that are not UTF-8 (byte tokens) become U+FFFD.
+std::string valid_utf8(const std::string& s) {
+  return Json::parse(Json(s).dump(-1, ' ', false, Json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+// What the request gets alone: infer::generate with the server's stop tokens (EOS and BOS).
+infer::GenerationResult alone(const Stories& s, const std::vector<int32_t>& prompt,
+                              int64_t max_tokens) {
+  static std::unique_ptr<infer::ModelRunner> runner;
+  if (!runner) runner = std::make_unique<infer::ModelRunner>(*s.model);
+  infer::GenerationParams p;
+  p.sampling.temperature = 0.0;
+  p.stopping.max_tokens = max_tokens;
+  p.stopping.stop_token_ids = {2, 1};
+  infer::GenerateOptions opts;
+  opts.tokenizer = s.tokenizer.get();
+  return infer::generate(*runner, prompt, p, opts);
+}
+
+// Request i: a text prompt or a token id prompt, of varied lengths.
+Json request_body(const Stories& s, int i, std::vector<int32_t>& prompt, int64_t max_tokens) {
+  Json body = {{"model", "test-model"},
+               {"max_tokens", max_tokens},
+               {"temperature", 0},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  if (i % 2 == 0) {
+    const std::string text = std::string("Once upon a time ").substr(0, 1 + i % 17);
+    body["prompt"] = text;
+    prompt = s.tokenizer->encode(text, /*add_bos=*/true);
+  } else {
+    prompt = {1};
+    for (int k = 0; k < 1 + 7 * (i % 9); ++k) prompt.push_back(3 + (i * 37 + k * 11) % 500);
+    body["prompt"] = prompt;
+  }
+  return body;
+}
+
+void check_concurrent_streams(const TestServer& ts, const Stories& s, int n, int64_t max_tokens) {
+  std::vector<StreamResult> results(n);
+  std::vector<std::vector<int32_t>> prompts(n);
+  std::vector<Json> bodies;
+  for (int i = 0; i < n; ++i) bodies.push_back(request_body(s, i, prompts[i], max_tokens + 7 * i));
+  std::vector<std::thread> clients;
+  for (int i = 0; i < n; ++i)
+    clients.emplace_back([&, i] { results[i] = stream_completion(ts, bodies[i]); });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < n; ++i) {
+    const infer::GenerationResult want = alone(s, prompts[i], max_tokens + 7 * i);
+    const StreamResult& got = results[i];
+    EXPECT_EQ(got.status, 200) << "request " << i;
+    EXPECT_TRUE(got.done) << "request " << i << " ended without data: [DONE]";
+    EXPECT_EQ(got.tokens, want.tokens) << "request " << i;
+    EXPECT_EQ(got.text, valid_utf8(want.text)) << "request " << i;
+    EXPECT_EQ(got.finish_reason, infer::finish_reason_name(want.finish_reason)) << "request " << i;
+    EXPECT_EQ(got.usage.value("completion_tokens", -1), static_cast<int64_t>(want.tokens.size()));
+    EXPECT_EQ(got.usage.value("prompt_tokens", -1), static_cast<int64_t>(prompts[i].size()));
+  }
+}
+
+TEST(Server, ThirtyTwoConcurrentStreamsMatchSingleRequests) {
+  STORIES_OR_SKIP(s);
+  infer::EngineConfig ec;
+  ec.max_num_seqs = 16;  // half of them wait in the queue at first
+  TestServer ts(*s->model, s->tokenizer, ec);
+  check_concurrent_streams(ts, *s, 32, 60);
+  EXPECT_EQ(ts.metric("tessera_kv_blocks_used"), 0);
+  EXPECT_EQ(ts.metric("tessera_preemptions_total"), 0);
+  EXPECT_GE(ts.metric("tessera_time_to_first_token_seconds_count"), 32);
+}
+
+TEST(Server, PreemptionUnderKvPressureKeepsEveryRequestRight) {
+  STORIES_OR_SKIP(s);
+  infer::EngineConfig ec;
+  ec.num_blocks = 40;  // 640 positions for 16 requests of up to ~230 tokens each
+  ec.max_num_seqs = 16;
+  TestServer ts(*s->model, s->tokenizer, ec);
+  check_concurrent_streams(ts, *s, 16, 120);
+  EXPECT_GT(ts.metric("tessera_preemptions_total"), 0) << "the cache was meant to run out";
+  EXPECT_EQ(ts.metric("tessera_kv_blocks_used"), 0);
+}
+
+// The status and parsed error body of a request.
+std::pair<int, Json> post(const TestServer& ts, const std::string& path, const std::string& body,
+                          const std::string& key = "secret") {
+  httplib::Client c = ts.client();
+  httplib::Headers headers;
+  if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+  auto res = c.Post(path, headers, body, "application/json");
+  if (!res) return {-1, Json()};
+  return {res->status, Json::parse(res->body, nullptr, false)};
+}
+
+TEST(Server, BadInputsGet4xxErrorsAndTheServerKeepsServing) {
+  STORIES_OR_SKIP(s);
+  serve::ServerConfig sc;
+  sc.api_key = "secret";
+  sc.max_body_bytes = 64 * 1024;
+  TestServer ts(*s->model, s->tokenizer, {}, sc);
+  const std::string long_prompt = Json(std::vector<int>(600, 5)).dump();
+  struct Case {
+    std::string what, path, body, key;
+    int status;
+    std::string param;
+  };
+  const std::vector<Case> cases{
+      {"missing API key", "/v1/completions", R"({"prompt": "a"})", "", 401, ""},
+      {"wrong API key", "/v1/completions", R"({"prompt": "a"})", "nope", 401, ""},
+      {"malformed JSON", "/v1/completions", R"({"prompt": "a",)", "secret", 400, ""},
+      {"not an object", "/v1/completions", R"([1, 2])", "secret", 400, ""},
+      {"unknown field", "/v1/completions", R"({"prompt": "a", "foo": 1})", "secret", 400, "foo"},
+      {"max_tokens of the wrong type", "/v1/completions", R"({"prompt": "a", "max_tokens": "ten"})",
+       "secret", 400, "max_tokens"},
+      {"temperature of the wrong type", "/v1/completions",
+       R"({"prompt": "a", "temperature": "hot"})", "secret", 400, "temperature"},
+      {"stream of the wrong type", "/v1/completions", R"({"prompt": "a", "stream": "yes"})",
+       "secret", 400, "stream"},
+      {"prompt of the wrong type", "/v1/completions", R"({"prompt": {"text": "a"}})", "secret", 400,
+       "prompt"},
+      {"messages of the wrong type", "/v1/chat/completions", R"({"messages": "hi"})", "secret", 400,
+       "messages"},
+      {"missing prompt", "/v1/completions", R"({"max_tokens": 3})", "secret", 400, "prompt"},
+      {"token id out of the vocabulary", "/v1/completions", R"({"prompt": [1, 512]})", "secret",
+       400, "prompt"},
+      {"prompt longer than the context", "/v1/completions", "{\"prompt\": " + long_prompt + "}",
+       "secret", 400, "prompt"},
+      {"max_tokens 0", "/v1/completions", R"({"prompt": "a", "max_tokens": 0})", "secret", 400,
+       "max_tokens"},
+      {"max_tokens negative", "/v1/completions", R"({"prompt": "a", "max_tokens": -5})", "secret",
+       400, "max_tokens"},
+      {"max_tokens beyond the context", "/v1/completions",
+       R"({"prompt": "a", "max_tokens": 100000})", "secret", 400, "max_tokens"},
+      {"top_p out of range", "/v1/completions", R"({"prompt": "a", "top_p": 1.5})", "secret", 400,
+       "top_p"},
+      {"n > 1", "/v1/completions", R"({"prompt": "a", "n": 2})", "secret", 400, "n"},
+      {"oversized body", "/v1/completions",
+       "{\"prompt\": \"" + std::string(100 * 1024, 'a') + "\"}", "secret", 413, ""},
+      {"unknown route", "/v1/embeddings", R"({"input": "a"})", "secret", 404, ""},
+  };
+  for (const Case& c : cases) {
+    auto [status, body] = post(ts, c.path, c.body, c.key);
+    EXPECT_EQ(status, c.status) << c.what;
+    ASSERT_TRUE(body.is_object() && body.contains("error")) << c.what << ": " << body.dump();
+    const Json& e = body["error"];
+    EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << c.what;
+    EXPECT_TRUE(e["type"].is_string()) << c.what;
+    EXPECT_TRUE(e.contains("code")) << c.what;
+    if (!c.param.empty()) EXPECT_EQ(e["param"], c.param) << c.what;
+  }
+  // Still serving: a good completion and a good chat completion.
+  auto [status, body] =
+      post(ts, "/v1/completions", R"({"prompt": "", "max_tokens": 5, "temperature": 0})");
+  EXPECT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["choices"][0]["token_ids"].size(), 5u) << body.dump();
+  EXPECT_EQ(body["usage"]["total_tokens"], 6);
+  auto [chat_status, chat] =
+      post(ts, "/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})");
+  EXPECT_EQ(chat_status, 200) << chat.dump();
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  auto models = ts.client().Get("/v1/models", {{"Authorization", "Bearer secret"}});
+  ASSERT_TRUE(models);
+  EXPECT_EQ(Json::parse(models->body)["data"][0]["id"], "test-model");
+  EXPECT_EQ(ts.client().Get("/health")->status, 200) << "/health needs no key";
+}
+
+TEST(Server, ClientDisconnectingMidStreamFreesItsBlocks) {
+  STORIES_OR_SKIP(s);
+  // A model slow enough that a long request is still running when its client leaves.
+  models::LlamaConfig c;
+  c.vocab_size = 512;
+  c.dim = 256;
+  c.n_layers = 4;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.hidden_dim = 512;
+  c.max_seq_len = 4096;
+  manual_seed(1);
+  models::Llama model(c);
+  TestServer ts(model, s->tokenizer, {});
+  const int64_t max_tokens = 4000;
+  httplib::Client client = ts.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body =
+      Json({{"prompt", "Once"}, {"max_tokens", max_tokens}, {"ignore_eos", true}, {"stream", true}})
+          .dump();
+  int events = 0;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    for (size_t i = 0; i + 1 < n; ++i) events += data[i] == '\n' && data[i + 1] == '\n';
+    return events < 3;  // hang up after a few tokens
+  };
+  client.send(req);
+  EXPECT_GE(events, 3);
+  // The server notices at its next write and aborts the request.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ts.metric("tessera_requests_running") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ts.metric("tessera_requests_running"), 0);
+  EXPECT_EQ(ts.metric("tessera_kv_blocks_used"), 0);
+  EXPECT_LT(ts.metric("tessera_generation_tokens_total"), max_tokens)
+      << "the request was aborted, not run to its end";
+}
+
+}  // namespace
+}  // namespace tessera

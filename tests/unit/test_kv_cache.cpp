@@ -1,0 +1,206 @@
+// KV caches and the paged attention ops: the block manager's free list and reference counts,
+// all-or-nothing block reservation, slots, and paged_caching + paged_attention against the
+// composite oracle (scaled_dot_product_attention over the gathered keys) for mixed
+// prefill/decode batches, GQA, scattered blocks and several block sizes. Bit-identical results
+// for a sequence alone or in a batch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "tessera/infer/attention.h"
+#include "tessera/infer/kv_cache.h"
+#include "tessera/tessera.h"
+#include "testing/expect_error.h"
+
+namespace tessera {
+namespace {
+
+using infer::BlockManager;
+using infer::BlockTable;
+using infer::KVCacheSpec;
+using infer::PagedKVCache;
+
+TEST(BlockManager, FreeListAndReferenceCounts) {
+  BlockManager m(4);
+  EXPECT_EQ(m.num_free(), 4);
+  EXPECT_EQ(*m.allocate(), 0);
+  EXPECT_EQ(*m.allocate(), 1);
+  EXPECT_EQ(m.num_used(), 2);
+  m.share(1);
+  EXPECT_EQ(m.ref_count(1), 2);
+  m.release(1);
+  EXPECT_EQ(m.num_used(), 2) << "a shared block stays allocated until its last owner releases it";
+  m.release(1);
+  EXPECT_EQ(m.ref_count(1), 0);
+  EXPECT_EQ(*m.allocate(), 1) << "the most recently freed block is reused first";
+  EXPECT_EQ(*m.allocate(), 2);
+  EXPECT_EQ(*m.allocate(), 3);
+  EXPECT_FALSE(m.allocate().has_value());
+  EXPECT_TESSERA_ERROR(m.release(7), ValueError, "[BlockManager.release]");
+  m.release(3);
+  EXPECT_TESSERA_ERROR(m.release(3), ValueError, "expected an allocated block");
+  EXPECT_TESSERA_ERROR(BlockManager(0), ValueError, "[BlockManager]");
+}
+
+TEST(PagedKVCache, ReservesBlockByBlockAllOrNothing) {
+  PagedKVCache cache({2, 2, 8}, /*num_blocks=*/5, /*block_size=*/16);
+  EXPECT_EQ(cache.key_cache(1).sizes(), (Shape{5, 2, 8, 16}));
+  EXPECT_EQ(cache.value_cache(0).sizes(), (Shape{5, 2, 16, 8}));
+  BlockTable a, b;
+  EXPECT_TRUE(cache.reserve(a, 1));
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_TRUE(cache.reserve(a, 16));
+  EXPECT_EQ(a.size(), 1u) << "16 positions fit one block";
+  EXPECT_TRUE(cache.reserve(a, 17));
+  EXPECT_EQ(a, (BlockTable{0, 1}));
+  EXPECT_EQ(cache.slot(a, 17), 1 * 16 + 1);
+  EXPECT_FALSE(cache.reserve(b, 4 * 16)) << "needs 4 blocks, 3 are free";
+  EXPECT_TRUE(b.empty()) << "a failed reservation takes nothing";
+  EXPECT_TRUE(cache.reserve(b, 3 * 16));
+  EXPECT_EQ(cache.blocks().num_free(), 0);
+  cache.release(a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(cache.blocks().num_free(), 2);
+  EXPECT_TESSERA_ERROR(cache.slot(b, 48), IndexError, "[PagedKVCache.slot]");
+  EXPECT_TESSERA_ERROR(PagedKVCache({2, 2, 8}, 4, 10), ValueError, "multiple of 16");
+  EXPECT_TESSERA_ERROR(infer::StaticKVCache({2, 2, 8}, 0), ValueError, "[StaticKVCache]");
+  EXPECT_EQ(infer::StaticKVCache({1, 1, 4}, 20).capacity(), 32);
+}
+
+// One sequence of a test batch: its full keys/values [len, Hkv, D] and how many of its last
+// positions are queried this step.
+struct SeqCase {
+  int64_t len, num_queries;
+};
+
+// Runs paged_caching + paged_attention for the sequences (blocks shuffled over the pool) and
+// checks every query row against sdpa on that sequence's keys with the causal offset.
+void check_paged_attention(const std::vector<SeqCase>& seqs, int64_t Hq, int64_t Hkv, int64_t D,
+                           int64_t block_size, uint64_t seed) {
+  manual_seed(seed);
+  int64_t total_blocks = 0;
+  for (const auto& s : seqs) total_blocks += (s.len + block_size - 1) / block_size;
+  PagedKVCache cache({1, Hkv, D}, total_blocks + 3, block_size);
+  // Scatter: take blocks in a shuffled order so tables are not contiguous.
+  std::vector<int32_t> pool(total_blocks + 3);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(static_cast<uint32_t>(seed)));
+  int64_t next = 0, max_blocks = 0;
+  std::vector<BlockTable> tables;
+  for (const auto& s : seqs) {
+    BlockTable t;
+    for (int64_t i = 0; i < (s.len + block_size - 1) / block_size; ++i) t.push_back(pool[next++]);
+    max_blocks = std::max<int64_t>(max_blocks, t.size());
+    tables.push_back(t);
+  }
+  std::vector<Tensor> ks, vs, qs;
+  std::vector<int32_t> table_flat(seqs.size() * max_blocks, 0), lens, starts{0};
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    Tensor k = randn({seqs[s].len, Hkv, D}), v = randn({seqs[s].len, Hkv, D});
+    std::vector<int64_t> slots;
+    for (int64_t p = 0; p < seqs[s].len; ++p) slots.push_back(cache.slot(tables[s], p));
+    infer::paged_caching(k, v, cache.key_cache(0), cache.value_cache(0), tensor(slots));
+    ks.push_back(k);
+    vs.push_back(v);
+    qs.push_back(randn({seqs[s].num_queries, Hq, D}));
+    std::copy(tables[s].begin(), tables[s].end(), table_flat.begin() + s * max_blocks);
+    lens.push_back(static_cast<int32_t>(seqs[s].len));
+    starts.push_back(starts.back() + static_cast<int32_t>(seqs[s].num_queries));
+  }
+  Tensor q = cat(qs, 0);
+  Tensor out = infer::paged_attention(
+      q, cache.key_cache(0), cache.value_cache(0),
+      tensor(table_flat).to(kInt32).reshape({static_cast<int64_t>(seqs.size()), max_blocks}),
+      tensor(lens).to(kInt32), tensor(starts).to(kInt32));
+  ASSERT_EQ(out.sizes(), q.sizes());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t L = seqs[s].len, nq = seqs[s].num_queries;
+    // Oracle: query i (position L - nq + i) sees keys 0..L - nq + i.
+    Tensor qi = qs[s].transpose(0, 1).unsqueeze(0);  // [1, Hq, nq, D]
+    Tensor ki = ks[s].transpose(0, 1).unsqueeze(0), vi = vs[s].transpose(0, 1).unsqueeze(0);
+    Tensor keep = unsqueeze(arange(nq) + (L - nq), 1) >= unsqueeze(arange(L), 0);
+    Tensor want = scaled_dot_product_attention(qi, ki, vi, keep).squeeze(0).transpose(0, 1);
+    Tensor got = out.narrow(0, starts[s], nq);
+    EXPECT_TRUE(allclose(got, want, 1e-5, 1e-5))
+        << "sequence " << s << " (len " << L << ", " << nq << " queries): max diff "
+        << max(abs(got - want)).item<float>();
+  }
+}
+
+TEST(PagedAttention, MatchesSdpaForMixedPrefillAndDecode) {
+  // Prefill of 1, 16, 37 and 70 positions next to decodes at various lengths.
+  check_paged_attention({{37, 37}, {5, 1}, {16, 16}, {70, 70}, {33, 1}, {1, 1}, {64, 1}}, 4, 2, 8,
+                        16, 1);
+}
+
+TEST(PagedAttention, GqaMhaAndBlockSizes) {
+  check_paged_attention({{50, 50}, {20, 1}}, 8, 1, 16, 32, 2);    // multi-query
+  check_paged_attention({{50, 7}, {47, 3}}, 3, 3, 64, 16, 3);     // MHA, chunked prefill rows
+  check_paged_attention({{130, 130}, {129, 1}}, 6, 2, 4, 64, 4);  // long prompt, tiles of 16
+}
+
+TEST(PagedAttention, RowsDoNotDependOnTheBatch) {
+  const int64_t Hq = 4, Hkv = 2, D = 8, bs = 16;
+  manual_seed(5);
+  PagedKVCache cache({1, Hkv, D}, 8, bs);
+  BlockTable a, b;
+  ASSERT_TRUE(cache.reserve(a, 40));
+  ASSERT_TRUE(cache.reserve(b, 20));
+  auto fill = [&](const BlockTable& t, int64_t n) {
+    std::vector<int64_t> slots;
+    for (int64_t p = 0; p < n; ++p) slots.push_back(cache.slot(t, p));
+    infer::paged_caching(randn({n, Hkv, D}), randn({n, Hkv, D}), cache.key_cache(0),
+                         cache.value_cache(0), tensor(slots));
+  };
+  fill(a, 40);
+  fill(b, 20);
+  Tensor qa = randn({40, Hq, D}), qb = randn({1, Hq, D});
+  auto run = [&](const std::vector<std::pair<const BlockTable*, Tensor>>& seqs) {
+    std::vector<int32_t> tables, lens, starts{0};
+    std::vector<Tensor> q;
+    for (const auto& [t, qi] : seqs) {
+      std::vector<int32_t> row(3, 0);
+      std::copy(t->begin(), t->end(), row.begin());
+      tables.insert(tables.end(), row.begin(), row.end());
+      lens.push_back(t == &a ? 40 : 20);
+      starts.push_back(starts.back() + static_cast<int32_t>(qi.size(0)));
+      q.push_back(qi);
+    }
+    return infer::paged_attention(cat(q, 0), cache.key_cache(0), cache.value_cache(0),
+                                  tensor(tables).to(kInt32).reshape({-1, 3}),
+                                  tensor(lens).to(kInt32), tensor(starts).to(kInt32));
+  };
+  Tensor alone_a = run({{&a, qa}}), alone_b = run({{&b, qb}});
+  Tensor both = run({{&b, qb}, {&a, qa}});
+  EXPECT_EQ(std::memcmp(both.narrow(0, 1, 40).contiguous().data_ptr(), alone_a.data_ptr(),
+                        40 * Hq * D * sizeof(float)),
+            0);
+  EXPECT_EQ(std::memcmp(both.data_ptr(), alone_b.data_ptr(), Hq * D * sizeof(float)), 0);
+}
+
+TEST(PagedAttention, RejectsBadArguments) {
+  PagedKVCache cache({1, 2, 8}, 2, 16);
+  Tensor kc = cache.key_cache(0), vc = cache.value_cache(0);
+  Tensor tables = zeros({1, 1}, kInt32), lens = full({1}, 4, kInt32);
+  Tensor starts = tensor(std::vector<int32_t>{0, 1});
+  EXPECT_TESSERA_ERROR(infer::paged_attention(randn({1, 3, 8}), kc, vc, tables, lens, starts),
+                       ValueError, "[paged_attention] expected q [N, Hq, 8]");
+  EXPECT_TESSERA_ERROR(
+      infer::paged_attention(randn({1, 4, 8}), kc, vc, tables, full({1}, 17, kInt32), starts),
+      ValueError, "table's 16 positions");
+  EXPECT_TESSERA_ERROR(
+      infer::paged_attention(randn({1, 4, 8}, kFloat64), kc, vc, tables, lens, starts), TypeError,
+      "float32");
+  EXPECT_TESSERA_ERROR(
+      infer::paged_attention(randn({1, 4, 8}), kc, vc, full({1, 1}, 5, kInt32), lens, starts),
+      IndexError, "expected blocks in [0, 2)");
+  EXPECT_TESSERA_ERROR(infer::paged_caching(randn({1, 2, 8}), randn({1, 2, 8}), kc, vc,
+                                            tensor(std::vector<int64_t>{32})),
+                       IndexError, "[paged_caching] expected slots in [-1, 32)");
+}
+
+}  // namespace
+}  // namespace tessera

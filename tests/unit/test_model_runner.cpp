@@ -1,0 +1,173 @@
+// The fused inference forward (infer::ModelRunner) against its composite oracle, the models' own
+// forward: prefill and token-by-token decode logits of GPT-2 and a GQA LLaMA with Llama-3 RoPE
+// scaling, through a static and a paged cache; bit-identical logits for a sequence alone or
+// batched with others, and for the static and paged caches.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tessera/infer/model_runner.h"
+#include "tessera/models/gpt2.h"
+#include "tessera/models/llama.h"
+#include "tessera/tessera.h"
+#include "testing/expect_error.h"
+
+namespace tessera {
+namespace {
+
+using infer::ModelRunner;
+using infer::StepBatch;
+
+std::shared_ptr<models::CausalLM> small_llama() {
+  models::LlamaConfig c;
+  c.vocab_size = 61;
+  c.dim = 48;
+  c.n_layers = 2;
+  c.n_heads = 6;
+  c.n_kv_heads = 2;
+  c.hidden_dim = 72;
+  c.max_seq_len = 80;
+  c.rope_scaling = models::RopeScaling{8.0, 1.0, 4.0, 32};
+  manual_seed(11);
+  return std::make_shared<models::Llama>(c);
+}
+
+std::shared_ptr<models::CausalLM> small_gpt2() {
+  models::GPT2Config c;
+  c.vocab_size = 70;
+  c.block_size = 80;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 40;
+  manual_seed(12);
+  return std::make_shared<models::GPT2>(c);
+}
+
+std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  manual_seed(seed);
+  Tensor t = randint(0, vocab, {n});
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(static_cast<int32_t>(t.data_ptr<int64_t>()[i]));
+  return out;
+}
+
+// Full-sequence logits [T, V] from the model's own forward.
+Tensor oracle_logits(models::CausalLM& model, const std::vector<int32_t>& ids) {
+  std::vector<int64_t> wide(ids.begin(), ids.end());
+  autograd::NoGradGuard no_grad;
+  return model(tensor(wide).reshape({1, -1})).squeeze(0);
+}
+
+Tensor as_tensor(std::span<const float> v, int64_t rows) {
+  return tensor(std::vector<float>(v.begin(), v.end())).reshape({rows, -1});
+}
+
+// Prefills `prefill` tokens then decodes the rest one at a time; checks every step's logits.
+void check_runner(models::CausalLM& model, infer::KVCache& cache, const infer::BlockTable& table,
+                  int64_t prefill, int64_t total) {
+  ModelRunner runner(model);
+  const std::vector<int32_t> ids = tokens(total, model.vocab_size(), 3);
+  Tensor want = oracle_logits(model, ids);
+  StepBatch batch;
+  batch.clear();
+  batch.add_sequence(std::span(ids).first(prefill), 0, table, cache.block_size(), true);
+  for (int64_t pos = prefill;; ++pos) {
+    Tensor got = as_tensor(runner.forward(batch, cache), 1);
+    EXPECT_TRUE(allclose(got, want.narrow(0, pos - 1, 1), 1e-4, 1e-5))
+        << "logits at position " << pos - 1 << ": max diff "
+        << max(abs(got - want.narrow(0, pos - 1, 1))).item<float>();
+    if (pos == total) break;
+    batch.clear();
+    batch.add_sequence(std::span(ids).subspan(pos, 1), pos, table, cache.block_size(), true);
+  }
+}
+
+TEST(ModelRunner, LlamaGqaMatchesModelForwardStaticAndPaged) {
+  auto model = small_llama();
+  infer::StaticKVCache fixed(ModelRunner(*model).kv_spec(), 70);
+  check_runner(*model, fixed, fixed.table(), 23, 70);
+  infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 9, 16);
+  infer::BlockTable table;
+  ASSERT_TRUE(paged.reserve(table, 70));
+  std::swap(table[0], table[3]);  // scattered blocks
+  check_runner(*model, paged, table, 17, 70);
+}
+
+TEST(ModelRunner, Gpt2MatchesModelForward) {
+  auto model = small_gpt2();
+  infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 6, 16);
+  infer::BlockTable table;
+  ASSERT_TRUE(paged.reserve(table, 80));
+  check_runner(*model, paged, table, 40, 80);
+}
+
+// Logits of the same step for sequence a, computed with a alone and next to b.
+TEST(ModelRunner, BatchedLogitsAreBitIdenticalToAlone) {
+  for (auto model : {small_llama(), small_gpt2()}) {
+    ModelRunner runner(*model);
+    infer::PagedKVCache cache(runner.kv_spec(), 12, 16);
+    infer::BlockTable ta, tb;
+    ASSERT_TRUE(cache.reserve(ta, 40));
+    ASSERT_TRUE(cache.reserve(tb, 40));
+    const std::vector<int32_t> a = tokens(40, model->vocab_size(), 4);
+    const std::vector<int32_t> b = tokens(40, model->vocab_size(), 5);
+    StepBatch batch;
+    auto step = [&](bool with_b, int64_t pos) {
+      batch.clear();
+      if (with_b) batch.add_sequence(std::span(b).first(pos + 1), 0, tb, 16, true);
+      if (pos == 30)
+        batch.add_sequence(std::span(a).first(31), 0, ta, 16, true);
+      else
+        batch.add_sequence(std::span(a).subspan(pos, 1), pos, ta, 16, true);
+      std::span<const float> out = runner.forward(batch, cache);
+      return std::vector<float>(out.end() - model->vocab_size(), out.end());
+    };
+    // a: prefill 31 then decode 5, alone and then again with b prefilling beside it.
+    std::vector<std::vector<float>> alone, batched;
+    for (int64_t pos = 30; pos < 36; ++pos) alone.push_back(step(false, pos));
+    for (int64_t pos = 30; pos < 36; ++pos) batched.push_back(step(true, pos));
+    for (size_t i = 0; i < alone.size(); ++i)
+      EXPECT_EQ(std::memcmp(alone[i].data(), batched[i].data(), alone[i].size() * sizeof(float)), 0)
+          << model->type_name() << " step " << i;
+  }
+}
+
+TEST(ModelRunner, StaticAndPagedCachesGiveIdenticalLogits) {
+  auto model = small_llama();
+  ModelRunner runner(*model);
+  const std::vector<int32_t> ids = tokens(50, model->vocab_size(), 6);
+  infer::StaticKVCache fixed(runner.kv_spec(), 64);
+  infer::PagedKVCache paged(runner.kv_spec(), 4, 16);
+  infer::BlockTable table;
+  ASSERT_TRUE(paged.reserve(table, 50));
+  std::swap(table[0], table[2]);
+  StepBatch batch;
+  auto last = [&](infer::KVCache& cache, const infer::BlockTable& t) {
+    batch.clear();
+    batch.add_sequence(ids, 0, t, cache.block_size(), true);
+    std::span<const float> out = runner.forward(batch, cache);
+    return std::vector<float>(out.begin(), out.end());
+  };
+  EXPECT_EQ(last(fixed, fixed.table()), last(paged, table));
+}
+
+TEST(ModelRunner, RejectsBadInput) {
+  auto model = small_gpt2();
+  ModelRunner runner(*model);
+  infer::StaticKVCache cache(runner.kv_spec(), 96);
+  StepBatch batch;
+  batch.clear();
+  batch.add_sequence(std::vector<int32_t>{1, 2}, 79, cache.table(), cache.block_size(), true);
+  EXPECT_TESSERA_ERROR(runner.forward(batch, cache), IndexError, "expected positions in [0, 80)");
+  batch.clear();
+  batch.add_sequence(std::vector<int32_t>{70}, 0, cache.table(), cache.block_size(), true);
+  EXPECT_TESSERA_ERROR(runner.forward(batch, cache), IndexError, "token ids in [0, 70)");
+  infer::StaticKVCache wrong({3, 4, 10}, 16);
+  EXPECT_TESSERA_ERROR(runner.forward(batch, wrong), ValueError, "expected a cache of 2 layers");
+  EXPECT_TESSERA_ERROR(batch.add_sequence(std::vector<int32_t>{1}, 200, cache.table(), 96, true),
+                       ValueError, "[StepBatch.add_sequence]");
+}
+
+}  // namespace
+}  // namespace tessera
