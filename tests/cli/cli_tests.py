@@ -172,6 +172,46 @@ def resume_matches_uninterrupted(ctx):
     check(metrics(part)[-1]["step"] == 22, "did not continue to step 22")
 
 
+def sigkill_resume_matches_uninterrupted(ctx):
+    # A run killed with SIGKILL mid-training and resumed from its newest checkpoint repeats the
+    # losses of an uninterrupted run.
+    args = ["--max-steps", 300, "--eval-every", 0, "--save-every", 10, "--keep", 2,
+            "--sample-tokens", 0]
+    ctx.train("full", *args)
+    part = ctx.path("killed")
+    cmd = [ctx.tessera, "train", "--data", ctx.text(), "--out", part,
+           *map(str, TINY + args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        ckpts = [d for d in os.listdir(part) if d.startswith("ckpt_")] if os.path.isdir(part) else []
+        if any(int(d[5:]) >= 50 for d in ckpts):
+            break
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait()
+    check(proc.returncode == -signal.SIGKILL, f"the run ended on its own (exit {proc.returncode})")
+    stdout, _ = ctx.run("train", "--resume", "--out", part, "--threads", 1)
+    check("resuming from" in stdout, stdout)
+    a = losses(metrics(ctx.path("full")), "train_loss")
+    b = losses(metrics(part), "train_loss")
+    check(a == b, "losses after SIGKILL + resume differ:\n" +
+          "\n".join(f"{x} | {y}" for x, y in zip(a, b) if x != y))
+
+
+def corrupt_checkpoint_is_refused(ctx):
+    # A damaged newest checkpoint stops --resume with a clear error; older ones stay on disk.
+    ctx.train("run", "--max-steps", 20, "--eval-every", 0, "--save-every", 10, "--keep", 0,
+              "--sample-tokens", 0)
+    model = os.path.join(ctx.path("run"), "ckpt_000020", "model.safetensors")
+    with open(model, "r+b") as f:
+        f.truncate(os.path.getsize(model) // 2)
+    _, stderr = ctx.run("train", "--resume", "--out", ctx.path("run"), ok=False)
+    check("ckpt_000020" in stderr and ("checksum" in stderr or "size" in stderr or
+                                       "truncated" in stderr), stderr)
+    check(os.path.isdir(os.path.join(ctx.path("run"), "ckpt_000010")), "ckpt_000010 was removed")
+
+
 def generate_is_deterministic(ctx):
     ctx.train("run", "--max-steps", 20, "--eval-every", 0)
     run = ctx.path("run")
@@ -296,7 +336,7 @@ SCENARIOS = {f.__name__: f for f in [
     train_loss_falls, bfloat16_and_llama_train, resume_matches_uninterrupted,
     generate_is_deterministic, generate_stories260k, time_limit_stops_and_saves,
     bad_arguments_fail_clearly, init_from_continues, interrupt_stops_and_saves,
-    train_on_token_file]}
+    train_on_token_file, sigkill_resume_matches_uninterrupted, corrupt_checkpoint_is_refused]}
 
 
 def main():
