@@ -48,8 +48,8 @@ int run_command(const std::string& cmd, std::string& out) {
 
 // Runs model_reference.py with args; returns ref.safetensors from dir, or fails the test.
 nn::TensorDict run_reference(const std::string& args, const testing::TempDir& dir) {
-  const std::filesystem::path script = std::filesystem::path(__FILE__).parent_path().parent_path() /
-                                       "reference" / "model_reference.py";
+  const std::filesystem::path script =
+      std::filesystem::path(TESSERA_TESTS_DIR) / "reference" / "model_reference.py";
   std::string out;
   const int status = run_command("/usr/bin/python3 " + script.string() + " " + args + " 2>&1", out);
   EXPECT_EQ(status, 0) << "model_reference.py " << args << " failed:\n" << out;

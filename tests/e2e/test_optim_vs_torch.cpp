@@ -69,8 +69,8 @@ class OptimVsTorch : public ::testing::Test {
           "(install python3-torch)";
       return;
     }
-    std::filesystem::path script = std::filesystem::path(__FILE__).parent_path().parent_path() /
-                                   "reference" / "optim_reference.py";
+    std::filesystem::path script =
+        std::filesystem::path(TESSERA_TESTS_DIR) / "reference" / "optim_reference.py";
     // stderr (warnings, tracebacks) goes to the test log; stdout must be the JSON alone.
     std::string out = run_command("/usr/bin/python3 " + script.string(), status);
     if (status != 0 || !parse_reference(out, *reference_)) {

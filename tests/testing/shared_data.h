@@ -10,9 +10,10 @@
 
 namespace tessera::testing {
 
-// The repository root, from this header's own (absolute) path.
+// The repository root (TESSERA_TESTS_DIR is the absolute tests/ folder, set by CMake: __FILE__
+// may be relative when ccache rewrites paths).
 inline std::filesystem::path repo_root() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+  return std::filesystem::path(TESSERA_TESTS_DIR).parent_path();
 }
 
 inline std::filesystem::path shared_data_path(const std::string& relative) {

@@ -28,7 +28,7 @@ inline int run_command(const std::string& cmd, std::string& out) {
 inline nn::TensorDict run_reference_script(const std::string& script, const std::string& args,
                                            const TempDir& dir) {
   const std::filesystem::path path =
-      std::filesystem::path(__FILE__).parent_path().parent_path() / "reference" / script;
+      std::filesystem::path(TESSERA_TESTS_DIR) / "reference" / script;
   std::string out;
   const int status = run_command("/usr/bin/python3 " + path.string() + " " + args + " 2>&1", out);
   EXPECT_EQ(status, 0) << script << " " << args << " failed:\n" << out;
