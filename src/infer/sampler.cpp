@@ -87,17 +87,7 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint64
   }
   const double total = std::accumulate(probs.begin(), probs.end(), 0.0);
   const std::array<uint32_t, 4> r = philox(seed, step);
-  const double u = uint_to_unit_double(r[0], r[1]) * total;
-  // Inverse CDF in id order, as models::sample_token; the last candidate catches rounding.
-  double cdf = 0.0;
-  int32_t last = 0;
-  for (size_t i = 0; i < probs.size(); ++i) {
-    if (probs[i] == 0.0) continue;
-    last = static_cast<int32_t>(i);
-    cdf += probs[i];
-    if (u < cdf) return last;
-  }
-  return last;
+  return models::draw_from_probs(probs, uint_to_unit_double(r[0], r[1]) * total);
 }
 
 }  // namespace tessera::infer

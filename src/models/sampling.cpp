@@ -92,15 +92,7 @@ std::vector<double> sampling_probs(const Tensor& logits, const SamplingOptions& 
   return probs;
 }
 
-int32_t sample_token(const Tensor& logits, const SamplingOptions& options, Generator* gen) {
-  const std::vector<double> probs = sampling_probs(logits, options);
-  if (options.temperature == 0.0)
-    return static_cast<int32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
-  Generator& g = gen ? *gen : default_generator();
-  const std::array<uint32_t, 4> bits = philox(g.seed(), g.reserve(1));
-  const double u = uint_to_unit_double(bits[0], bits[1]);
-  // Inverse CDF in id order; rounding may leave the total a hair below u, hence the fallback to
-  // the last token with non-zero probability.
+int32_t draw_from_probs(const std::vector<double>& probs, double u) {
   double cdf = 0.0;
   int32_t last = 0;
   for (size_t i = 0; i < probs.size(); ++i) {
@@ -110,6 +102,15 @@ int32_t sample_token(const Tensor& logits, const SamplingOptions& options, Gener
     if (u < cdf) return last;
   }
   return last;
+}
+
+int32_t sample_token(const Tensor& logits, const SamplingOptions& options, Generator* gen) {
+  const std::vector<double> probs = sampling_probs(logits, options);
+  if (options.temperature == 0.0)
+    return static_cast<int32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+  Generator& g = gen ? *gen : default_generator();
+  const std::array<uint32_t, 4> bits = philox(g.seed(), g.reserve(1));
+  return draw_from_probs(probs, uint_to_unit_double(bits[0], bits[1]));
 }
 
 std::vector<int32_t> generate(CausalLM& model, std::vector<int32_t> prompt, int64_t max_new_tokens,

@@ -6,7 +6,6 @@
 // /usr/bin/python3 cannot import torch.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -18,6 +17,7 @@
 #include "tessera/tessera.h"
 #include "testing/shared_data.h"
 #include "testing/temp_dir.h"
+#include "testing/torch_reference.h"
 
 namespace tessera {
 namespace {
@@ -38,50 +38,16 @@ struct TrainSettings {
   }
 };
 
-int run_command(const std::string& cmd, std::string& out) {
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) out.append(buf, n);
-  return pclose(pipe);
-}
-
 // Runs model_reference.py with args; returns ref.safetensors from dir, or fails the test.
 nn::TensorDict run_reference(const std::string& args, const testing::TempDir& dir) {
-  const std::filesystem::path script =
-      std::filesystem::path(TESSERA_TESTS_DIR) / "reference" / "model_reference.py";
-  std::string out;
-  const int status = run_command("/usr/bin/python3 " + script.string() + " " + args + " 2>&1", out);
-  EXPECT_EQ(status, 0) << "model_reference.py " << args << " failed:\n" << out;
-  if (status != 0) return {};
-  return io::load_safetensors(dir.file("ref.safetensors")).tensors;
+  return testing::run_reference_script("model_reference.py", args, dir);
 }
 
-// |got - want| <= rtol |want| + atol elementwise, atol = rtol / 10 * max|want|: entries far below
-// the tensor's scale (a gradient of 1e-9 beside ones of 1e-3) are judged at that scale. Float32
-// rounding alone differs by a few 1e-6 of the scale after a few layers (stories260K's logits in
-// tessera's float32 are as close to its float64 forward as PyTorch's float32 ones).
 void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  Tensor g = got.detach().to(kFloat64), w = want.to(kFloat64);
-  const double scale = max(abs(w)).item<double>();
-  const double worst = max(abs(g - w) - kRtol * (abs(w) + scale / 10)).item<double>();
-  EXPECT_LE(worst, 0.0) << what << ": max |got - want| = " << max(abs(g - w)).item<double>()
-                        << " at scale " << scale;
+  testing::expect_close(got, want, what, kRtol);
 }
 
-class ModelsVsTorch : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    std::string out;
-    if (run_command("/usr/bin/python3 -c 'import torch' 2>&1", out) != 0)
-      skip_reason_ = "PyTorch reference unavailable: /usr/bin/python3 cannot import torch";
-  }
-  void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
-  }
-  static inline std::string skip_reason_;
-};
+class ModelsVsTorch : public testing::TorchReferenceTest {};
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 

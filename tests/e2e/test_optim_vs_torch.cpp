@@ -21,6 +21,7 @@
 #include "tessera/optim/lr_scheduler.h"
 #include "tessera/optim/sgd.h"
 #include "tessera/tessera.h"
+#include "testing/torch_reference.h"
 
 namespace tessera {
 namespace {
@@ -45,25 +46,11 @@ bool parse_reference(const std::string& text, Reference& out) {
   return true;
 }
 
-std::string run_command(const std::string& cmd, int& status) {
-  std::string out;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    status = -1;
-    return out;
-  }
-  char buf[65536];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) out.append(buf, n);
-  status = pclose(pipe);
-  return out;
-}
-
 class OptimVsTorch : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    int status = 0;
-    run_command("/usr/bin/python3 -c 'import torch' 2>&1", status);
-    if (status != 0) {
+    std::string out;
+    if (testing::run_command("/usr/bin/python3 -c 'import torch' 2>&1", out) != 0) {
       skip_reason_ =
           "PyTorch reference unavailable: /usr/bin/python3 cannot import torch "
           "(install python3-torch)";
@@ -72,7 +59,8 @@ class OptimVsTorch : public ::testing::Test {
     std::filesystem::path script =
         std::filesystem::path(TESSERA_TESTS_DIR) / "reference" / "optim_reference.py";
     // stderr (warnings, tracebacks) goes to the test log; stdout must be the JSON alone.
-    std::string out = run_command("/usr/bin/python3 " + script.string(), status);
+    out.clear();
+    const int status = testing::run_command("/usr/bin/python3 " + script.string(), out);
     if (status != 0 || !parse_reference(out, *reference_)) {
       error_ = "optim_reference.py failed (status " + std::to_string(status) + "): " + out;
     }

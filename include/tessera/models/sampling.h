@@ -39,6 +39,10 @@ void check_sampling_options(const SamplingOptions& options);
 // ValueError when logits are empty, not floating, or hold a NaN.
 std::vector<double> sampling_probs(const Tensor& logits, const SamplingOptions& options);
 
+// The id whose interval of the inverse CDF (in id order) holds u, 0 <= u < sum(probs); rounding
+// may leave the total a hair below u, hence the fallback to the last id with non-zero weight.
+int32_t draw_from_probs(const std::vector<double>& probs, double u);
+
 // Draws a token id from sampling_probs(logits, options) by inverse CDF with one uniform number
 // from gen (the default generator when null; temperature 0 draws nothing).
 int32_t sample_token(const Tensor& logits, const SamplingOptions& options,

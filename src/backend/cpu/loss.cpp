@@ -29,6 +29,25 @@ A row_lse(const T* x, int64_t C) {
   return m + std::log(s);
 }
 
+// Per-class weights: the given tensor, or ones when none was given.
+template <class T>
+class ClassWeights {
+ public:
+  ClassWeights(const Tensor& weight, int64_t C) {
+    if (weight.defined())
+      data_ = weight.data_ptr<T>();
+    else {
+      ones_.assign(C, static_cast<T>(1));
+      data_ = ones_.data();
+    }
+  }
+  const T* data() const { return data_; }
+
+ private:
+  std::vector<T> ones_;
+  const T* data_ = nullptr;
+};
+
 void class_loss(const Tensor& loss, const Tensor& lse, const Tensor& row_weight,
                 const Tensor& input, const Tensor& target, const Tensor& weight,
                 const ClassLossParams& p) {
@@ -37,9 +56,8 @@ void class_loss(const Tensor& loss, const Tensor& lse, const Tensor& row_weight,
     const int64_t M = input.size(0), C = input.size(1);
     const T* x = input.data_ptr<T>();
     const int64_t* tg = target.data_ptr<int64_t>();
-    std::vector<T> ones;
-    if (!weight.defined()) ones.assign(C, static_cast<T>(1));
-    const T* w = weight.defined() ? weight.data_ptr<T>() : ones.data();
+    const ClassWeights<T> weights(weight, C);
+    const T* w = weights.data();
     A* lp = loss.data_ptr<A>();
     A* lsep = lse.data_ptr<A>();
     A* rwp = row_weight.data_ptr<A>();
@@ -80,9 +98,8 @@ void class_loss_backward(const Tensor& dinput, const Tensor& grad_rows, const Te
     const int64_t M = input.size(0), C = input.size(1);
     const T* x = input.data_ptr<T>();
     const int64_t* tg = target.data_ptr<int64_t>();
-    std::vector<T> ones;
-    if (!weight.defined()) ones.assign(C, static_cast<T>(1));
-    const T* w = weight.defined() ? weight.data_ptr<T>() : ones.data();
+    const ClassWeights<T> weights(weight, C);
+    const T* w = weights.data();
     const A* gr = grad_rows.data_ptr<A>();
     const A* lsep = lse.data_ptr<A>();
     T* dx = dinput.data_ptr<T>();
