@@ -1,6 +1,8 @@
-// `tessera generate`: samples text from a trained model, printing it as it is generated.
+// `tessera generate`: samples text from a trained model with the inference engine's
+// single-stream path (infer::generate, static KV cache), printing it as it is generated.
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -9,25 +11,87 @@
 #include "commands.h"
 #include "model_files.h"
 #include "tessera/core/error.h"
-#include "tessera/models/sampling.h"
+#include "tessera/infer/generate.h"
 
 namespace tessera::cli {
 
-Command add_generate_command(CLI::App& app) {
-  struct Options {
-    std::string model, tokenizer, data_dir, prompt;
-    int64_t max_new_tokens = 256, top_k = 0;
-    double temperature = 1.0, top_p = 1.0;
-    uint64_t seed = 1337;
-    int threads = 0;
+namespace {
+
+struct Options {
+  std::string model, tokenizer, data_dir, prompt;
+  int64_t max_new_tokens = 256, top_k = 0;
+  double temperature = 1.0, top_p = 1.0;
+  uint64_t seed = 1337;
+  int threads = 0;
+};
+
+infer::GenerationParams generation_params(const Options& o,
+                                          const tokenizers::Tokenizer& tokenizer) {
+  infer::GenerationParams params;
+  params.sampling.temperature = o.temperature;
+  params.sampling.top_k = o.top_k;
+  params.sampling.top_p = o.top_p;
+  params.sampling.seed = o.seed;
+  params.stopping.max_tokens = o.max_new_tokens;
+  params.stopping.stop_token_ids = text_end_ids(tokenizer);
+  return params;
+}
+
+int run_generate(const Options& o) {
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  LoadedModel loaded = load_model(o.model);
+  std::unique_ptr<tokenizers::Tokenizer> tokenizer =
+      model_tokenizer(loaded, o.tokenizer, o.data_dir, "generate");
+  const std::vector<int32_t> prompt = prompt_ids(*tokenizer, o.prompt);
+  const int64_t context = loaded.model->max_seq_len();
+  // Checked before the prompt is echoed (infer::generate would refuse it too).
+  TESSERA_CHECK(static_cast<int64_t>(prompt.size()) < context, ValueError,
+                "[generate] expected a prompt shorter than the model's context of ", context,
+                " tokens, got ", prompt.size(), " tokens");
+  std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
+  std::fflush(stdout);
+
+  const infer::GenerationParams params = generation_params(o, *tokenizer);
+  const std::vector<int32_t>& ends = params.stopping.stop_token_ids;
+  infer::GenerateOptions options;
+  options.tokenizer = tokenizer.get();
+  options.on_token = [&](int32_t id, std::string_view text) {
+    // An end-of-text token ends the output without its own text (GPT-2's "<|endoftext|>").
+    if (std::find(ends.begin(), ends.end(), id) != ends.end()) return true;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
   };
+  infer::GenerationResult result;
+  const auto start = std::chrono::steady_clock::now();
+  if (o.max_new_tokens > 0) {  // the engine generates at least one token
+    infer::ModelRunner runner(*loaded.model);
+    result = infer::generate(runner, prompt, params, options);
+  }
+  std::fputc('\n', stdout);
+  std::fflush(stdout);  // the text before the notes on stderr
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto generated = static_cast<long long>(result.tokens.size());
+  if (result.finish_reason == infer::FinishReason::Length && generated < o.max_new_tokens)
+    std::fprintf(stderr,
+                 "generate: stopped after %lld tokens, the model's context of %lld is full\n",
+                 generated, static_cast<long long>(context));
+  std::fprintf(stderr, "generate: %lld tokens in %.2f s (%.1f tokens/s) from %s\n", generated, s,
+               static_cast<double>(generated) / s, loaded.source.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("generate", "Sample text from a trained model");
   // A repeated option takes its last value, so scripts can append overrides to defaults.
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->footer(
-      "\nWithout a KV cache each new token re-runs the model over the whole context, which is "
-      "fine for small models and short outputs.\nExamples:\n"
+      "\nThe prompt runs through the model once, then each new token is one step against a KV "
+      "cache. Generation stops at the tokenizer's end of text, after --max-new-tokens, or when "
+      "the model's context is full.\nExamples:\n"
       "  tessera generate --model out/demo --prompt 'ROMEO:' --temperature 0.8 --top-k 40\n"
       "  tessera generate --model stories260K.bin --tokenizer stories260K_idtok.bin "
       "--temperature 0");
@@ -44,7 +108,7 @@ Command add_generate_command(CLI::App& app) {
                   "$TESSERA_DATA_DIR)");
   cmd->add_option("--prompt", o->prompt,
                   "Text to continue (default: start from the tokenizer's BOS, or a newline)");
-  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")
+  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate at most")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "Sampling temperature (0: greedy)")
@@ -60,51 +124,7 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "CPU threads (0: OpenMP's default)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  return {cmd, [o]() {
-            if (o->threads > 0) omp_set_num_threads(o->threads);
-            LoadedModel loaded = load_model(o->model, "generate");
-            std::unique_ptr<tokenizers::Tokenizer> tokenizer;
-            if (!o->tokenizer.empty()) {
-              tokenizer = load_tokenizer({o->tokenizer, o->data_dir, ""});
-            } else {
-              TESSERA_CHECK(loaded.tokenizer.has_value(), ValueError,
-                            "[generate] expected --tokenizer for '", o->model,
-                            "' (the file records none; llama2.c models use their tokenizer.bin)");
-              TokenizerRef ref = *loaded.tokenizer;
-              if (!o->data_dir.empty()) ref.data_dir = o->data_dir;
-              tokenizer = load_tokenizer(ref);
-            }
-            TESSERA_CHECK(tokenizer->vocab_size() == loaded.model->vocab_size(), ValueError,
-                          "[generate] expected a tokenizer with the model's vocabulary of ",
-                          loaded.model->vocab_size(), " tokens, got ", tokenizer->vocab_size());
-
-            const std::vector<int32_t> prompt = prompt_ids(*tokenizer, o->prompt);
-            std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
-            std::fflush(stdout);
-            int32_t prev = prompt.back();
-            int64_t generated = 0;
-            Generator gen(o->seed);
-            const auto start = std::chrono::steady_clock::now();
-            models::generate(*loaded.model, prompt, o->max_new_tokens,
-                             {.temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p},
-                             &gen, [&](int32_t id) {
-                               ++generated;
-                               if (ends_text(*tokenizer, id)) return false;
-                               const std::string piece = tokenizer->token_to_string(id, prev);
-                               std::fwrite(piece.data(), 1, piece.size(), stdout);
-                               std::fflush(stdout);
-                               prev = id;
-                               return true;
-                             });
-            std::fputc('\n', stdout);
-            std::fflush(stdout);  // the text before the statistics on stderr
-            const double s =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            std::fprintf(stderr, "generate: %lld tokens in %.2f s (%.1f tokens/s) from %s\n",
-                         static_cast<long long>(generated), s, static_cast<double>(generated) / s,
-                         loaded.source.c_str());
-            return 0;
-          }};
+  return {cmd, [o]() { return run_generate(*o); }};
 }
 
 }  // namespace tessera::cli

@@ -6,7 +6,8 @@
 //   ckpt_<step>/      checkpoints (tessera/io/checkpoint.h); state.json carries the same config
 //   metrics.jsonl, loss.svg
 // load_model reads such a folder, one of its checkpoints, a .safetensors file with a
-// config.json (or state.json) beside it, an llm.c GPT-2 .bin or a llama2.c model file.
+// config.json (or state.json) beside it, an llm.c GPT-2 .bin or a llama2.c model file: the
+// weights through infer::load_model, plus the tokenizer the run recorded.
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,8 +51,10 @@ std::unique_ptr<tokenizers::Tokenizer> load_tokenizer(const TokenizerRef& ref);
 // samples its char-level models), else token 0.
 std::vector<int32_t> prompt_ids(const tokenizers::Tokenizer& tokenizer, std::string_view text);
 
-// Whether id ends a text: the tokenizer's EOS, or its BOS (llama2.c's models start each story
-// with BOS, so a BOS after text begins another).
+// The ids that end a text: the tokenizer's EOS and BOS (llama2.c's models start each story with
+// BOS, so a BOS after text begins another).
+std::vector<int32_t> text_end_ids(const tokenizers::Tokenizer& tokenizer);
+// Whether id is one of text_end_ids.
 bool ends_text(const tokenizers::Tokenizer& tokenizer, int32_t id);
 
 struct LoadedModel {
@@ -63,7 +66,15 @@ struct LoadedModel {
 };
 
 // Loads a model from any of the forms listed above (a run folder: its newest checkpoint).
-// ValueError naming op when path is none of them.
-LoadedModel load_model(const std::string& path, std::string_view op);
+// ValueError "[load_model] ..." when path is none of them.
+LoadedModel load_model(const std::string& path);
+
+// The tokenizer to use with loaded: `spec` when given (data_dir: where gpt2's files are), else
+// the one the model was trained with. ValueError naming op when there is none, or when its
+// vocabulary is not the model's.
+std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const LoadedModel& loaded,
+                                                       const std::string& spec,
+                                                       const std::string& data_dir,
+                                                       std::string_view op);
 
 }  // namespace tessera::cli

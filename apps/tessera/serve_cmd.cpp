@@ -82,21 +82,9 @@ Command add_serve_command(CLI::App& app) {
             sigaddset(&stop_signals, SIGTERM);
             pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
             if (o->threads > 0) omp_set_num_threads(o->threads);
-            LoadedModel loaded = load_model(o->model, "serve");
-            std::shared_ptr<tokenizers::Tokenizer> tokenizer;
-            if (!o->tokenizer.empty()) {
-              tokenizer = load_tokenizer({o->tokenizer, o->data_dir, ""});
-            } else {
-              TESSERA_CHECK(loaded.tokenizer.has_value(), ValueError,
-                            "[serve] expected --tokenizer for '", o->model,
-                            "' (the file records none)");
-              TokenizerRef ref = *loaded.tokenizer;
-              if (!o->data_dir.empty()) ref.data_dir = o->data_dir;
-              tokenizer = load_tokenizer(ref);
-            }
-            TESSERA_CHECK(tokenizer->vocab_size() == loaded.model->vocab_size(), ValueError,
-                          "[serve] expected a tokenizer with the model's vocabulary of ",
-                          loaded.model->vocab_size(), " tokens, got ", tokenizer->vocab_size());
+            LoadedModel loaded = load_model(o->model);
+            std::shared_ptr<tokenizers::Tokenizer> tokenizer =
+                model_tokenizer(loaded, o->tokenizer, o->data_dir, "serve");
 
             infer::EngineConfig ec;
             ec.block_size = o->block_size;

@@ -173,7 +173,7 @@ void Trainer::setup_new_run(const std::set<std::string>& explicit_keys) {
     for (const char* key : kModelKeys)
       TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no --", key,
                     " with --init-from (the model file fixes the architecture), got --", key);
-    init_from_ = load_model(o_.init_from, "train");
+    init_from_ = load_model(o_.init_from);
     inherited = init_from_->tokenizer;
   }
   ChosenTokenizer chosen = choose_tokenizer(o_, inherited);

@@ -136,7 +136,27 @@ std::shared_ptr<models::CausalLM> load_bin(const std::string& path) {
   int32_t magic = 0;
   f.read(reinterpret_cast<char*>(&magic), sizeof(magic));
   if (magic == 20240326) return io::load_llmc_gpt2(path);
-  return io::load_llama2c(path);
+  return io::load_llama2c(path);  // its own checks name what does not match
+}
+
+LoadedModel from_checkpoint(const std::string& folder) {
+  const io::Checkpoint ckpt = io::load_checkpoint(folder);
+  const std::string kind = ckpt.model.contains("transformer.wte.weight") ? "gpt2" : "llama";
+  LoadedModel out{make_model_from_config(ckpt.config, kind), folder, ckpt.config};
+  load_weights(*out.model, ckpt.model);
+  return out;
+}
+
+LoadedModel from_safetensors(const fs::path& file) {
+  const fs::path config = file.parent_path() / "config.json";
+  TESSERA_CHECK(fs::exists(config), ValueError, kOp, " expected a config.json beside '",
+                file.string(), "'");
+  const nn::TensorDict state = io::load_state_dict(file.string());
+  const bool gpt2 = state.contains("transformer.wte.weight") || state.contains("wte.weight");
+  LoadedModel out{nullptr, file.string(), read_text(config)};
+  out.model = make_model_from_config(out.config, gpt2 ? "gpt2" : "llama");
+  load_weights(*out.model, state);
+  return out;
 }
 
 }  // namespace
@@ -165,34 +185,37 @@ std::shared_ptr<models::CausalLM> make_model_from_config(const std::string& json
       models::LlamaConfig::from_json(known_keys(*j, models::LlamaConfig().to_json())), &gen);
 }
 
-std::shared_ptr<models::CausalLM> load_model(const std::string& path) {
-  const fs::path p(path);
+LoadedModel load_model_with_config(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "run/" is the folder "run"
   TESSERA_CHECK(fs::exists(p), ValueError, kOp, " expected an existing model path, got '", path,
                 "'");
-  std::shared_ptr<models::CausalLM> model;
-  if (fs::is_regular_file(p) && p.extension() == ".bin") {
-    model = load_bin(path);
-  } else if (fs::is_directory(p) && !fs::exists(p / "model.safetensors")) {
-    // A Tessera checkpoint folder (or a root of them).
-    const io::Checkpoint ckpt = io::load_checkpoint(io::resolve_checkpoint(path));
-    const std::string kind = ckpt.model.contains("transformer.wte.weight") ? "gpt2" : "llama";
-    model = make_model_from_config(ckpt.config, kind);
-    load_weights(*model, ckpt.model);
+  LoadedModel out;
+  if (fs::is_directory(p)) {
+    if (fs::exists(p / "state.json")) {
+      out = from_checkpoint(p.string());
+    } else if (auto latest = io::latest_checkpoint(p.string())) {
+      out = from_checkpoint(*latest);
+    } else {
+      TESSERA_CHECK(fs::exists(p / "model.safetensors"), ValueError, kOp,
+                    " expected a training run folder (with ckpt_* checkpoints), a checkpoint "
+                    "folder, or a folder with model.safetensors and config.json, got '",
+                    path, "'");
+      out = from_safetensors(p / "model.safetensors");
+    }
+  } else if (p.extension() == ".safetensors") {
+    // A checkpoint's weights: its config is in state.json, not in a config.json.
+    const bool checkpoint = fs::exists(p.parent_path() / "state.json");
+    out = checkpoint ? from_checkpoint(p.parent_path().string()) : from_safetensors(p);
   } else {
-    const fs::path file = fs::is_directory(p) ? p / "model.safetensors" : p;
-    TESSERA_CHECK(file.extension() == ".safetensors", ValueError, kOp,
-                  " expected a .bin, .safetensors, checkpoint folder or model folder, got '", path,
-                  "'");
-    const fs::path config = file.parent_path() / "config.json";
-    TESSERA_CHECK(fs::exists(config), ValueError, kOp, " expected a config.json beside '",
-                  file.string(), "'");
-    const nn::TensorDict state = io::load_state_dict(file.string());
-    const bool gpt2 = state.contains("transformer.wte.weight") || state.contains("wte.weight");
-    model = make_model_from_config(read_text(config), gpt2 ? "gpt2" : "llama");
-    load_weights(*model, state);
+    out = {load_bin(p.string()), p.string(), ""};
   }
-  model->eval();
-  return model;
+  out.model->eval();
+  return out;
+}
+
+std::shared_ptr<models::CausalLM> load_model(const std::string& path) {
+  return load_model_with_config(path).model;
 }
 
 }  // namespace tessera::infer

@@ -234,16 +234,55 @@ def generate_is_deterministic(ctx):
     check(sampled != generate("--seed", 6, "--top-k", 10, "--top-p", 0.9), "the seed is ignored")
 
 
+# llama2.c's stories260K, 200 greedy tokens after BOS, as the PyTorch reference generates them
+# (tests/reference/engine_reference.py llama2c stories260K.bin DIR 200; test_engine_vs_torch
+# checks infer::generate against the same run).
+STORIES260K_GREEDY = [
+    461, 461, 401, 401, 401, 461, 378, 455, 473, 456, 435, 299, 362, 409, 283, 264, 283, 452, 288,
+    13, 431, 431, 431, 431, 431, 431, 431, 431, 431, 431, 431, 431, 431, 293, 430, 417, 363, 416,
+    315, 342, 418, 424, 400, 442, 402, 303, 266, 299, 374, 466, 396, 303, 271, 362, 390, 469, 306,
+    469, 423, 314, 347, 305, 356, 333, 333, 333, 333, 425, 377, 354, 304, 304, 304, 304, 304, 330,
+    341, 382, 468, 473, 473, 402, 402, 299, 299, 483, 456, 473, 456, 473, 465, 465, 465, 341, 317,
+    436, 363, 454, 315, 377, 360, 408, 472, 453, 327, 316, 266, 417, 277, 299, 369, 283, 266, 417,
+    264, 277, 277, 277, 439, 456, 407, 407, 309, 341, 436, 330, 466, 377, 422, 436, 472, 465, 466,
+    407, 407, 407, 407, 407, 465, 466, 473, 330, 330, 386, 431, 304, 304, 472, 453, 380, 299, 299,
+    483, 475, 452, 477, 295, 412, 302, 330, 275, 377, 271, 341, 438, 452, 287, 302, 341, 438, 303,
+    303, 303, 283, 266, 417, 277, 277, 277, 409, 281, 303, 303, 462, 402, 402, 402, 402, 299, 299,
+    277, 333, 333, 333, 333, 333, 299, 299, 299, 292]
+
+
+def idtok_text(ids):
+    """stories260K_idtok.bin's text: ids 3..258 are bytes 0..255 (ASCII here), others {id}."""
+    return "".join(chr(i - 3) if 3 <= i <= 258 else f"{{{i}}}" for i in ids)
+
+
 def generate_stories260k(ctx):
-    # llama2.c's stories260K, greedy from BOS; stories260K_idtok.bin prints ids above 258 as
-    # {id}. The ids are those of the PyTorch reference forward (tests/reference/model_reference.py).
-    stdout, _ = ctx.run("generate", "--model", os.path.join(ctx.shared, "stories260K.bin"),
-                        "--tokenizer", os.path.join(ctx.shared, "stories260K_idtok.bin"),
-                        "--temperature", 0, "--max-new-tokens", 12, "--threads", 1)
-    expected = "".join(f"{{{i}}}" for i in [461, 461, 401, 401, 401, 461, 378, 455, 473, 456, 435, 299])
+    model = ["--model", os.path.join(ctx.shared, "stories260K.bin"), "--threads", 1]
+    tokenizer = ["--tokenizer", os.path.join(ctx.shared, "stories260K_idtok.bin")]
+    stdout, stderr = ctx.run("generate", *model, *tokenizer, "--temperature", 0,
+                             "--max-new-tokens", 200)
+    expected = idtok_text(STORIES260K_GREEDY)
     check(stdout == expected + "\n", f"expected {expected!r}, got {stdout!r}")
-    _, stderr = ctx.run("generate", "--model", os.path.join(ctx.shared, "stories260K.bin"), ok=False)
+    check("generate: 200 tokens in" in stderr, stderr)
+    stdout, stderr = ctx.run("generate", *model, *tokenizer, "--max-new-tokens", 0)
+    check(stdout == "\n" and "generate: 0 tokens in" in stderr, f"{stdout!r}\n{stderr}")
+    _, stderr = ctx.run("generate", *model, ok=False)
     check("[generate] expected --tokenizer" in stderr, stderr)
+
+
+def generate_fills_the_context(ctx):
+    # The model's context of 32 tokens (--seq-len) ends generation with a note; a longer prompt
+    # is refused before anything is printed; no new tokens prints the prompt alone.
+    ctx.train("run", "--max-steps", 1, "--eval-every", 0, "--sample-tokens", 0)
+    model = ["--model", ctx.path("run"), "--threads", 1, "--temperature", 0]
+    stdout, stderr = ctx.run("generate", *model, "--prompt", "the", "--max-new-tokens", 100)
+    check(stdout.startswith("the") and len(stdout) == 33, f"printed {stdout!r}")
+    check("stopped after 29 tokens, the model's context of 32 is full" in stderr, stderr)
+    stdout, stderr = ctx.run("generate", *model, "--prompt", "the " * 10, ok=False)
+    check(stdout == "" and "[generate] expected a prompt shorter than the model's context of 32 "
+          "tokens, got 40 tokens" in stderr, f"{stdout!r}\n{stderr}")
+    stdout, stderr = ctx.run("generate", *model, "--prompt", "the", "--max-new-tokens", 0)
+    check(stdout == "the\n" and "generate: 0 tokens in" in stderr, f"{stdout!r}\n{stderr}")
 
 
 def time_limit_stops_and_saves(ctx):
@@ -334,7 +373,8 @@ def init_from_continues(ctx):
 
 SCENARIOS = {f.__name__: f for f in [
     train_loss_falls, bfloat16_and_llama_train, resume_matches_uninterrupted,
-    generate_is_deterministic, generate_stories260k, time_limit_stops_and_saves,
+    generate_is_deterministic, generate_stories260k, generate_fills_the_context,
+    time_limit_stops_and_saves,
     bad_arguments_fail_clearly, init_from_continues, interrupt_stops_and_saves,
     train_on_token_file, sigkill_resume_matches_uninterrupted, corrupt_checkpoint_is_refused]}
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "tessera/infer/model_loader.h"
 #include "tessera/io/checkpoint.h"
@@ -65,6 +66,14 @@ TEST(LoadModel, TesseraCheckpointWithTheRunConfig) {
   ASSERT_NE(dynamic_cast<models::Llama*>(loaded.get()), nullptr);
   EXPECT_EQ(dynamic_cast<models::Llama&>(*loaded).config.rope_theta, 500000.0);
   expect_same_logits(model, *loaded);
+  // The checkpoint folder itself, or its weights file: the config still comes from state.json.
+  const std::string ckpt = dir.file("run") + "/ckpt_000007";
+  for (const std::string& path : {ckpt + "/", ckpt + "/model.safetensors"}) {
+    infer::LoadedModel with_config = infer::load_model_with_config(path);
+    EXPECT_EQ(with_config.source, ckpt) << path;
+    EXPECT_EQ(nlohmann::json::parse(with_config.config)["train"]["lr"], 0.001) << path;
+    expect_same_logits(model, *with_config.model);
+  }
 }
 
 TEST(LoadModel, SafetensorsWithATesseraConfig) {

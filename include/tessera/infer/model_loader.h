@@ -1,8 +1,9 @@
 #pragma once
 // Loading a GPT-2 or LLaMA for inference from the formats Tessera reads:
-//  - llama2.c model files and llm.c GPT-2 checkpoints (".bin"; told apart by llm.c's magic),
-//  - Tessera training checkpoints: a ckpt_<step> folder, or a root holding them (the newest is
-//    used); the model config is found in state.json's run config,
+//  - llama2.c model files and llm.c GPT-2 checkpoints (any other file; told apart by llm.c's
+//    magic),
+//  - Tessera training checkpoints: a ckpt_<step> folder or its model.safetensors, or a root
+//    holding them (the newest is used); the model config is found in state.json's run config,
 //  - safetensors files with Tessera / nanoGPT or Hugging Face names (Hugging Face GPT-2's Conv1D
 //    weights [in, out] are transposed), configured by a config.json beside the file (Tessera's
 //    GPT2Config / LlamaConfig JSON, or Hugging Face's config.json), or a folder holding
@@ -18,6 +19,16 @@ namespace tessera::infer {
 // ValueError "[load_model] expected ..." when the format or config cannot be recognised;
 // RuntimeError when a file cannot be read.
 std::shared_ptr<models::CausalLM> load_model(const std::string& path);
+
+// A model with what it was read from, for callers that also use the config (the CLI finds there
+// the tokenizer a training run recorded).
+struct LoadedModel {
+  std::shared_ptr<models::CausalLM> model;
+  std::string source;  // the file or checkpoint folder the weights came from
+  std::string config;  // a checkpoint's run config or the config.json used; "" for .bin files
+};
+// load_model, keeping the source and config; the same errors.
+LoadedModel load_model_with_config(const std::string& path);
 
 // The model's config from a JSON object: Tessera's config JSON (GPT-2 keys such as "n_embd", or
 // LLaMA keys such as "dim"; extra keys ignored), Hugging Face's config.json ("model_type" gpt2 or
