@@ -1,5 +1,8 @@
 #include "tessera/infer/model_runner.h"
 
+#include <omp.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -24,6 +27,13 @@ struct ModelRunner::Layer {
 namespace {
 
 constexpr int64_t kParallelElems = 1 << 15;  // row ops below this many elements run serially
+constexpr int64_t kSplitMacs = 1 << 18;       // ~10 us: below, a fork costs more than it saves
+
+// Bytes of one core's L2 cache (1 MiB when the system does not say).
+int64_t l2_cache_bytes() {
+  const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return bytes > 0 ? bytes : int64_t{1} << 20;
+}
 
 Tensor f32(const Tensor& t, const char* what) {
   TESSERA_CHECK(
@@ -103,6 +113,22 @@ void StepBatch::add_sequence(std::span<const int32_t> new_tokens, int64_t start,
   if (want_logits) logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
 }
 
+void StepBatch::slice(int64_t s0, int64_t s1, StepBatch& out) const {
+  const int64_t t0 = query_start[s0], t1 = query_start[s1];
+  out.tokens.assign(tokens.begin() + t0, tokens.begin() + t1);
+  out.positions.assign(positions.begin() + t0, positions.begin() + t1);
+  out.slots.assign(slots.begin() + t0, slots.begin() + t1);
+  out.query_start.clear();
+  for (int64_t s = s0; s <= s1; ++s) out.query_start.push_back(query_start[s] - t0);
+  out.seq_lens.assign(seq_lens.begin() + s0, seq_lens.begin() + s1);
+  out.max_blocks = max_blocks;
+  out.block_tables.assign(block_tables.begin() + s0 * max_blocks,
+                          block_tables.begin() + s1 * max_blocks);
+  out.logit_rows.clear();
+  for (const int32_t r : logit_rows)
+    if (r >= t0 && r < t1) out.logit_rows.push_back(static_cast<int32_t>(r - t0));
+}
+
 ModelRunner::ModelRunner(const models::CausalLM& model) {
   if (const auto* g = dynamic_cast<const models::GPT2*>(&model)) {
     const models::GPT2Config& c = g->config;
@@ -161,6 +187,9 @@ ModelRunner::ModelRunner(const models::CausalLM& model) {
   }
   head_dim_ = dim_ / n_heads_;
   vocab_ = model.vocab_size();
+  for (const Layer& L : layers_)
+    for (const PackedLinear* p : {&L.qkv, &L.o, &L.fc1, &L.fc2})
+      weight_bytes_ += p->in_features() * p->out_features() * static_cast<int64_t>(sizeof(float));
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -198,11 +227,7 @@ std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCach
       ValueError, "[ModelRunner.forward] expected a cache of ", num_layers_, " layers, ",
       n_kv_heads_, " KV heads of dim ", head_dim_, ", got ", cs.num_layers, ", ", cs.num_kv_heads,
       ", ", cs.head_dim);
-  const int64_t N = batch.num_tokens(), C = dim_, D = head_dim_;
-  const int64_t q_width = n_heads_ * D, kv_width = n_kv_heads_ * D;
-  const int64_t qkv_width = q_width + 2 * kv_width;
-  const int64_t ff_width = swiglu_ ? 2 * hidden_ : hidden_;
-  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+  const int64_t N = batch.num_tokens(), R = static_cast<int64_t>(batch.logit_rows.size());
   for (int64_t n = 0; n < N; ++n) {
     TESSERA_CHECK(batch.positions[n] >= 0 && batch.positions[n] < max_seq_, IndexError,
                   "[ModelRunner.forward] expected positions in [0, ", max_seq_, "), got ",
@@ -211,13 +236,58 @@ std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCach
                   "[ModelRunner.forward] expected token ids in [0, ", vocab_, "), got ",
                   batch.tokens[n]);
   }
-  grow(x_, N * C);
-  grow(h_, std::max(N, R) * C);
-  grow(qkv_, N * qkv_width);
-  grow(attn_, N * q_width);
-  grow(ff_, N * ff_width);
   grow(logits_, R * vocab_);
-  float *x = x_.data(), *h = h_.data(), *qkv = qkv_.data(), *attn = attn_.data(), *ff = ff_.data();
+  const int64_t split = split_point(batch);
+  if (split == 0) {
+    run(batch, cache, workspaces_[0], logits_.data());
+  } else {
+    batch.slice(0, split, workspaces_[0].part);
+    batch.slice(split, batch.num_seqs(), workspaces_[1].part);
+    float* logits[2] = {logits_.data(),
+                        logits_.data() + workspaces_[0].part.logit_rows.size() * vocab_};
+    // Per-op threading stays off inside (parallel_for does not nest).
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+    for (int t = 0; t < 2; ++t) run(workspaces_[t].part, cache, workspaces_[t], logits[t]);
+  }
+  return {logits_.data(), static_cast<size_t>(R * vocab_)};
+}
+
+int64_t ModelRunner::split_point(const StepBatch& batch) const {
+  const int64_t S = batch.num_seqs();
+  static const int64_t l2_bytes = l2_cache_bytes();
+  if (S < 2 || omp_get_max_threads() < 2 || weight_bytes_ > l2_bytes) return 0;
+  // Work of a sequence: its tokens through the linear layers and over their keys.
+  const int64_t token_macs = weight_bytes_ / static_cast<int64_t>(sizeof(float));
+  const int64_t key_macs = 2 * num_layers_ * n_heads_ * head_dim_;
+  auto work = [&](int64_t s) {
+    const int64_t n = batch.query_start[s + 1] - batch.query_start[s];
+    return n * (token_macs + key_macs * batch.seq_lens[s]);
+  };
+  int64_t total = 0;
+  for (int64_t s = 0; s < S; ++s) total += work(s);
+  if (total < kSplitMacs) return 0;
+  // The first s whose prefix holds half the work, or the one before when that balances better.
+  int64_t prefix = 0, s = 0;
+  while (s < S - 1 && 2 * (prefix + work(s)) <= total) prefix += work(s++);
+  if (s < S - 1 && 2 * (prefix + work(s)) - total < total - 2 * prefix) prefix += work(s++);
+  return std::max<int64_t>(s, 1);
+}
+
+void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& ws,
+                      float* logits) const {
+  const int64_t N = batch.num_tokens(), C = dim_, D = head_dim_;
+  const int64_t q_width = n_heads_ * D, kv_width = n_kv_heads_ * D;
+  const int64_t qkv_width = q_width + 2 * kv_width;
+  const int64_t ff_width = swiglu_ ? 2 * hidden_ : hidden_;
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+  grow(ws.x, N * C);
+  grow(ws.h, std::max(N, R) * C);
+  grow(ws.qkv, N * qkv_width);
+  grow(ws.attn, N * q_width);
+  grow(ws.ff, N * ff_width);
+  float *x = ws.x.data(), *h = ws.h.data(), *qkv = ws.qkv.data(), *attn = ws.attn.data(),
+        *ff = ws.ff.data();
+
 
   // Embeddings: wte[token] (+ wpe[position] for GPT-2).
   const float* wte = wte_.data_ptr<float>();
@@ -296,8 +366,7 @@ std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCach
   // Final norm and lm_head only for the rows that sample.
   for (int64_t r = 0; r < R; ++r)
     norm_rows(final_norm_, x + batch.logit_rows[r] * C, h + r * C, 1, C);
-  lm_head_->forward(h, C, logits_.data(), vocab_, R);
-  return {logits_.data(), static_cast<size_t>(R * vocab_)};
+  lm_head_->forward(h, C, logits, vocab_, R);
 }
 
 }  // namespace tessera::infer

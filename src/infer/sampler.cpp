@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "backend/common/vec16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/generator.h"
 #include "tessera/ops/creation.h"
@@ -27,12 +28,19 @@ void SamplingParams::validate() const {
 }
 
 int32_t argmax(std::span<const float> logits) {
-  // The max first (a loop the compiler vectorises), then its first index. NaN logits are
-  // skipped, as torch's argmax would not (they do not occur in a finite model).
+  // The max first (16 lanes at a time), then its first index. NaN logits are skipped, as
+  // torch's argmax would not (they do not occur in a finite model).
+  using namespace tessera::detail;
   const size_t n = logits.size();
   float best = -std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < n; ++i) best = logits[i] > best ? logits[i] : best;
-  for (size_t i = 0; i < n; ++i)
+  size_t i = 0;
+  if (n >= 16) {
+    V16 m = vset1(best);  // vmax(x, m) is m where x is NaN
+    for (; i + 16 <= n; i += 16) m = vmax(vload(logits.data() + i), m);
+    best = vreduce_max(m);
+  }
+  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
+  for (i = 0; i < n; ++i)
     if (logits[i] == best) return static_cast<int32_t>(i);
   return 0;
 }

@@ -140,6 +140,10 @@ TEST(PagedAttention, GqaMhaAndBlockSizes) {
   check_paged_attention({{50, 50}, {20, 1}}, 8, 1, 16, 32, 2);    // multi-query
   check_paged_attention({{50, 7}, {47, 3}}, 3, 3, 64, 16, 3);     // MHA, chunked prefill rows
   check_paged_attention({{130, 130}, {129, 1}}, 6, 2, 4, 64, 4);  // long prompt, tiles of 16
+  // The other vector paths (32, 128) and a head dim without one (12).
+  check_paged_attention({{40, 40}, {77, 1}}, 4, 4, 32, 16, 5);
+  check_paged_attention({{20, 20}, {33, 1}}, 2, 1, 128, 16, 6);
+  check_paged_attention({{25, 25}, {18, 1}}, 2, 2, 12, 16, 7);
 }
 
 TEST(PagedAttention, RowsDoNotDependOnTheBatch) {

@@ -4,6 +4,8 @@
 // batched with others, and for the static and paged caches.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cstring>
 #include <vector>
 
@@ -131,6 +133,38 @@ TEST(ModelRunner, BatchedLogitsAreBitIdenticalToAlone) {
       EXPECT_EQ(std::memcmp(alone[i].data(), batched[i].data(), alone[i].size() * sizeof(float)), 0)
           << model->type_name() << " step " << i;
   }
+}
+
+// Five sequences prefilled in one batch (large enough to be split across two threads) give the
+// logits each gets alone, in the order of their logit rows.
+TEST(ModelRunner, SplitBatchLogitsAreBitIdenticalToAloneAndInOrder) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  for (auto model : {small_llama(), small_gpt2()}) {
+    ModelRunner runner(*model);
+    const int64_t V = model->vocab_size();
+    infer::PagedKVCache cache(runner.kv_spec(), 30, 16);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<infer::BlockTable> tables(5);
+    for (int64_t s = 0; s < 5; ++s) {
+      prompts.push_back(tokens(10 + 9 * s, V, 20 + s));
+      ASSERT_TRUE(cache.reserve(tables[s], static_cast<int64_t>(prompts[s].size())));
+    }
+    StepBatch batch;
+    batch.clear();
+    for (int64_t s = 0; s < 5; ++s) batch.add_sequence(prompts[s], 0, tables[s], 16, true);
+    std::span<const float> out = runner.forward(batch, cache);
+    const std::vector<float> together(out.begin(), out.end());
+    ASSERT_EQ(together.size(), static_cast<size_t>(5 * V));
+    for (int64_t s = 0; s < 5; ++s) {
+      batch.clear();
+      batch.add_sequence(prompts[s], 0, tables[s], 16, true);
+      std::span<const float> alone = runner.forward(batch, cache);
+      EXPECT_EQ(std::memcmp(alone.data(), together.data() + s * V, V * sizeof(float)), 0)
+          << model->type_name() << " sequence " << s;
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 TEST(ModelRunner, StaticAndPagedCachesGiveIdenticalLogits) {

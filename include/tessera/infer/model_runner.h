@@ -9,7 +9,9 @@
 // fused path: weights repacked once for a register-tiled GEMM, fused QKV and gate/up
 // projections, residual adds fused into the output projections, and preallocated buffers, so a
 // decode step allocates nothing. Each token's arithmetic is independent of the other tokens in
-// the batch, so results are bit-identical whatever the batch.
+// the batch, so results are bit-identical whatever the batch. When the weights fit in a core's
+// L2 cache (small models, whose steps are too short for per-op threading), a batch of several
+// sequences is split in two halves that run the whole forward on two threads, one fork per step.
 //
 //   infer::ModelRunner runner(model);
 //   infer::StaticKVCache cache(runner.kv_spec(), 256);
@@ -47,6 +49,8 @@ struct StepBatch {
   // them. With want_logits, the last token's row is added to logit_rows.
   void add_sequence(std::span<const int32_t> new_tokens, int64_t start, const BlockTable& table,
                     int64_t block_size, bool want_logits);
+  // Sequences [s0, s1) of this batch as a batch of their own, into out (its capacity reused).
+  void slice(int64_t s0, int64_t s1, StepBatch& out) const;
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
 };
@@ -76,7 +80,17 @@ class ModelRunner {
     Tensor weight, bias;  // bias undefined for RMSNorm (and bias-free LayerNorm)
   };
   struct Layer;
+  // One thread's buffers, grown to the largest batch seen.
+  struct Workspace {
+    StepBatch part;  // its half of a split batch
+    std::vector<float> x, h, qkv, attn, ff;
+  };
   void norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx) const;
+  // The forward of a validated batch, logits of its logit_rows into logits.
+  void run(const StepBatch& batch, const KVCache& cache, Workspace& ws, float* logits) const;
+  // The first sequence of the second half when the batch is worth splitting across two
+  // threads, else 0.
+  int64_t split_point(const StepBatch& batch) const;
 
   bool rms_norm_ = false, swiglu_ = false;
   double eps_ = 1e-5;
@@ -86,8 +100,9 @@ class ModelRunner {
   std::vector<Layer> layers_;
   Norm final_norm_;
   std::unique_ptr<detail::PackedLinear> lm_head_;
-  // Workspace, grown to the largest batch seen.
-  std::vector<float> x_, h_, qkv_, attn_, ff_, logits_;
+  int64_t weight_bytes_ = 0;  // of the layers' packed linears
+  Workspace workspaces_[2];
+  std::vector<float> logits_;
 };
 
 }  // namespace tessera::infer

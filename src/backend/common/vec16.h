@@ -18,6 +18,7 @@
 // (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace tessera::detail {
 
@@ -31,7 +32,15 @@ inline V16 vset1(float x) { return {_mm512_set1_ps(x)}; }
 inline V16 vfma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.r, b.r, c.r)}; }
 inline V16 vadd(V16 a, V16 b) { return {_mm512_add_ps(a.r, b.r)}; }
 inline V16 vmul(V16 a, V16 b) { return {_mm512_mul_ps(a.r, b.r)}; }
+// a > b ? a : b per lane, so b where either is NaN (as maxps on every path).
+inline V16 vmax(V16 a, V16 b) { return {_mm512_max_ps(a.r, b.r)}; }
 inline void vstore(float* p, V16 v) { _mm512_storeu_ps(p, v.r); }
+// Lanes 0-7 hold v[2i], lanes 8-15 v[2i + 1] (i < 8).
+inline V16 vpair_broadcast(V16 v, int i) {
+  const __m512i idx = _mm512_add_epi32(
+      _mm512_set1_epi32(2 * i), _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
+  return {_mm512_permutexvar_ps(idx, v.r)};
+}
 // Lanes [n, 16) replaced by fill.
 inline V16 vkeep_first(V16 v, int64_t n, float fill) {
   const __mmask16 keep = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
@@ -49,6 +58,12 @@ inline V16 vfma(V16 a, V16 b, V16 c) {
 }
 inline V16 vadd(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 inline V16 vmul(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline V16 vmax(V16 a, V16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+inline V16 vpair_broadcast(V16 v, int i) {
+  const __m256 src = i < 4 ? v.lo : v.hi;
+  return {_mm256_permutevar8x32_ps(src, _mm256_set1_epi32((2 * i) % 8)),
+          _mm256_permutevar8x32_ps(src, _mm256_set1_epi32((2 * i + 1) % 8))};
+}
 inline void vstore(float* p, V16 v) {
   _mm256_storeu_ps(p, v.lo);
   _mm256_storeu_ps(p + 8, v.hi);
@@ -86,6 +101,16 @@ inline V16 vmul(V16 a, V16 b) {
   for (int j = 0; j < 16; ++j) a.v[j] *= b.v[j];
   return a;
 }
+inline V16 vmax(V16 a, V16 b) {
+  for (int j = 0; j < 16; ++j) a.v[j] = a.v[j] > b.v[j] ? a.v[j] : b.v[j];
+  return a;
+}
+inline V16 vpair_broadcast(V16 v, int i) {
+  V16 r;
+  std::fill(r.v, r.v + 8, v.v[2 * i]);
+  std::fill(r.v + 8, r.v + 16, v.v[2 * i + 1]);
+  return r;
+}
 inline void vstore(float* p, V16 v) { std::copy(v.v, v.v + 16, p); }
 inline V16 vkeep_first(V16 v, int64_t n, float fill) {
   for (int64_t j = std::max<int64_t>(n, 0); j < 16; ++j) v.v[j] = fill;
@@ -94,7 +119,10 @@ inline V16 vkeep_first(V16 v, int64_t n, float fill) {
 #endif
 
 #if defined(__AVX512F__)
-// vec_math's vexp on 16 lanes: the same Cody-Waite reduction and Cephes polynomial.
+// vec_math's vexp on 16 lanes: the same Cody-Waite reduction and Cephes polynomial. With
+// kNonPositive the caller promises lanes <= 0 or -inf and no NaN (softmax's s - max): the
+// overflow and NaN fix-ups are skipped, and lanes below -87 (-inf included) give 0 all the same.
+template <bool kNonPositive = false>
 inline V16 vexp16(V16 v) {
   const __m512 x = v.r;
   __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
@@ -115,6 +143,7 @@ inline V16 vexp16(V16 v) {
   __m512 y = _mm512_mul_ps(e, _mm512_castsi512_ps(k));
   y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), y,
                            _mm512_setzero_ps());
+  if constexpr (kNonPositive) return {y};
   y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ), y,
                            _mm512_set1_ps(std::numeric_limits<float>::infinity()));
   return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x)};
@@ -139,6 +168,7 @@ inline float vreduce_add(V16 v) {
 }
 #else
 // exp of each lane (vec_math's vexp, which the compiler vectorises over the array).
+template <bool kNonPositive = false>
 inline V16 vexp16(V16 x) {
   alignas(64) float t[16];
   vstore(t, x);

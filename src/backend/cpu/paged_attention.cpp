@@ -1,7 +1,10 @@
-// CPU paged attention: writes into the block caches and the tiled online-softmax attention over
-// them (layouts in backend/common/paged_attention_kernels.h). Every query row does the same
-// arithmetic in the same order whatever else is in its tile or batch (scores in one FMA chain
-// over D, one softmax update per 16-key chunk), so a request's results do not depend on the batch.
+// CPU paged attention: writes into the block caches and the attention over them (layouts in
+// backend/common/paged_attention_kernels.h). Every query row does the same arithmetic in the
+// same order whatever else is in its work item or batch (16-key chunks in order, fixed
+// accumulator rotations), so a request's results do not depend on the batch, and a token
+// recomputed by prefill after preemption gets exactly the keys and values its decode wrote.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,9 +19,6 @@ namespace {
 constexpr int64_t kChunk = kAttentionKeyChunk;
 constexpr int64_t kQueryTile = 16;          // query tokens per work item
 constexpr int64_t kParallelWork = 1 << 19;  // multiply-adds below which one thread is faster
-
-// max that vectorises (std::max's reference form stays scalar); -inf < anything else here.
-inline float fmax2(float a, float b) { return b > a ? b : a; }
 
 void paged_caching(const PagedCachingArgs& a) {
   const int64_t H = a.num_kv_heads, D = a.head_dim, bs = a.block_size;
@@ -38,116 +38,181 @@ void paged_caching(const PagedCachingArgs& a) {
   }
 }
 
-// One work item: query tokens [t0, t0 + tq) of sequence s, all heads. The rows of every head
-// walk the key chunks together, so a decode step (one token) still has Hq independent softmax
-// chains to overlap.
+// One work item: query tokens [t0, t0 + tq) of sequence s, all heads. Decode (one token) gives
+// Hq rows; the G query heads of a KV head are adjacent, so its keys are read from L1 after the
+// first.
 struct WorkItem {
   int32_t s, t0, tq;
 };
 
-// The tile's rows against each chunk of keys, with an online softmax per row: running max m,
-// normaliser l and unnormalised output acc, rescaled by exp(m_old - m_new) per chunk. kD is the
-// head dim when it is one of the specialised sizes (the loops then unroll and stay in registers),
-// 0 otherwise. Scores sum even and odd dims separately and p v sums key j into partial j mod 4,
-// to shorten FMA dependency chains; the order is fixed per head dim, so a row's arithmetic is
-// the same in every batch.
+// Per-thread buffers of one query row: its scores over the keys (T floats, never T x T), and a
+// zero-padded copy of a part-filled last chunk of values, and partial sums.
+struct RowScratch {
+  float* scores;
+  float* value_tail;  // [kChunk, D]
+  float* partials;    // [4, D], for head dims without a vector path
+};
+
+// p v over one chunk of 16 keys (p in one vector, values v [16, D]) into acc: for D a multiple
+// of 16 each key adds D / 16 vectors, keys rotating over U accumulator sets so the FMA chains
+// overlap; for D = 8 one vector holds a pair of keys (lanes 0-7 key 2i, 8-15 key 2i + 1), pairs
+// rotating over four sets. The rotation is fixed, so a row's sum order is too.
 template <int kD>
-void attend_tile(const PagedAttentionArgs& a, const WorkItem& w, float* scratch) {
-  using namespace tessera::detail;
-  constexpr int64_t kMaxLocal = kD > 0 ? kD : 1;
-  const int64_t D = kD > 0 ? kD : a.head_dim;
-  const int64_t bs = a.block_size, Hq = a.num_heads, Hkv = a.num_kv_heads;
-  const int64_t G = Hq / Hkv, rows = w.tq * Hq;
-  float* m = scratch;
-  float* l = m + rows;
-  float* acc = l + rows;
-  // Partial sums live on the stack for the specialised sizes (no aliasing with the cache, so
-  // they stay in registers), else after acc in scratch; then a row of zeros.
-  float* pv_scratch = acc + rows * D;
-  float* zero_row = pv_scratch + 4 * D;
-  std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
-  std::fill(l, l + rows * (D + 1), 0.0f);
-  std::fill(zero_row, zero_row + D, 0.0f);
+struct ValueAccumulator {
+  static constexpr int NV = kD == 8 ? 1 : kD / 16;             // vectors per key (or key pair)
+  static constexpr int U = kD == 8 ? 4 : std::max(1, 8 / NV);  // accumulator sets
+  tessera::detail::V16 acc[U][NV];
 
-  const int64_t q_begin = a.query_start[w.s];
-  const int64_t nq = a.query_start[w.s + 1] - q_begin;
-  const int64_t first_pos = a.seq_lens[w.s] - nq;  // position of the sequence's first query row
-  const int64_t last_pos = first_pos + w.t0 + w.tq - 1;
-  const int32_t* table = a.block_tables + w.s * a.max_blocks;
-  const V16 scale = vset1(a.scale);
-  alignas(64) float p[kChunk];
-
-  for (int64_t pos0 = 0; pos0 <= last_pos; pos0 += kChunk) {
-    const int64_t block = table[pos0 / bs], off = pos0 % bs;
-    const float* k_block = a.k_cache + block * Hkv * D * bs + off;
-    const float* v_block = a.v_cache + (block * Hkv * bs + off) * D;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t t = w.t0 + r / Hq, h = r % Hq;
-      const int64_t nk = std::min<int64_t>(kChunk, first_pos + t - pos0 + 1);
-      if (nk <= 0) continue;  // this query's keys ended in an earlier chunk
-      const float* q = a.q + (q_begin + t) * a.q_stride + h * D;
-      const float* kt = k_block + (h / G) * D * bs;  // [D, bs] rows of this KV head
-      const float* vr = v_block + (h / G) * bs * D;  // [bs, D]
-      // Scores of all 16 lanes (the block holds them); those past the query's position are
-      // masked to -inf before they matter.
-      V16 even = vzero(), odd = vzero();
-      int64_t d = 0;
-      for (; d + 2 <= D; d += 2) {
-        even = vfma(vset1(q[d]), vload(kt + d * bs), even);
-        odd = vfma(vset1(q[d + 1]), vload(kt + (d + 1) * bs), odd);
-      }
-      if (d < D) even = vfma(vset1(q[d]), vload(kt + d * bs), even);
-      V16 s =
-          vkeep_first(vmul(vadd(even, odd), scale), nk, -std::numeric_limits<float>::infinity());
-      const float m_new = fmax2(m[r], vreduce_max(s));
-      // exp(m - m_new): 0 on the first chunk (m = -inf), exactly 1 while the max holds.
-      const float alpha = m_new > m[r] ? vexp(m[r] - m_new) : 1.0f;
-      const V16 e = vexp16(vadd(s, vset1(-m_new)));
-      m[r] = m_new;
-      l[r] = std::fma(l[r], alpha, vreduce_add(e));
-      vstore(p, e);
-      // p v over all 16 lanes: keys past nk have p = 0 and read a zero row instead of the block
-      // (whose unused slots may hold anything), so they add exactly nothing.
-      float part[4][kMaxLocal];
-      float* pv = kD > 0 ? &part[0][0] : pv_scratch;
-      std::fill(pv, pv + 4 * D, 0.0f);
-      for (int64_t j = 0; j < kChunk; j += 4) {
-        for (int64_t u = 0; u < 4; ++u) {
-          const float* v = j + u < nk ? vr + (j + u) * D : zero_row;
-          const float pj = p[j + u];
-          float* dst = kD > 0 ? part[u] : pv + u * D;
-          for (int64_t i = 0; i < D; ++i) dst[i] = std::fma(pj, v[i], dst[i]);
-        }
-      }
-      float* o = acc + r * D;
-      for (int64_t i = 0; i < D; ++i)
-        o[i] = std::fma(o[i], alpha, (pv[i] + pv[D + i]) + (pv[2 * D + i] + pv[3 * D + i]));
+  ValueAccumulator() {
+    for (auto& set : acc)
+      for (auto& v : set) v = tessera::detail::vzero();
+  }
+  void add_chunk(tessera::detail::V16 p, const float* v) {
+    using namespace tessera::detail;
+    if constexpr (kD == 8) {
+      for (int i = 0; i < kChunk / 2; ++i)
+        acc[i % U][0] = vfma(vpair_broadcast(p, i), vload(v + 16 * i), acc[i % U][0]);
+    } else {
+      alignas(64) float pj[kChunk];
+      vstore(pj, p);
+      for (int j = 0; j < kChunk; ++j)
+        for (int c = 0; c < NV; ++c)
+          acc[j % U][c] = vfma(vset1(pj[j]), vload(v + j * kD + 16 * c), acc[j % U][c]);
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = w.t0 + r / Hq, h = r % Hq;
-    float* out = a.out + (q_begin + t) * a.out_stride + h * D;
-    const float* o = acc + r * D;
-    for (int64_t i = 0; i < D; ++i) out[i] = o[i] / l[r];
+  // out[0, D) = the sum of the sets times inv_l.
+  void finish(float inv_l, float* out) const {
+    using namespace tessera::detail;
+    alignas(64) float lanes[kD == 8 ? 16 : kD];
+    for (int c = 0; c < NV; ++c) {
+      V16 sum = acc[0][c];
+      for (int u = 1; u < U; ++u) sum = vadd(sum, acc[u][c]);
+      vstore(lanes + 16 * c, sum);
+    }
+    if constexpr (kD == 8) {
+      for (int d = 0; d < 8; ++d) out[d] = (lanes[d] + lanes[8 + d]) * inv_l;
+    } else {
+      for (int d = 0; d < kD; ++d) out[d] = lanes[d] * inv_l;
+    }
+  }
+};
+
+// Any other head dim: four partial rows, key j into partial j mod 4.
+struct ScalarValueAccumulator {
+  int64_t D;
+  float* part;  // [4, D]
+
+  void add_chunk(tessera::detail::V16 p, const float* v) {
+    alignas(64) float pj[kChunk];
+    tessera::detail::vstore(pj, p);
+    for (int64_t j = 0; j < kChunk; ++j)
+      for (int64_t i = 0; i < D; ++i)
+        part[(j % 4) * D + i] = std::fma(pj[j], v[j * D + i], part[(j % 4) * D + i]);
+  }
+  void finish(float inv_l, float* out) const {
+    for (int64_t i = 0; i < D; ++i)
+      out[i] = ((part[i] + part[D + i]) + (part[2 * D + i] + part[3 * D + i])) * inv_l;
+  }
+};
+
+// softmax(q K^T scale) V for one query row over keys [0, n_keys) of KV head kv_head, read
+// through the sequence's block table, in two passes: scores (masked past n_keys) and their max,
+// then p = exp(s - max), its sum and p v. Each pass walks the keys in 16-key chunks in order, so the row's
+// arithmetic depends only on its own query and keys, never on the batch or the tile.
+template <int kD>
+void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const int32_t* table,
+                int64_t n_keys, int64_t kv_head, const RowScratch& scratch) {
+  using namespace tessera::detail;
+  const int64_t D = kD > 0 ? kD : a.head_dim;
+  const int64_t bs = a.block_size, Hkv = a.num_kv_heads;
+  float* scores = scratch.scores;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+  const V16 scale = vset1(a.scale);
+  // Small heads keep q broadcast in registers (the score stores could alias it).
+  constexpr int kHeld = kD > 0 && kD <= 16 ? kD : 1;
+  V16 q_held[kHeld];
+  if constexpr (kD > 0 && kD <= 16)
+    for (int d = 0; d < kD; ++d) q_held[d] = vset1(q[d]);
+  auto q_at = [&](int64_t d) {
+    if constexpr (kD > 0 && kD <= 16) return q_held[d];
+    else return vset1(q[d]);
+  };
+  V16 vmax_s = vset1(kNegInf);
+  for (int64_t pos0 = 0; pos0 < n_keys; pos0 += kChunk) {
+    const int64_t block = table[pos0 / bs];
+    const float* kt = a.k_cache + ((block * Hkv + kv_head) * D) * bs + pos0 % bs;  // [D, bs]
+    V16 even = vzero(), odd = vzero();
+    int64_t d = 0;
+    for (; d + 2 <= D; d += 2) {
+      even = vfma(q_at(d), vload(kt + d * bs), even);
+      odd = vfma(q_at(d + 1), vload(kt + (d + 1) * bs), odd);
+    }
+    if (d < D) even = vfma(q_at(d), vload(kt + d * bs), even);
+    // Lanes past the last key (slots of the block not yet written) are masked here.
+    const V16 s = vkeep_first(vmul(vadd(even, odd), scale), n_keys - pos0, kNegInf);
+    vstore(scores + pos0, s);
+    vmax_s = vmax(vmax_s, s);
+  }
+  // p = exp(s - max) per chunk, summed and applied to the values in the same walk.
+  const V16 neg_max = vset1(-vreduce_max(vmax_s));
+  auto accumulate_values = [&](auto& acc) {
+    V16 sum = vzero();
+    for (int64_t pos0 = 0; pos0 < n_keys; pos0 += kChunk) {
+      const V16 p = vexp16<true>(vadd(vload(scores + pos0), neg_max));
+      sum = vadd(sum, p);
+      const int64_t block = table[pos0 / bs];
+      const float* v = a.v_cache + ((block * Hkv + kv_head) * bs + pos0 % bs) * D;  // [bs, D]
+      const int64_t nk = std::min(kChunk, n_keys - pos0);
+      if (nk < kChunk) {  // unwritten slots may hold anything: their p is 0, so read zeros there
+        std::copy(v, v + nk * D, scratch.value_tail);
+        std::fill(scratch.value_tail + nk * D, scratch.value_tail + kChunk * D, 0.0f);
+        v = scratch.value_tail;
+      }
+      acc.add_chunk(p, v);
+    }
+    acc.finish(1.0f / vreduce_add(sum), out);
+  };
+  if constexpr (kD > 0) {
+    ValueAccumulator<kD> acc;
+    accumulate_values(acc);
+  } else {
+    std::fill(scratch.partials, scratch.partials + 4 * D, 0.0f);
+    ScalarValueAccumulator acc{D, scratch.partials};
+    accumulate_values(acc);
   }
 }
 
-using TileFn = void (*)(const PagedAttentionArgs&, const WorkItem&, float*);
+template <int kD>
+void attend_item(const PagedAttentionArgs& a, const WorkItem& w, const RowScratch& scratch) {
+  const int64_t Hq = a.num_heads, G = Hq / a.num_kv_heads, D = a.head_dim;
+  const int64_t q_begin = a.query_start[w.s];
+  const int64_t nq = a.query_start[w.s + 1] - q_begin;
+  const int64_t first_pos = a.seq_lens[w.s] - nq;  // position of the sequence's first query row
+  const int32_t* table = a.block_tables + w.s * a.max_blocks;
+  for (int64_t t = w.t0; t < w.t0 + w.tq; ++t)
+    for (int64_t h = 0; h < Hq; ++h)
+      attend_row<kD>(a, a.q + (q_begin + t) * a.q_stride + h * D,
+                     a.out + (q_begin + t) * a.out_stride + h * D, table, first_pos + t + 1, h / G,
+                     scratch);
+}
 
-TileFn tile_fn(int64_t D) {
+using ItemFn = void (*)(const PagedAttentionArgs&, const WorkItem&, const RowScratch&);
+
+ItemFn item_fn(int64_t D) {
   switch (D) {
     case 8:
-      return &attend_tile<8>;
+      return &attend_item<8>;
     case 16:
-      return &attend_tile<16>;
+      return &attend_item<16>;
     case 32:
-      return &attend_tile<32>;
+      return &attend_item<32>;
     case 64:
-      return &attend_tile<64>;
+      return &attend_item<64>;
     case 128:
-      return &attend_tile<128>;
+      return &attend_item<128>;
     default:
-      return &attend_tile<0>;
+      return &attend_item<0>;
   }
 }
 
@@ -155,10 +220,11 @@ void paged_attention(const PagedAttentionArgs& a) {
   // The work list and scratch only grow (no allocation per step once warm).
   thread_local std::vector<WorkItem> items;
   items.clear();
-  int64_t work = 0;
+  int64_t work = 0, max_len = 0;
   for (int64_t s = 0; s < a.num_seqs; ++s) {
     const int64_t nq = a.query_start[s + 1] - a.query_start[s];
     work += nq * a.seq_lens[s];
+    max_len = std::max<int64_t>(max_len, a.seq_lens[s]);
     for (int64_t t0 = 0; t0 < nq; t0 += kQueryTile)
       items.push_back({static_cast<int32_t>(s), static_cast<int32_t>(t0),
                        static_cast<int32_t>(std::min(kQueryTile, nq - t0))});
@@ -166,20 +232,26 @@ void paged_attention(const PagedAttentionArgs& a) {
   work *= a.num_heads * a.head_dim;
   const int64_t n = static_cast<int64_t>(items.size());
   const WorkItem* list = items.data();
-  const TileFn fn = tile_fn(a.head_dim);
-  // m, l and acc per row, then the partial sums and the zero row.
-  const int64_t scratch_size = kQueryTile * a.num_heads * (a.head_dim + 2) + 5 * a.head_dim;
-  if (work <= kParallelWork || n == 1) {
-    thread_local std::vector<float> scratch;
-    if (static_cast<int64_t>(scratch.size()) < scratch_size) scratch.resize(scratch_size);
-    for (int64_t i = 0; i < n; ++i) fn(a, list[i], scratch.data());
+  const ItemFn fn = item_fn(a.head_dim);
+  const int64_t scores_size = (max_len + kChunk - 1) / kChunk * kChunk;
+  // This thread's buffers (they only grow), carved into a RowScratch.
+  auto scratch = [&] {
+    thread_local std::vector<float> buffer;
+    const int64_t size = scores_size + (kChunk + 4) * a.head_dim;
+    if (static_cast<int64_t>(buffer.size()) < size) buffer.resize(size);
+    float* b = buffer.data();
+    return RowScratch{b, b + scores_size, b + scores_size + kChunk * a.head_dim};
+  };
+  if (work <= kParallelWork || n == 1 || omp_in_parallel()) {
+    const RowScratch rs = scratch();
+    for (int64_t i = 0; i < n; ++i) fn(a, list[i], rs);
     return;
   }
 #pragma omp parallel
   {
-    std::vector<float> scratch(scratch_size);
+    const RowScratch rs = scratch();
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n; ++i) fn(a, list[i], scratch.data());
+    for (int64_t i = 0; i < n; ++i) fn(a, list[i], rs);
   }
 }
 
