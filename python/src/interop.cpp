@@ -278,7 +278,7 @@ void init_interop(py::module_& m) {
           "__array__",
           [](const Tensor& t, py::object dtype) -> py::object {
             py::array a = to_numpy(t.detach().to(kCPU));
-            if (dtype.is_none()) return std::move(a);
+            if (dtype.is_none()) return a;
             return a.attr("astype")(dtype);
           },
           py::arg("dtype") = py::none())

@@ -164,7 +164,7 @@ void bind_optimizers(py::module_& m) {
             py::dict out;
             out["step"] = s->step;
             for (const auto& [k, v] : s->buffers) out[py::str(k)] = v;
-            return std::move(out);
+            return out;
           },
           py::arg("param"), "The per-parameter state (step and buffers), None before a step.")
       .def("state_dict", [](const Optimizer& o) { return state_to_python(o.state_dict()); })

@@ -31,7 +31,7 @@ py::object to_list(const char* data, DType dtype, const Shape& sizes, size_t dim
   py::list out;
   for (int64_t i = 0; i < sizes[dim]; ++i)
     out.append(to_list(data + i * inner, dtype, sizes, dim + 1));
-  return std::move(out);
+  return out;
 }
 
 Tensor on_cpu(const Tensor& t, const char* op) {

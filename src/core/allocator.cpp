@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 
 #include "tessera/core/error.h"
@@ -9,10 +10,47 @@
 
 namespace tessera {
 
+CpuAllocator::~CpuAllocator() { empty_cache(); }
+
+size_t CpuAllocator::block_bytes(size_t nbytes) {
+  if (!kCaches || nbytes < kCacheMinBytes)
+    return (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  const int top = 63 - __builtin_clzll(nbytes);  // floor(log2(nbytes))
+  const size_t step = size_t{1} << (top - 2);    // a quarter of that power of two
+  return (nbytes + step - 1) / step * step;
+}
+
 void* CpuAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  const size_t bytes = block_bytes(nbytes);
+  void* p = nullptr;
+  if (kCaches && bytes >= kCacheMinBytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_blocks_.find(bytes);
+    if (it != free_blocks_.end()) {
+      p = it->second.back();
+      it->second.pop_back();
+      if (it->second.empty()) free_blocks_.erase(it);
+      cached_.fetch_sub(static_cast<int64_t>(bytes));
+    } else {
+      // A miss: release as many cached bytes (largest blocks first) before mapping new ones,
+      // so resident memory grows no more than without the cache.
+      int64_t released = 0;
+      while (released < static_cast<int64_t>(bytes) && !free_blocks_.empty()) {
+        auto last = std::prev(free_blocks_.end());
+        std::free(last->second.back());
+        last->second.pop_back();
+        released += static_cast<int64_t>(last->first);
+        cached_.fetch_sub(static_cast<int64_t>(last->first));
+        if (last->second.empty()) free_blocks_.erase(last);
+      }
+    }
+  }
+  if (!p) p = std::aligned_alloc(kAlignment, bytes);
+  if (!p && cached_.load() > 0) {  // memory held for other sizes may be what is missing
+    empty_cache();
+    p = std::aligned_alloc(kAlignment, bytes);
+  }
   TESSERA_CHECK(p != nullptr, RuntimeError, "[cpu_allocator] expected to allocate ", nbytes,
                 " bytes, got out of memory");
   int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
@@ -25,11 +63,31 @@ void* CpuAllocator::allocate(size_t nbytes) {
 
 void CpuAllocator::deallocate(void* ptr, size_t nbytes) {
   if (!ptr) return;
-  std::free(ptr);
   live_.fetch_sub(static_cast<int64_t>(nbytes));
+  const size_t bytes = block_bytes(nbytes);
+  if (kCaches && bytes >= kCacheMinBytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cached_.load() + static_cast<int64_t>(bytes) <= static_cast<int64_t>(kCacheMaxBytes)) {
+      free_blocks_[bytes].push_back(ptr);
+      cached_.fetch_add(static_cast<int64_t>(bytes));
+      return;
+    }
+  }
+  std::free(ptr);
 }
 
-AllocatorStats CpuAllocator::stats() const { return {live_.load(), peak_.load(), count_.load()}; }
+void CpuAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [bytes, blocks] : free_blocks_) {
+    for (void* p : blocks) std::free(p);
+    cached_.fetch_sub(static_cast<int64_t>(bytes * blocks.size()));
+  }
+  free_blocks_.clear();
+}
+
+AllocatorStats CpuAllocator::stats() const {
+  return {live_.load(), peak_.load(), count_.load(), cached_.load()};
+}
 
 void CpuAllocator::reset_peak() { peak_.store(live_.load()); }
 

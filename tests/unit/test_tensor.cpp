@@ -99,6 +99,35 @@ TEST(Allocator, CountsLiveAndPeakBytes) {
   EXPECT_GE(alloc->stats().peak_bytes, before + 8000);
 }
 
+TEST(Allocator, ReusesLargeFreedBlocksOfTheSameSizeClass) {
+  CpuAllocator alloc;
+  const size_t big = 300000;  // class 327680: 256 KiB plus quarters of it
+  EXPECT_EQ(CpuAllocator::block_bytes(big), CpuAllocator::kCaches ? 327680u : 300032u);
+  EXPECT_EQ(CpuAllocator::block_bytes(1000), 1024u);
+  void* p = alloc.allocate(big);
+  alloc.deallocate(p, big);
+  EXPECT_EQ(alloc.stats().live_bytes, 0);
+  if (!CpuAllocator::kCaches) GTEST_SKIP() << "the cache is off under AddressSanitizer";
+  EXPECT_EQ(alloc.stats().cached_bytes, 327680);
+  void* q = alloc.allocate(290000);  // the same class
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(alloc.stats().cached_bytes, 0);
+  EXPECT_EQ(alloc.stats().live_bytes, 290000);
+  alloc.deallocate(q, 290000);
+  void* r = alloc.allocate(400000);  // another class: the cached block is released first
+  EXPECT_EQ(alloc.stats().cached_bytes, 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(r) % CpuAllocator::kAlignment, 0u);
+  void* s = alloc.allocate(300000);
+  alloc.deallocate(r, 400000);
+  alloc.deallocate(s, 300000);
+  void* small = alloc.allocate(1000);  // small blocks go back to malloc at once
+  alloc.deallocate(small, 1000);
+  EXPECT_EQ(alloc.stats().cached_bytes, 327680 + 458752);
+  alloc.empty_cache();
+  EXPECT_EQ(alloc.stats().cached_bytes, 0);
+  EXPECT_EQ(alloc.stats().live_bytes, 0);
+}
+
 TEST(Tensor, ItemPrintAndTypedAccess) {
   Tensor t = full({2, 2}, 1.5, kFloat32);
   EXPECT_THROW(t.item<float>(), ValueError);

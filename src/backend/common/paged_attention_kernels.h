@@ -17,9 +17,9 @@
 
 namespace tessera {
 
-// Keys are visited in chunks of this many positions (by absolute position), with one online
-// softmax update per chunk. Block sizes are multiples of it, so a query's arithmetic is the same
-// whatever the block size, the cache kind, or the other queries in the batch.
+// Keys are visited in chunks of this many positions (by absolute position), one SIMD row of
+// scores each. Block sizes are multiples of it, so a query's arithmetic is the same whatever the
+// block size, the cache kind, or the other queries in the batch.
 inline constexpr int64_t kAttentionKeyChunk = 16;
 
 struct PagedCachingArgs {
@@ -54,8 +54,8 @@ struct PagedAttentionArgs {
 
 TESSERA_DECLARE_KERNEL(paged_caching_kernel, void(const PagedCachingArgs& args));
 // out = softmax(q k^T * scale, causal) v per query row, query head h reading KV head
-// h / (Hq / Hkv) (GQA). Tiled: a tile of queries of one sequence and KV head walks the keys one
-// chunk at a time with an online softmax, so no [T, T] score matrix is formed.
+// h / (Hq / Hkv) (GQA). Each query row walks its keys twice (scores and their max, then exp,
+// sum and p v) holding only its own T scores, so no [T, T] score matrix is formed.
 TESSERA_DECLARE_KERNEL(paged_attention_kernel, void(const PagedAttentionArgs& args));
 
 }  // namespace tessera
