@@ -139,24 +139,26 @@ std::shared_ptr<models::CausalLM> load_bin(const std::string& path) {
   return io::load_llama2c(path);  // its own checks name what does not match
 }
 
+// The model config describes, with the weights of state (whose names tell GPT-2 from LLaMA
+// when the config's keys do not).
+LoadedModel build_and_load(const nn::TensorDict& state, std::string config, std::string source) {
+  const bool gpt2 = state.contains("transformer.wte.weight") || state.contains("wte.weight");
+  LoadedModel out{make_model_from_config(config, gpt2 ? "gpt2" : "llama"), std::move(source),
+                  std::move(config)};
+  load_weights(*out.model, state);
+  return out;
+}
+
 LoadedModel from_checkpoint(const std::string& folder) {
   const io::Checkpoint ckpt = io::load_checkpoint(folder);
-  const std::string kind = ckpt.model.contains("transformer.wte.weight") ? "gpt2" : "llama";
-  LoadedModel out{make_model_from_config(ckpt.config, kind), folder, ckpt.config};
-  load_weights(*out.model, ckpt.model);
-  return out;
+  return build_and_load(ckpt.model, ckpt.config, folder);
 }
 
 LoadedModel from_safetensors(const fs::path& file) {
   const fs::path config = file.parent_path() / "config.json";
   TESSERA_CHECK(fs::exists(config), ValueError, kOp, " expected a config.json beside '",
                 file.string(), "'");
-  const nn::TensorDict state = io::load_state_dict(file.string());
-  const bool gpt2 = state.contains("transformer.wte.weight") || state.contains("wte.weight");
-  LoadedModel out{nullptr, file.string(), read_text(config)};
-  out.model = make_model_from_config(out.config, gpt2 ? "gpt2" : "llama");
-  load_weights(*out.model, state);
-  return out;
+  return build_and_load(io::load_state_dict(file.string()), read_text(config), file.string());
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ struct ModelRunner::Layer {
 namespace {
 
 constexpr int64_t kParallelElems = 1 << 15;  // row ops below this many elements run serially
-constexpr int64_t kSplitMacs = 1 << 18;       // ~10 us: below, a fork costs more than it saves
+constexpr int64_t kSplitMacs = 1 << 18;      // ~10 us: below, a fork costs more than it saves
 
 // Bytes of one core's L2 cache (1 MiB when the system does not say).
 int64_t l2_cache_bytes() {
@@ -287,7 +287,6 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
   grow(ws.ff, N * ff_width);
   float *x = ws.x.data(), *h = ws.h.data(), *qkv = ws.qkv.data(), *attn = ws.attn.data(),
         *ff = ws.ff.data();
-
 
   // Embeddings: wte[token] (+ wpe[position] for GPT-2).
   const float* wte = wte_.data_ptr<float>();

@@ -11,10 +11,10 @@
 namespace tessera {
 
 struct AllocatorStats {
-  int64_t live_bytes = 0;   // bytes currently allocated
-  int64_t peak_bytes = 0;   // high-water mark of live_bytes since the last reset_peak()
-  int64_t num_allocs = 0;   // allocations made since start
-  int64_t cached_bytes = 0; // freed blocks kept for reuse (not counted in live_bytes)
+  int64_t live_bytes = 0;    // bytes currently allocated
+  int64_t peak_bytes = 0;    // high-water mark of live_bytes since the last reset_peak()
+  int64_t num_allocs = 0;    // allocations made since start
+  int64_t cached_bytes = 0;  // freed blocks kept for reuse (not counted in live_bytes)
 };
 
 class Allocator {
@@ -34,8 +34,8 @@ class Allocator {
 // re-allocates the same large tensors every step, which glibc would otherwise unmap and fault
 // in again (a third of a small model's step). A request that finds no block of its class first
 // releases as many cached bytes, so resident memory stays what it would be without the cache;
-// the untouched tail of a rounded block is never faulted in, so rounding costs address space. Off under AddressSanitizer, so that
-// it still sees use-after-free.
+// the untouched tail of a rounded block is never faulted in, so rounding costs address space.
+// Off under AddressSanitizer, so that it still sees use-after-free.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
@@ -58,7 +58,7 @@ class CpuAllocator final : public Allocator {
 
  private:
   std::atomic<int64_t> live_{0}, peak_{0}, count_{0}, cached_{0};
-  std::mutex mutex_;  // guards free_blocks_
+  std::mutex mutex_;                                  // guards free_blocks_
   std::map<size_t, std::vector<void*>> free_blocks_;  // by block bytes, none empty
 };
 

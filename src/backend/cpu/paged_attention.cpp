@@ -102,6 +102,9 @@ struct ScalarValueAccumulator {
   int64_t D;
   float* part;  // [4, D]
 
+  ScalarValueAccumulator(int64_t head_dim, float* partials) : D(head_dim), part(partials) {
+    std::fill(part, part + 4 * D, 0.0f);
+  }
   void add_chunk(tessera::detail::V16 p, const float* v) {
     alignas(64) float pj[kChunk];
     tessera::detail::vstore(pj, p);
@@ -117,8 +120,8 @@ struct ScalarValueAccumulator {
 
 // softmax(q K^T scale) V for one query row over keys [0, n_keys) of KV head kv_head, read
 // through the sequence's block table, in two passes: scores (masked past n_keys) and their max,
-// then p = exp(s - max), its sum and p v. Each pass walks the keys in 16-key chunks in order, so the row's
-// arithmetic depends only on its own query and keys, never on the batch or the tile.
+// then p = exp(s - max), its sum and p v. Each pass walks the keys in 16-key chunks in order, so
+// the row's arithmetic depends only on its own query and keys, never on the batch or the tile.
 template <int kD>
 void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const int32_t* table,
                 int64_t n_keys, int64_t kv_head, const RowScratch& scratch) {
@@ -135,8 +138,10 @@ void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const i
   if constexpr (kD > 0 && kD <= 16)
     for (int d = 0; d < kD; ++d) q_held[d] = vset1(q[d]);
   auto q_at = [&](int64_t d) {
-    if constexpr (kD > 0 && kD <= 16) return q_held[d];
-    else return vset1(q[d]);
+    if constexpr (kD > 0 && kD <= 16)
+      return q_held[d];
+    else
+      return vset1(q[d]);
   };
   V16 vmax_s = vset1(kNegInf);
   for (int64_t pos0 = 0; pos0 < n_keys; pos0 += kChunk) {
@@ -177,8 +182,7 @@ void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const i
     ValueAccumulator<kD> acc;
     accumulate_values(acc);
   } else {
-    std::fill(scratch.partials, scratch.partials + 4 * D, 0.0f);
-    ScalarValueAccumulator acc{D, scratch.partials};
+    ScalarValueAccumulator acc(D, scratch.partials);
     accumulate_values(acc);
   }
 }
