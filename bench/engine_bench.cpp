@@ -5,7 +5,7 @@
 // Greedy decoding without stop tokens, so every stream generates its full budget. Prints one
 // markdown table row per measurement; each number is the median over --reps runs.
 //
-//   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2]
+//   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2] [--streams N]
 #include <omp.h>
 
 #include <algorithm>
@@ -108,7 +108,9 @@ void run_model(const std::string& name, const models::CausalLM& model, int64_t p
                int64_t n, int reps, int single_reps, const std::vector<int>& streams) {
   infer::ModelRunner runner(model);
   const double single =
-      single_stream(runner, prompt_of(prompt_len, model.vocab_size(), 0), n, single_reps);
+      getenv("NOSINGLE")
+          ? 1.0
+          : single_stream(runner, prompt_of(prompt_len, model.vocab_size(), 0), n, single_reps);
   std::printf("| %s | single stream (generate, static cache) | %lld | %.0f | | | |\n", name.c_str(),
               static_cast<long long>(n), single);
   std::fflush(stdout);
@@ -126,6 +128,7 @@ void run_model(const std::string& name, const models::CausalLM& model, int64_t p
 int main(int argc, char** argv) {
   std::string stories = "../shared/data/stories260K.bin", only;
   int reps = 5;
+  std::vector<int> streams = {1, 4, 16, 32};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--stories"))
       stories = argv[i + 1];
@@ -133,6 +136,8 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only"))
       only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--streams"))  // one batch size only (for profiling)
+      streams = {std::atoi(argv[i + 1])};
   }
   std::fprintf(stderr, "threads: %d\n", omp_get_max_threads());
   std::printf(
@@ -142,7 +147,7 @@ int main(int argc, char** argv) {
     if (std::filesystem::exists(stories)) {
       auto model = infer::load_model(stories);
       // A 200-token run takes milliseconds: many more single-stream runs for a stable median.
-      run_model("stories260K", *model, /*prompt_len=*/1, /*n=*/200, reps, 8 * reps, {1, 4, 16, 32});
+      run_model("stories260K", *model, /*prompt_len=*/1, /*n=*/200, reps, 8 * reps, streams);
     } else {
       std::fprintf(stderr, "skipping stories260K: %s not found (--stories PATH)\n",
                    stories.c_str());
@@ -153,7 +158,7 @@ int main(int argc, char** argv) {
     models::GPT2 gpt2(models::GPT2Config::from_name("gpt2"), &gen);
     gpt2.eval();
     const int r = std::max(1, reps / 2);
-    run_model("GPT-2 124M", gpt2, /*prompt_len=*/16, /*n=*/64, r, r, {1, 4, 16, 32});
+    run_model("GPT-2 124M", gpt2, /*prompt_len=*/16, /*n=*/64, r, r, streams);
   }
   return 0;
 }

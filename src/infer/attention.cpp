@@ -25,16 +25,12 @@ void check_index(const Tensor& t, DType dtype, int64_t dims, const char* what, c
                 t.defined() ? detail::str(t.shape_str(), " ", t.dtype()) : "undefined");
 }
 
-// Cache views: keys [num_blocks, Hkv, D, bs] and values [num_blocks, Hkv, bs, D].
+// Cache views: keys and values [num_blocks, Hkv, D, bs].
 void check_caches(const Tensor& k_cache, const Tensor& v_cache, const char* op) {
   check_float_cpu(k_cache, "k_cache", op);
   check_float_cpu(v_cache, "v_cache", op);
-  TESSERA_CHECK(k_cache.dim() == 4 && v_cache.dim() == 4 && k_cache.size(0) == v_cache.size(0) &&
-                    k_cache.size(1) == v_cache.size(1) && k_cache.size(2) == v_cache.size(3) &&
-                    k_cache.size(3) == v_cache.size(2),
-                ValueError, "[", op,
-                "] expected k_cache [num_blocks, Hkv, D, bs] and v_cache [num_blocks, Hkv, bs, D], "
-                "got ",
+  TESSERA_CHECK(k_cache.dim() == 4 && k_cache.sizes() == v_cache.sizes(), ValueError, "[", op,
+                "] expected k_cache and v_cache of one shape [num_blocks, Hkv, D, bs], got ",
                 k_cache.shape_str(), " and ", v_cache.shape_str());
   TESSERA_CHECK(k_cache.size(3) % kAttentionKeyChunk == 0, ValueError, "[", op,
                 "] expected a block size that is a multiple of ", kAttentionKeyChunk, ", got ",

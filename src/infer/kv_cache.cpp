@@ -58,7 +58,7 @@ KVCache::KVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size
   TESSERA_CHECK(num_blocks > 0, ValueError, "[", op, "] expected at least one block, got ",
                 num_blocks);
   keys_ = empty({spec.num_layers, num_blocks, spec.num_kv_heads, spec.head_dim, block_size});
-  values_ = empty({spec.num_layers, num_blocks, spec.num_kv_heads, block_size, spec.head_dim});
+  values_ = empty({spec.num_layers, num_blocks, spec.num_kv_heads, spec.head_dim, block_size});
 }
 
 Tensor KVCache::key_cache(int64_t layer) const { return keys_.select(0, layer); }

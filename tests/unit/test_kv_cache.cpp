@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -48,7 +49,7 @@ TEST(BlockManager, FreeListAndReferenceCounts) {
 TEST(PagedKVCache, ReservesBlockByBlockAllOrNothing) {
   PagedKVCache cache({2, 2, 8}, /*num_blocks=*/5, /*block_size=*/16);
   EXPECT_EQ(cache.key_cache(1).sizes(), (Shape{5, 2, 8, 16}));
-  EXPECT_EQ(cache.value_cache(0).sizes(), (Shape{5, 2, 16, 8}));
+  EXPECT_EQ(cache.value_cache(0).sizes(), (Shape{5, 2, 8, 16}));
   BlockTable a, b;
   EXPECT_TRUE(cache.reserve(a, 1));
   EXPECT_EQ(a.size(), 1u);
@@ -84,6 +85,10 @@ void check_paged_attention(const std::vector<SeqCase>& seqs, int64_t Hq, int64_t
   int64_t total_blocks = 0;
   for (const auto& s : seqs) total_blocks += (s.len + block_size - 1) / block_size;
   PagedKVCache cache({1, Hkv, D}, total_blocks + 3, block_size);
+  // Slots nobody wrote must not leak into any row, whatever they hold.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  cache.key_cache(0).fill_(nan);
+  cache.value_cache(0).fill_(nan);
   // Scatter: take blocks in a shuffled order so tables are not contiguous.
   std::vector<int32_t> pool(total_blocks + 3);
   std::iota(pool.begin(), pool.end(), 0);

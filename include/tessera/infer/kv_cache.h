@@ -1,6 +1,6 @@
 #pragma once
-// Key/value caches for inference. Both keep, per layer, keys as [num_blocks, Hkv, D, bs]
-// (transposed within a block) and values as [num_blocks, Hkv, bs, D] float32 (see
+// Key/value caches for inference. Both keep, per layer, keys and values as float32
+// [num_blocks, Hkv, D, bs] (transposed within a block: one row of positions per dim; see
 // backend/common/paged_attention_kernels.h), so one attention kernel reads either:
 //
 //  - PagedKVCache: a pool of fixed-size blocks shared by all running sequences. A BlockManager
@@ -62,7 +62,7 @@ class KVCache {
   const KVCacheSpec& spec() const { return spec_; }
   int64_t block_size() const { return block_size_; }
   int64_t num_blocks() const { return num_blocks_; }
-  // Views of one layer's storage: keys [num_blocks, Hkv, D, bs], values [num_blocks, Hkv, bs, D].
+  // Views of one layer's storage: keys and values [num_blocks, Hkv, D, bs].
   Tensor key_cache(int64_t layer) const;
   Tensor value_cache(int64_t layer) const;
   float* key_data(int64_t layer) const;

@@ -8,7 +8,8 @@
 // Cache layout per layer, block b, KV head h (Hkv heads, block size bs, head dim D):
 //   keys   [num_blocks, Hkv, D, bs]  transposed, so the scores of a run of keys are one SIMD
 //                                    row per dim: s[j..j+16] += q[d] * K[d][j..j+16]
-//   values [num_blocks, Hkv, bs, D]  p-weighted rows are accumulated along D
+//   values [num_blocks, Hkv, D, bs]  likewise: o[d] lanes j..j+16 += p[j..j+16] * V[d][j..j+16],
+//                                    folded once per row (no per-key broadcast of p)
 // A token at position p of a sequence lives in block table[p / bs] at offset p % bs ("slot"
 // block * bs + offset).
 #include <cstdint>
@@ -28,7 +29,7 @@ struct PagedCachingArgs {
   const float* v = nullptr;
   int64_t k_stride = 0, v_stride = 0;
   float* k_cache = nullptr;        // [num_blocks, Hkv, D, bs]
-  float* v_cache = nullptr;        // [num_blocks, Hkv, bs, D]
+  float* v_cache = nullptr;        // [num_blocks, Hkv, D, bs]
   const int64_t* slots = nullptr;  // [num_tokens]; -1 skips the token
   int64_t num_tokens = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
 };

@@ -35,16 +35,20 @@ inline V16 vmul(V16 a, V16 b) { return {_mm512_mul_ps(a.r, b.r)}; }
 // a > b ? a : b per lane, so b where either is NaN (as maxps on every path).
 inline V16 vmax(V16 a, V16 b) { return {_mm512_max_ps(a.r, b.r)}; }
 inline void vstore(float* p, V16 v) { _mm512_storeu_ps(p, v.r); }
-// Lanes 0-7 hold v[2i], lanes 8-15 v[2i + 1] (i < 8).
-inline V16 vpair_broadcast(V16 v, int i) {
-  const __m512i idx = _mm512_add_epi32(
-      _mm512_set1_epi32(2 * i), _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
-  return {_mm512_permutexvar_ps(idx, v.r)};
+inline __mmask16 first_lanes(int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1);
 }
 // Lanes [n, 16) replaced by fill.
 inline V16 vkeep_first(V16 v, int64_t n, float fill) {
-  const __mmask16 keep = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
-  return {_mm512_mask_blend_ps(keep, _mm512_set1_ps(fill), v.r)};
+  return {_mm512_mask_blend_ps(first_lanes(n), _mm512_set1_ps(fill), v.r)};
+}
+// p[0, n) and zeros after; memory past p + n is not read.
+inline V16 vload_first(const float* p, int64_t n) {
+  return {_mm512_maskz_loadu_ps(first_lanes(n), p)};
+}
+// Lanes [0, n) to p[0, n); memory past p + n is not written.
+inline void vstore_first(float* p, V16 v, int64_t n) {
+  _mm512_mask_storeu_ps(p, first_lanes(n), v.r);
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 struct V16 {
@@ -59,11 +63,6 @@ inline V16 vfma(V16 a, V16 b, V16 c) {
 inline V16 vadd(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 inline V16 vmul(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
 inline V16 vmax(V16 a, V16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
-inline V16 vpair_broadcast(V16 v, int i) {
-  const __m256 src = i < 4 ? v.lo : v.hi;
-  return {_mm256_permutevar8x32_ps(src, _mm256_set1_epi32((2 * i) % 8)),
-          _mm256_permutevar8x32_ps(src, _mm256_set1_epi32((2 * i + 1) % 8))};
-}
 inline void vstore(float* p, V16 v) {
   _mm256_storeu_ps(p, v.lo);
   _mm256_storeu_ps(p + 8, v.hi);
@@ -104,12 +103,6 @@ inline V16 vmul(V16 a, V16 b) {
 inline V16 vmax(V16 a, V16 b) {
   for (int j = 0; j < 16; ++j) a.v[j] = a.v[j] > b.v[j] ? a.v[j] : b.v[j];
   return a;
-}
-inline V16 vpair_broadcast(V16 v, int i) {
-  V16 r;
-  std::fill(r.v, r.v + 8, v.v[2 * i]);
-  std::fill(r.v + 8, r.v + 16, v.v[2 * i + 1]);
-  return r;
 }
 inline void vstore(float* p, V16 v) { std::copy(v.v, v.v + 16, p); }
 inline V16 vkeep_first(V16 v, int64_t n, float fill) {
@@ -166,7 +159,38 @@ inline float vreduce_add(V16 v) {
   q = _mm_add_ps(q, _mm_movehl_ps(q, q));
   return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
 }
+
+// Lane i: a[i]'s lanes folded as vreduce_add folds them (8, 4, 2, 1 apart), 16 sums at once.
+inline V16 vreduce_add16(const V16* a) {
+  // Each stage folds w lanes apart and packs twice as many sums per vector.
+  __m512 c[8], d[4], e[2];
+  for (int k = 0; k < 8; ++k)
+    c[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k].r, a[2 * k + 1].r, 0x44),
+                         _mm512_shuffle_f32x4(a[2 * k].r, a[2 * k + 1].r, 0xEE));
+  for (int m = 0; m < 4; ++m)
+    d[m] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * m], c[2 * m + 1], 0x88),
+                         _mm512_shuffle_f32x4(c[2 * m], c[2 * m + 1], 0xDD));
+  for (int n = 0; n < 2; ++n)
+    e[n] = _mm512_add_ps(_mm512_shuffle_ps(d[2 * n], d[2 * n + 1], 0x44),
+                         _mm512_shuffle_ps(d[2 * n], d[2 * n + 1], 0xEE));
+  const __m512 f =
+      _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], 0x88), _mm512_shuffle_ps(e[0], e[1], 0xDD));
+  // Lane 4q + r of f holds the sum of a[4r + q].
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return {_mm512_permutexvar_ps(order, f)};
+}
 #else
+inline V16 vload_first(const float* p, int64_t n) {
+  alignas(64) float t[16] = {};
+  std::copy(p, p + std::clamp<int64_t>(n, 0, 16), t);
+  return vload(t);
+}
+inline void vstore_first(float* p, V16 v, int64_t n) {
+  alignas(64) float t[16];
+  vstore(t, v);
+  std::copy(t, t + std::clamp<int64_t>(n, 0, 16), p);
+}
+
 // exp of each lane (vec_math's vexp, which the compiler vectorises over the array).
 template <bool kNonPositive = false>
 inline V16 vexp16(V16 x) {
@@ -190,6 +214,11 @@ inline float vreduce_add(V16 x) {
   for (int w = 8; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) t[j] += t[j + w];
   return t[0];
+}
+inline V16 vreduce_add16(const V16* a) {
+  alignas(64) float t[16];
+  for (int i = 0; i < 16; ++i) t[i] = vreduce_add(a[i]);
+  return vload(t);
 }
 #endif
 

@@ -1,7 +1,7 @@
 // CPU paged attention: writes into the block caches and the attention over them (layouts in
 // backend/common/paged_attention_kernels.h). Every query row does the same arithmetic in the
-// same order whatever else is in its work item or batch (16-key chunks in order, fixed
-// accumulator rotations), so a request's results do not depend on the batch, and a token
+// same order whatever else is in its work item or batch (16-key chunks in order, one lane per
+// key position, fixed folds), so a request's results do not depend on the batch, and a token
 // recomputed by prefill after preemption gets exactly the keys and values its decode wrote.
 #include <omp.h>
 
@@ -30,10 +30,13 @@ void paged_caching(const PagedCachingArgs& a) {
     for (int64_t h = 0; h < H; ++h) {
       const float* k = a.k + n * a.k_stride + h * D;
       const float* v = a.v + n * a.v_stride + h * D;
-      float* kt = a.k_cache + ((block * H + h) * D) * bs + off;  // column `off` of [D, bs]
-      float* vr = a.v_cache + ((block * H + h) * bs + off) * D;  // row `off` of [bs, D]
-      for (int64_t d = 0; d < D; ++d) kt[d * bs] = k[d];
-      std::copy(v, v + D, vr);
+      // Column `off` of the block's [D, bs] keys and values.
+      float* kt = a.k_cache + ((block * H + h) * D) * bs + off;
+      float* vt = a.v_cache + ((block * H + h) * D) * bs + off;
+      for (int64_t d = 0; d < D; ++d) {
+        kt[d * bs] = k[d];
+        vt[d * bs] = v[d];
+      }
     }
   }
 }
@@ -45,91 +48,51 @@ struct WorkItem {
   int32_t s, t0, tq;
 };
 
-// Per-thread buffers of one query row: its scores over the keys (T floats, never T x T), and a
-// zero-padded copy of a part-filled last chunk of values, and partial sums.
-struct RowScratch {
-  float* scores;
-  float* value_tail;  // [kChunk, D]
-  float* partials;    // [4, D], for head dims without a vector path
-};
+// Dims of p v summed per walk over the keys: one accumulator vector (16 keys' lanes) per dim.
+constexpr int64_t kDimGroup = 16;
 
-// p v over one chunk of 16 keys (p in one vector, values v [16, D]) into acc: for D a multiple
-// of 16 each key adds D / 16 vectors, keys rotating over U accumulator sets so the FMA chains
-// overlap; for D = 8 one vector holds a pair of keys (lanes 0-7 key 2i, 8-15 key 2i + 1), pairs
-// rotating over four sets. The rotation is fixed, so a row's sum order is too.
-template <int kD>
-struct ValueAccumulator {
-  static constexpr int NV = kD == 8 ? 1 : kD / 16;             // vectors per key (or key pair)
-  static constexpr int U = kD == 8 ? 4 : std::max(1, 8 / NV);  // accumulator sets
-  tessera::detail::V16 acc[U][NV];
-
-  ValueAccumulator() {
-    for (auto& set : acc)
-      for (auto& v : set) v = tessera::detail::vzero();
+// out[0, nd) = sum over keys of p_k v_k[d] / l for the nd dims whose key rows start at v_rows(c)
+// for chunk c ([nd, bs] rows, one per dim; chunk c covers keys [16 c, 16 c + 16)), p_c giving
+// the chunk's probabilities. Lane j of dim d's accumulator sums keys 16 c + j in chunk order;
+// the lanes are then folded in vreduce_add's fixed order, so the sum's order is the row's own.
+template <int kNd, class P, class V>
+void accumulate_values(int64_t nd, int64_t n_keys, int64_t bs, const P& p_c, const V& v_rows,
+                       float inv_l, float* out) {
+  using namespace tessera::detail;
+  V16 acc[kDimGroup];
+  for (auto& v : acc) v = vzero();
+  const int64_t n = kNd > 0 ? kNd : nd;
+  int64_t pos0 = 0;
+  for (; pos0 + kChunk <= n_keys; pos0 += kChunk) {
+    const V16 p = p_c(pos0);
+    const float* vt = v_rows(pos0);
+    for (int64_t d = 0; d < n; ++d) acc[d] = vfma(p, vload(vt + d * bs), acc[d]);
   }
-  void add_chunk(tessera::detail::V16 p, const float* v) {
-    using namespace tessera::detail;
-    if constexpr (kD == 8) {
-      for (int i = 0; i < kChunk / 2; ++i)
-        acc[i % U][0] = vfma(vpair_broadcast(p, i), vload(v + 16 * i), acc[i % U][0]);
-    } else {
-      alignas(64) float pj[kChunk];
-      vstore(pj, p);
-      for (int j = 0; j < kChunk; ++j)
-        for (int c = 0; c < NV; ++c)
-          acc[j % U][c] = vfma(vset1(pj[j]), vload(v + j * kD + 16 * c), acc[j % U][c]);
-    }
+  if (pos0 < n_keys) {  // unwritten slots may hold anything (NaN too): read zeros there
+    const V16 p = p_c(pos0);
+    const float* vt = v_rows(pos0);
+    for (int64_t d = 0; d < n; ++d)
+      acc[d] = vfma(p, vload_first(vt + d * bs, n_keys - pos0), acc[d]);
   }
-  // out[0, D) = the sum of the sets times inv_l.
-  void finish(float inv_l, float* out) const {
-    using namespace tessera::detail;
-    alignas(64) float lanes[kD == 8 ? 16 : kD];
-    for (int c = 0; c < NV; ++c) {
-      V16 sum = acc[0][c];
-      for (int u = 1; u < U; ++u) sum = vadd(sum, acc[u][c]);
-      vstore(lanes + 16 * c, sum);
-    }
-    if constexpr (kD == 8) {
-      for (int d = 0; d < 8; ++d) out[d] = (lanes[d] + lanes[8 + d]) * inv_l;
-    } else {
-      for (int d = 0; d < kD; ++d) out[d] = lanes[d] * inv_l;
-    }
-  }
-};
-
-// Any other head dim: four partial rows, key j into partial j mod 4.
-struct ScalarValueAccumulator {
-  int64_t D;
-  float* part;  // [4, D]
-
-  ScalarValueAccumulator(int64_t head_dim, float* partials) : D(head_dim), part(partials) {
-    std::fill(part, part + 4 * D, 0.0f);
-  }
-  void add_chunk(tessera::detail::V16 p, const float* v) {
-    alignas(64) float pj[kChunk];
-    tessera::detail::vstore(pj, p);
-    for (int64_t j = 0; j < kChunk; ++j)
-      for (int64_t i = 0; i < D; ++i)
-        part[(j % 4) * D + i] = std::fma(pj[j], v[j * D + i], part[(j % 4) * D + i]);
-  }
-  void finish(float inv_l, float* out) const {
-    for (int64_t i = 0; i < D; ++i)
-      out[i] = ((part[i] + part[D + i]) + (part[2 * D + i] + part[3 * D + i])) * inv_l;
-  }
-};
+  vstore_first(out, vmul(vreduce_add16(acc), vset1(inv_l)), n);
+}
 
 // softmax(q K^T scale) V for one query row over keys [0, n_keys) of KV head kv_head, read
-// through the sequence's block table, in two passes: scores (masked past n_keys) and their max,
-// then p = exp(s - max), its sum and p v. Each pass walks the keys in 16-key chunks in order, so
-// the row's arithmetic depends only on its own query and keys, never on the batch or the tile.
+// through the sequence's block table: scores (masked past n_keys) and their max, then
+// p = exp(s - max) and its sum, then p v. Small heads (D <= 16) fuse the last two walks; larger
+// ones keep p in `scores` and walk it once per 16 dims. Every walk goes over 16-key chunks in
+// order, so the row's arithmetic depends only on its own query and keys, never on the batch.
 template <int kD>
 void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const int32_t* table,
-                int64_t n_keys, int64_t kv_head, const RowScratch& scratch) {
+                int64_t n_keys, int64_t kv_head, float* scores) {
   using namespace tessera::detail;
   const int64_t D = kD > 0 ? kD : a.head_dim;
   const int64_t bs = a.block_size, Hkv = a.num_kv_heads;
-  float* scores = scratch.scores;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // Rows [D, bs] of a chunk's block (keys and values share the layout).
+  auto block_rows = [&](const float* cache, int64_t pos0) {
+    return cache + ((table[pos0 / bs] * Hkv + kv_head) * D) * bs + pos0 % bs;
+  };
 
   const V16 scale = vset1(a.scale);
   // Small heads keep q broadcast in registers (the score stores could alias it).
@@ -145,8 +108,7 @@ void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const i
   };
   V16 vmax_s = vset1(kNegInf);
   for (int64_t pos0 = 0; pos0 < n_keys; pos0 += kChunk) {
-    const int64_t block = table[pos0 / bs];
-    const float* kt = a.k_cache + ((block * Hkv + kv_head) * D) * bs + pos0 % bs;  // [D, bs]
+    const float* kt = block_rows(a.k_cache, pos0);
     V16 even = vzero(), odd = vzero();
     int64_t d = 0;
     for (; d + 2 <= D; d += 2) {
@@ -159,36 +121,43 @@ void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const i
     vstore(scores + pos0, s);
     vmax_s = vmax(vmax_s, s);
   }
-  // p = exp(s - max) per chunk, summed and applied to the values in the same walk.
   const V16 neg_max = vset1(-vreduce_max(vmax_s));
-  auto accumulate_values = [&](auto& acc) {
+  auto value_rows = [&](int64_t d0) {
+    return [&, d0](int64_t pos0) { return block_rows(a.v_cache, pos0) + d0 * bs; };
+  };
+  if constexpr (kD > 0 && kD <= kDimGroup) {
+    // exp, its sum and p v in one walk; the sum is complete only after it, so scale at the end.
+    V16 sum = vzero();
+    auto p_c = [&](int64_t pos0) {
+      const V16 p = vexp16<true>(vadd(vload(scores + pos0), neg_max));
+      sum = vadd(sum, p);
+      return p;
+    };
+    alignas(64) float unscaled[kDimGroup];
+    accumulate_values<kD>(kD, n_keys, bs, p_c, value_rows(0), 1.0f, unscaled);
+    const float inv_l = 1.0f / vreduce_add(sum);
+    for (int64_t d = 0; d < kD; ++d) out[d] = unscaled[d] * inv_l;
+  } else {
     V16 sum = vzero();
     for (int64_t pos0 = 0; pos0 < n_keys; pos0 += kChunk) {
       const V16 p = vexp16<true>(vadd(vload(scores + pos0), neg_max));
       sum = vadd(sum, p);
-      const int64_t block = table[pos0 / bs];
-      const float* v = a.v_cache + ((block * Hkv + kv_head) * bs + pos0 % bs) * D;  // [bs, D]
-      const int64_t nk = std::min(kChunk, n_keys - pos0);
-      if (nk < kChunk) {  // unwritten slots may hold anything: their p is 0, so read zeros there
-        std::copy(v, v + nk * D, scratch.value_tail);
-        std::fill(scratch.value_tail + nk * D, scratch.value_tail + kChunk * D, 0.0f);
-        v = scratch.value_tail;
-      }
-      acc.add_chunk(p, v);
+      vstore(scores + pos0, p);
     }
-    acc.finish(1.0f / vreduce_add(sum), out);
-  };
-  if constexpr (kD > 0) {
-    ValueAccumulator<kD> acc;
-    accumulate_values(acc);
-  } else {
-    ScalarValueAccumulator acc(D, scratch.partials);
-    accumulate_values(acc);
+    const float inv_l = 1.0f / vreduce_add(sum);
+    auto p_c = [&](int64_t pos0) { return vload(scores + pos0); };
+    for (int64_t d0 = 0; d0 < D; d0 += kDimGroup) {
+      const int64_t nd = std::min(kDimGroup, D - d0);
+      if (nd == kDimGroup)
+        accumulate_values<kDimGroup>(nd, n_keys, bs, p_c, value_rows(d0), inv_l, out + d0);
+      else
+        accumulate_values<0>(nd, n_keys, bs, p_c, value_rows(d0), inv_l, out + d0);
+    }
   }
 }
 
 template <int kD>
-void attend_item(const PagedAttentionArgs& a, const WorkItem& w, const RowScratch& scratch) {
+void attend_item(const PagedAttentionArgs& a, const WorkItem& w, float* scores) {
   const int64_t Hq = a.num_heads, G = Hq / a.num_kv_heads, D = a.head_dim;
   const int64_t q_begin = a.query_start[w.s];
   const int64_t nq = a.query_start[w.s + 1] - q_begin;
@@ -198,10 +167,10 @@ void attend_item(const PagedAttentionArgs& a, const WorkItem& w, const RowScratc
     for (int64_t h = 0; h < Hq; ++h)
       attend_row<kD>(a, a.q + (q_begin + t) * a.q_stride + h * D,
                      a.out + (q_begin + t) * a.out_stride + h * D, table, first_pos + t + 1, h / G,
-                     scratch);
+                     scores);
 }
 
-using ItemFn = void (*)(const PagedAttentionArgs&, const WorkItem&, const RowScratch&);
+using ItemFn = void (*)(const PagedAttentionArgs&, const WorkItem&, float* scores);
 
 ItemFn item_fn(int64_t D) {
   switch (D) {
@@ -238,24 +207,22 @@ void paged_attention(const PagedAttentionArgs& a) {
   const WorkItem* list = items.data();
   const ItemFn fn = item_fn(a.head_dim);
   const int64_t scores_size = (max_len + kChunk - 1) / kChunk * kChunk;
-  // This thread's buffers (they only grow), carved into a RowScratch.
+  // This thread's score row (it only grows).
   auto scratch = [&] {
     thread_local std::vector<float> buffer;
-    const int64_t size = scores_size + (kChunk + 4) * a.head_dim;
-    if (static_cast<int64_t>(buffer.size()) < size) buffer.resize(size);
-    float* b = buffer.data();
-    return RowScratch{b, b + scores_size, b + scores_size + kChunk * a.head_dim};
+    if (static_cast<int64_t>(buffer.size()) < scores_size) buffer.resize(scores_size);
+    return buffer.data();
   };
   if (work <= kParallelWork || n == 1 || omp_in_parallel()) {
-    const RowScratch rs = scratch();
-    for (int64_t i = 0; i < n; ++i) fn(a, list[i], rs);
+    float* scores = scratch();
+    for (int64_t i = 0; i < n; ++i) fn(a, list[i], scores);
     return;
   }
 #pragma omp parallel
   {
-    const RowScratch rs = scratch();
+    float* scores = scratch();
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n; ++i) fn(a, list[i], rs);
+    for (int64_t i = 0; i < n; ++i) fn(a, list[i], scores);
   }
 }
 
