@@ -108,9 +108,7 @@ void run_model(const std::string& name, const models::CausalLM& model, int64_t p
                int64_t n, int reps, int single_reps, const std::vector<int>& streams) {
   infer::ModelRunner runner(model);
   const double single =
-      getenv("NOSINGLE")
-          ? 1.0
-          : single_stream(runner, prompt_of(prompt_len, model.vocab_size(), 0), n, single_reps);
+      single_stream(runner, prompt_of(prompt_len, model.vocab_size(), 0), n, single_reps);
   std::printf("| %s | single stream (generate, static cache) | %lld | %.0f | | | |\n", name.c_str(),
               static_cast<long long>(n), single);
   std::fflush(stdout);
