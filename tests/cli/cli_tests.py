@@ -46,8 +46,11 @@ class Context:
             else:
                 rng = random.Random(0)
                 words = "the king and queen of a small town went to see their good old friend".split()
-                lines = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 9))) + ".\n"
-                         for _ in range(600)]
+                # Speaker-prefixed and capitalised like the play, so prompts such as "ROMEO:"
+                # and "The" stay inside the character vocabulary.
+                sentences = (" ".join(rng.choice(words) for _ in range(rng.randint(4, 9)))
+                             for _ in range(600))
+                lines = [f"ROMEO: The {s}.\n" for s in sentences]
                 data = "".join(lines).encode()[:20000]
             with open(path, "wb") as f:
                 f.write(data)

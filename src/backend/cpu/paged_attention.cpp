@@ -51,9 +51,9 @@ struct WorkItem {
 // Dims of p v summed per walk over the keys: one accumulator vector (16 keys' lanes) per dim.
 constexpr int64_t kDimGroup = 16;
 
-// out[0, nd) = sum over keys of p_k v_k[d] / l for the nd dims whose key rows start at v_rows(c)
-// for chunk c ([nd, bs] rows, one per dim; chunk c covers keys [16 c, 16 c + 16)), p_c giving
-// the chunk's probabilities. Lane j of dim d's accumulator sums keys 16 c + j in chunk order;
+// out[0, nd) = inv_l * the sum over keys k of p_k v_k[d], for nd dims: v_rows(pos0) points at
+// the chunk's value rows ([nd, bs], one row of positions per dim) and p_c(pos0) gives its 16
+// probabilities (chunk pos0 covers keys [pos0, pos0 + 16)). Lane j of dim d's accumulator sums keys 16 c + j in chunk order;
 // the lanes are then folded in vreduce_add's fixed order, so the sum's order is the row's own.
 template <int kNd, class P, class V>
 void accumulate_values(int64_t nd, int64_t n_keys, int64_t bs, const P& p_c, const V& v_rows,
