@@ -31,11 +31,10 @@ void paged_caching(const PagedCachingArgs& a) {
       const float* k = a.k + n * a.k_stride + h * D;
       const float* v = a.v + n * a.v_stride + h * D;
       // Column `off` of the block's [D, bs] keys and values.
-      float* kt = a.k_cache + ((block * H + h) * D) * bs + off;
-      float* vt = a.v_cache + ((block * H + h) * D) * bs + off;
+      const int64_t column = ((block * H + h) * D) * bs + off;
       for (int64_t d = 0; d < D; ++d) {
-        kt[d * bs] = k[d];
-        vt[d * bs] = v[d];
+        a.k_cache[column + d * bs] = k[d];
+        a.v_cache[column + d * bs] = v[d];
       }
     }
   }
@@ -51,13 +50,13 @@ struct WorkItem {
 // Dims of p v summed per walk over the keys: one accumulator vector (16 keys' lanes) per dim.
 constexpr int64_t kDimGroup = 16;
 
-// out[0, nd) = inv_l * the sum over keys k of p_k v_k[d], for nd dims: v_rows(pos0) points at
-// the chunk's value rows ([nd, bs], one row of positions per dim) and p_c(pos0) gives its 16
-// probabilities (chunk pos0 covers keys [pos0, pos0 + 16)). Lane j of dim d's accumulator sums keys 16 c + j in chunk order;
-// the lanes are then folded in vreduce_add's fixed order, so the sum's order is the row's own.
+// Lane d < nd: the sum over keys k of p_k v_k[d]. v_rows(pos0) points at the value rows of the
+// chunk of keys [pos0, pos0 + 16) ([nd, bs], one row of positions per dim) and p_c(pos0) gives
+// their probabilities. Lane j of dim d's accumulator sums keys pos0 + j in chunk order; the
+// lanes are then folded in vreduce_add's fixed order, so the sum's order is the row's own.
 template <int kNd, class P, class V>
-void accumulate_values(int64_t nd, int64_t n_keys, int64_t bs, const P& p_c, const V& v_rows,
-                       float inv_l, float* out) {
+tessera::detail::V16 sum_values(int64_t nd, int64_t n_keys, int64_t bs, const P& p_c,
+                                const V& v_rows) {
   using namespace tessera::detail;
   V16 acc[kDimGroup];
   for (auto& v : acc) v = vzero();
@@ -74,7 +73,7 @@ void accumulate_values(int64_t nd, int64_t n_keys, int64_t bs, const P& p_c, con
     for (int64_t d = 0; d < n; ++d)
       acc[d] = vfma(p, vload_first(vt + d * bs, n_keys - pos0), acc[d]);
   }
-  vstore_first(out, vmul(vreduce_add16(acc), vset1(inv_l)), n);
+  return vreduce_add16(acc);
 }
 
 // softmax(q K^T scale) V for one query row over keys [0, n_keys) of KV head kv_head, read
@@ -122,36 +121,29 @@ void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const i
     vmax_s = vmax(vmax_s, s);
   }
   const V16 neg_max = vset1(-vreduce_max(vmax_s));
+  // p = exp(s - max) of a chunk, added to the row's sum.
+  V16 sum = vzero();
+  auto exp_chunk = [&](int64_t pos0) {
+    const V16 p = vexp16<true>(vadd(vload(scores + pos0), neg_max));
+    sum = vadd(sum, p);
+    return p;
+  };
   auto value_rows = [&](int64_t d0) {
     return [&, d0](int64_t pos0) { return block_rows(a.v_cache, pos0) + d0 * bs; };
   };
   if constexpr (kD > 0 && kD <= kDimGroup) {
     // exp, its sum and p v in one walk; the sum is complete only after it, so scale at the end.
-    V16 sum = vzero();
-    auto p_c = [&](int64_t pos0) {
-      const V16 p = vexp16<true>(vadd(vload(scores + pos0), neg_max));
-      sum = vadd(sum, p);
-      return p;
-    };
-    alignas(64) float unscaled[kDimGroup];
-    accumulate_values<kD>(kD, n_keys, bs, p_c, value_rows(0), 1.0f, unscaled);
-    const float inv_l = 1.0f / vreduce_add(sum);
-    for (int64_t d = 0; d < kD; ++d) out[d] = unscaled[d] * inv_l;
+    const V16 pv = sum_values<kD>(kD, n_keys, bs, exp_chunk, value_rows(0));
+    vstore_first(out, vmul(pv, vset1(1.0f / vreduce_add(sum))), kD);
   } else {
-    V16 sum = vzero();
-    for (int64_t pos0 = 0; pos0 < n_keys; pos0 += kChunk) {
-      const V16 p = vexp16<true>(vadd(vload(scores + pos0), neg_max));
-      sum = vadd(sum, p);
-      vstore(scores + pos0, p);
-    }
-    const float inv_l = 1.0f / vreduce_add(sum);
+    for (int64_t pos0 = 0; pos0 < n_keys; pos0 += kChunk) vstore(scores + pos0, exp_chunk(pos0));
+    const V16 inv_l = vset1(1.0f / vreduce_add(sum));
     auto p_c = [&](int64_t pos0) { return vload(scores + pos0); };
     for (int64_t d0 = 0; d0 < D; d0 += kDimGroup) {
       const int64_t nd = std::min(kDimGroup, D - d0);
-      if (nd == kDimGroup)
-        accumulate_values<kDimGroup>(nd, n_keys, bs, p_c, value_rows(d0), inv_l, out + d0);
-      else
-        accumulate_values<0>(nd, n_keys, bs, p_c, value_rows(d0), inv_l, out + d0);
+      const V16 pv = nd == kDimGroup ? sum_values<kDimGroup>(nd, n_keys, bs, p_c, value_rows(d0))
+                                     : sum_values<0>(nd, n_keys, bs, p_c, value_rows(d0));
+      vstore_first(out + d0, vmul(pv, inv_l), nd);
     }
   }
 }
