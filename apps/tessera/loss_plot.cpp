@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "metrics_log.h"
+#include "tessera/io/atomic_file.h"
 
 namespace tessera::cli {
 
@@ -166,7 +167,7 @@ std::string render_loss_svg(const LossCurves& curves, const std::string& title, 
 
 void write_loss_plot(const std::string& path, const LossCurves& curves, const std::string& title,
                      double x_max) {
-  write_file_atomic(path, render_loss_svg(curves, title, x_max));
+  io::write_file_atomic(path, render_loss_svg(curves, title, x_max), "train");
 }
 
 }  // namespace tessera::cli

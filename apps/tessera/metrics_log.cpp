@@ -4,22 +4,9 @@
 #include <fstream>
 
 #include "tessera/core/error.h"
+#include "tessera/io/atomic_file.h"
 
 namespace tessera::cli {
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    TESSERA_CHECK(out.good(), RuntimeError, "[write] expected a writable file, got '", tmp, "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  TESSERA_CHECK(!ec, RuntimeError, "[write] expected to rename '", tmp, "' to '", path, "', got ",
-                ec.message());
-}
 
 MetricsLog::MetricsLog(std::string path, std::optional<int64_t> resume_step)
     : path_(std::move(path)) {
@@ -37,7 +24,7 @@ MetricsLog::MetricsLog(std::string path, std::optional<int64_t> resume_step)
       records_.push_back(std::move(record));
     }
   }
-  write_file_atomic(path_, kept);
+  io::write_file_atomic(path_, kept, "train");
   file_ = std::fopen(path_.c_str(), "a");
   TESSERA_CHECK(file_ != nullptr, RuntimeError, "[train] expected a writable metrics file, got '",
                 path_, "'");

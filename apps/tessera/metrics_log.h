@@ -35,8 +35,4 @@ class MetricsLog {
   std::vector<nlohmann::json> records_;
 };
 
-// Writes text to path atomically: a temp file beside it, then rename (readers never see half a
-// file). RuntimeError naming the path on failure.
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace tessera::cli

@@ -21,6 +21,7 @@
 #include "progress_bar.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/core/error.h"
+#include "tessera/io/atomic_file.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/data/lm_dataset.h"
 #include "tessera/io/checkpoint.h"
@@ -202,7 +203,8 @@ void Trainer::setup_new_run(const std::set<std::string>& explicit_keys) {
 }
 
 void Trainer::setup_training() {
-  write_file_atomic((fs::path(out_) / "config.json").string(), run_config_.dump(2) + "\n");
+  io::write_file_atomic((fs::path(out_) / "config.json").string(), run_config_.dump(2) + "\n",
+                        "train");
   manual_seed(o_.seed);
   model_ = init_from_ ? init_from_->model : build_model(spec_, &default_generator(), "train");
   init_from_.reset();

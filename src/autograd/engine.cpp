@@ -1,5 +1,6 @@
 #include "tessera/autograd/engine.h"
 
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -9,6 +10,8 @@
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/reduce.h"
+#include "runtime/autocast_cast.h"
+#include "tessera/runtime/profiler.h"
 
 namespace tessera::autograd {
 
@@ -78,6 +81,8 @@ void check_grad_shape(Node* target, uint32_t input_nr, const Tensor& grad, Node*
 TensorList execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool keep_graph,
                    bool create_graph, const std::vector<Edge>* captures) {
   GradModeGuard grad_mode(create_graph);
+  // Gradients run in the dtypes the forward saved, as in PyTorch; autocast stays off.
+  tessera::detail::NoAutocastScope no_autocast;
   GraphTask task;
   std::vector<Node*> order = post_order(roots);
   if (captures) {
@@ -123,7 +128,10 @@ TensorList execute(const std::vector<Edge>& roots, const TensorList& root_grads,
       }
     }
     if (!task.exec.count(n)) continue;
+    std::optional<profiler::RecordFunction> record;
+    if (profiler::Profiler::is_recording()) record.emplace(n->name(), profiler::EventKind::kBackward);
     TensorList outputs = n->apply(std::move(inputs));
+    record.reset();
     if (AnomalyMode::is_enabled()) check_anomaly(n, outputs);
     if (!keep_graph) n->release_saved();
     const auto& edges = n->next_edges();

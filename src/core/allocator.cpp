@@ -55,9 +55,8 @@ void* CpuAllocator::allocate(size_t nbytes) {
                 " bytes, got out of memory");
   int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
   count_.fetch_add(1);
-  int64_t peak = peak_.load();
-  while (live > peak && !peak_.compare_exchange_weak(peak, live)) {
-  }
+  allocated_.fetch_add(static_cast<int64_t>(nbytes));
+  raise_peak(live);
   return p;
 }
 
@@ -86,10 +85,16 @@ void CpuAllocator::empty_cache() {
 }
 
 AllocatorStats CpuAllocator::stats() const {
-  return {live_.load(), peak_.load(), count_.load(), cached_.load()};
+  return {live_.load(), peak_.load(), count_.load(), cached_.load(), allocated_.load()};
 }
 
 void CpuAllocator::reset_peak() { peak_.store(live_.load()); }
+
+void CpuAllocator::raise_peak(int64_t bytes) {
+  int64_t peak = peak_.load();
+  while (bytes > peak && !peak_.compare_exchange_weak(peak, bytes)) {
+  }
+}
 
 namespace {
 std::array<Allocator*, kNumDeviceTypes>& allocator_table() {

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "data/atomic_file.h"
+#include "tessera/io/atomic_file.h"
 #include "tessera/core/error.h"
 #include "tessera/ops/creation.h"
 
@@ -182,16 +182,16 @@ void write_token_file(const std::string& path, std::span<const int32_t> tokens,
   header[0] = u16 ? kTokenFileMagicUInt16 : kTokenFileMagicUInt32;
   header[1] = u16 ? kTokenFileVersionUInt16 : kTokenFileVersionUInt32;
   header[2] = static_cast<int32_t>(tokens.size());
-  detail::write_file_atomic(
+  io::write_file_atomic(
       path,
       [&](int fd) {
-        detail::write_all(fd, header.data(), sizeof(header), op);
+        io::write_all(fd, header.data(), sizeof(header), op);
         if (!u16) {
-          detail::write_all(fd, tokens.data(), tokens.size_bytes(), op);
+          io::write_all(fd, tokens.data(), tokens.size_bytes(), op);
           return;
         }
         std::vector<uint16_t> narrow(tokens.begin(), tokens.end());
-        detail::write_all(fd, narrow.data(), narrow.size() * 2, op);
+        io::write_all(fd, narrow.data(), narrow.size() * 2, op);
       },
       op);
 }

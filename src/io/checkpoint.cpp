@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "data/atomic_file.h"
+#include "tessera/io/atomic_file.h"
 #include "io/mapped_file.h"
 #include "tessera/io/safetensors.h"
 
@@ -226,7 +226,7 @@ std::string save_checkpoint(const std::string& root, const Checkpoint& ckpt, int
       scalars.insert(key, format_double(value));
     save_safetensors((temp / kOptimizerFile).string(), ckpt.optimizer.tensors, scalars);
     const Json state = state_json(ckpt, temp);
-    tessera::detail::write_file_atomic((temp / kStateFile).string(), state.dump(2) + "\n",
+    tessera::io::write_file_atomic((temp / kStateFile).string(), state.dump(2) + "\n",
                                        "save_checkpoint");
     publish(temp, final);
   } catch (...) {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "data/atomic_file.h"
+#include "tessera/io/atomic_file.h"
 #include "io/mapped_file.h"
 #include "tessera/io/importers.h"
 #include "tessera/ops/creation.h"
@@ -119,14 +119,14 @@ void save_llmc_gpt2(const std::string& path, models::GPT2& model, int64_t padded
 
   const nn::TensorDict state = model.state_dict();
   auto f32 = [](const Tensor& t) { return t.detach().to(kCPU).to(kFloat32).contiguous(); };
-  tessera::detail::write_file_atomic(
+  tessera::io::write_file_atomic(
       path,
       [&](int fd) {
         auto write_tensor = [&](const Tensor& t) {
           Tensor d = f32(t);
-          tessera::detail::write_all(fd, d.data_ptr(), static_cast<size_t>(d.numel()) * 4, op);
+          tessera::io::write_all(fd, d.data_ptr(), static_cast<size_t>(d.numel()) * 4, op);
         };
-        tessera::detail::write_all(fd, h.data(), kHeaderBytes, op);
+        tessera::io::write_all(fd, h.data(), kHeaderBytes, op);
         for (const LlmcTensor& t : llmc_layout(Vp, c.block_size, c.n_layer, c.n_embd)) {
           if (!t.per_layer) {
             write_tensor(state.at(t.ours));

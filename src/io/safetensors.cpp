@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "data/atomic_file.h"
+#include "tessera/io/atomic_file.h"
 #include "io/mapped_file.h"
 #include "tessera/ops/creation.h"
 
@@ -241,11 +241,11 @@ SafetensorsFile parse_safetensors(std::string_view bytes) {
 void save_safetensors(const std::string& path, const nn::TensorDict& tensors,
                       const Metadata& metadata) {
   constexpr std::string_view op = "save_safetensors";
-  tessera::detail::write_file_atomic(
+  tessera::io::write_file_atomic(
       path,
       [&](int fd) {
         write(tensors, metadata,
-              [&](const void* p, size_t n) { tessera::detail::write_all(fd, p, n, op); });
+              [&](const void* p, size_t n) { tessera::io::write_all(fd, p, n, op); });
       },
       op);
 }

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "data/atomic_file.h"
+#include "tessera/io/atomic_file.h"
 #include "tessera/core/error.h"
 #include "tokenizers/utf8.h"
 
@@ -71,7 +71,7 @@ CharTokenizer CharTokenizer::load(const std::string& path) {
 void CharTokenizer::save(const std::string& path) const {
   std::string data(kHeader);
   for (char32_t cp : chars_) detail::append_utf8(data, cp);
-  detail::write_file_atomic(path, data, "CharTokenizer.save");
+  io::write_file_atomic(path, data, "CharTokenizer.save");
 }
 
 void CharTokenizer::encode_into(std::string_view text, std::vector<int32_t>& out) const {

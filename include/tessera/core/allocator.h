@@ -14,6 +14,7 @@ struct AllocatorStats {
   int64_t live_bytes = 0;    // bytes currently allocated
   int64_t peak_bytes = 0;    // high-water mark of live_bytes since the last reset_peak()
   int64_t num_allocs = 0;    // allocations made since start
+  int64_t allocated_bytes = 0;  // bytes handed out since start (the profiler's per-op deltas)
   int64_t cached_bytes = 0;  // freed blocks kept for reuse (not counted in live_bytes)
 };
 
@@ -24,6 +25,9 @@ class Allocator {
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   virtual AllocatorStats stats() const = 0;
   virtual void reset_peak() = 0;
+  // Raises the high-water mark to at least bytes (the profiler restores it after an op's own
+  // reset_peak, so callers' peaks stay what they would be without it).
+  virtual void raise_peak(int64_t bytes) = 0;
   // Returns cached free blocks to the system.
   virtual void empty_cache() {}
 };
@@ -51,13 +55,14 @@ class CpuAllocator final : public Allocator {
   void deallocate(void* ptr, size_t nbytes) override;
   AllocatorStats stats() const override;
   void reset_peak() override;
+  void raise_peak(int64_t bytes) override;
   void empty_cache() override;
   // The bytes a request of nbytes occupies: its size class when cached, else nbytes rounded
   // to the alignment.
   static size_t block_bytes(size_t nbytes);
 
  private:
-  std::atomic<int64_t> live_{0}, peak_{0}, count_{0}, cached_{0};
+  std::atomic<int64_t> live_{0}, peak_{0}, count_{0}, cached_{0}, allocated_{0};
   std::mutex mutex_;                                  // guards free_blocks_
   std::map<size_t, std::vector<void*>> free_blocks_;  // by block bytes, none empty
 };

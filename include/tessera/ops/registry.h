@@ -1,7 +1,7 @@
 #pragma once
-// The registry of public ops: name, family, accepted dtypes and whether it is differentiable.
-// Each op's source file registers its entries next to the implementation; docs/ops.md and the
-// test-coverage checks are generated from it.
+// The registry of public ops: name, family, accepted dtypes, whether it is differentiable and how
+// autocast treats its inputs. Each op's source file registers its entries next to the
+// implementation; docs/ops.md, the test-coverage checks and OpScope's look-ups use it.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -10,15 +10,26 @@
 
 namespace tessera {
 
+// What autocast does to an op's floating inputs (PyTorch's autocast op lists).
+enum class CastPolicy : uint8_t {
+  kNone,            // run in the inputs' dtypes
+  kLowerPrecision,  // cast float32 inputs to the autocast dtype (matmul, linear, sdpa, ...)
+  kFloat32,         // cast lower-precision inputs to float32 (norms, softmax, losses, sums)
+  kPromote,         // cast floating inputs to the widest floating dtype among them
+};
+
 struct OpInfo {
   std::string_view name;
   std::string_view family;  // elementwise, reduction, linalg, shape, indexing, nn, creation, ...
   uint32_t dtypes;          // bit set of DType (see dispatch.h)
   bool differentiable;
+  CastPolicy cast = CastPolicy::kNone;
 };
 
 const std::vector<OpInfo>& op_registry();
 bool register_ops(std::initializer_list<OpInfo> ops);
+// The registered op called name; InternalError when there is none (a public op must register).
+const OpInfo& find_op(std::string_view name);
 
 }  // namespace tessera
 

@@ -1,4 +1,4 @@
-#include "data/atomic_file.h"
+#include "tessera/io/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,13 +11,13 @@
 
 #include "tessera/core/error.h"
 
-namespace tessera::detail {
+namespace tessera::io {
 namespace {
 
 [[noreturn]] void fail(std::string_view op, std::string_view what, const std::string& path,
                        int err) {
   throw RuntimeError(
-      str("[", op, "] expected to ", what, " '", path, "', got ", std::strerror(err)));
+      detail::str("[", op, "] expected to ", what, " '", path, "', got ", std::strerror(err)));
 }
 
 }  // namespace
@@ -28,7 +28,7 @@ void write_all(int fd, const void* data, size_t nbytes, std::string_view op) {
     const ssize_t n = ::write(fd, p, nbytes);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0)
-      throw RuntimeError(str("[", op, "] expected to write a file, got ", strerror(errno)));
+      throw RuntimeError(detail::str("[", op, "] expected to write a file, got ", strerror(errno)));
     p += n;
     nbytes -= static_cast<size_t>(n);
   }
@@ -75,4 +75,4 @@ void write_file_atomic(const std::string& path, std::string_view data, std::stri
       path, [&](int fd) { write_all(fd, data.data(), data.size(), op); }, op);
 }
 
-}  // namespace tessera::detail
+}  // namespace tessera::io

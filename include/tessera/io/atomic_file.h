@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace tessera::detail {
+namespace tessera::io {
 
 // Replaces path with the bytes written by write(fd); op names the caller in errors
 // (RuntimeError with the system's message). The temp file is removed on failure.
@@ -16,4 +16,4 @@ void write_file_atomic(const std::string& path, std::string_view data, std::stri
 // Writes all of data to fd, retrying short writes; RuntimeError naming op on failure.
 void write_all(int fd, const void* data, size_t nbytes, std::string_view op);
 
-}  // namespace tessera::detail
+}  // namespace tessera::io

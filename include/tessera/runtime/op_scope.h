@@ -1,0 +1,82 @@
+#pragma once
+// The one entry of every public op. An op opens
+//   TESSERA_OP_SCOPE("linear", input, weight, bias);
+// first thing; the scope is where autocast casts the op's inputs (by the cast policy of its
+// registry entry) and where the profiler records the call. Ops with a cast policy read their
+// inputs back through op_scope.arg(i); no op body knows about autocast or the profiler.
+//
+// When neither autocast nor the profiler is on (the usual case) a scope costs one thread-local
+// read. Autocast applies to the outermost op only: the ops an op calls internally run in the
+// dtypes it hands them, as with PyTorch's autocast dispatch key.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tessera/core/tensor.h"
+#include "tessera/ops/registry.h"
+
+namespace tessera {
+
+namespace detail {
+// Per-thread switches the scopes read.
+struct OpHooks {
+  bool autocast = false;     // some device type has autocast on
+  bool no_autocast = false;  // a backward pass runs: autocast is off whatever the guards say
+  int depth = 0;             // open scopes (counted only while a hook is on)
+};
+extern thread_local OpHooks t_op_hooks;
+// A profiler session is recording (every thread's ops).
+extern std::atomic<bool> g_profiling;
+}  // namespace detail
+
+class OpScope {
+ public:
+  static constexpr size_t kMaxInputs = 8;
+
+  // inputs: Tensor, std::optional<Tensor> or TensorList arguments, in the op's order.
+  template <class... Inputs>
+  explicit OpScope(const OpInfo& op, const Inputs&... inputs) {
+    static_assert(sizeof...(Inputs) <= kMaxInputs, "OpScope holds at most kMaxInputs inputs");
+    (collect(inputs), ...);
+    if (detail::t_op_hooks.autocast || detail::g_profiling.load(std::memory_order_relaxed))
+        [[unlikely]]
+      enter(op);
+  }
+  ~OpScope() {
+    if (entered_) [[unlikely]] leave();
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+  // Tensor input i as the op must use it: autocast's cast of it, or the input itself.
+  const Tensor& arg(size_t i) const { return cast_[i].defined() ? cast_[i] : *inputs_[i]; }
+  // Optional tensor input i the same way (nullopt when the input was nullopt).
+  std::optional<Tensor> optional_arg(size_t i) const {
+    return arg(i).defined() ? std::optional<Tensor>(arg(i)) : std::nullopt;
+  }
+
+ private:
+  void collect(const Tensor& t) { inputs_[num_inputs_++] = &t; }
+  void collect(const std::optional<Tensor>& t) { collect(t ? *t : none()); }
+  void collect(const TensorList& list) { list_ = &list; }
+  static const Tensor& none();
+  void enter(const OpInfo& op);
+  void leave();
+  std::string input_shapes() const;
+
+  std::array<const Tensor*, kMaxInputs> inputs_{};
+  std::array<Tensor, kMaxInputs> cast_{};
+  size_t num_inputs_ = 0;
+  const TensorList* list_ = nullptr;
+  bool entered_ = false;
+  int64_t record_ = -1;  // the profiler's record of this call, or -1
+};
+
+}  // namespace tessera
+
+// Opens the op scope `op_scope` for the registered op `name` (looked up once per call site).
+#define TESSERA_OP_SCOPE(name, ...)                                                     \
+  static const ::tessera::OpInfo& tessera_op_info_ = ::tessera::find_op(name);         \
+  ::tessera::OpScope op_scope(tessera_op_info_ __VA_OPT__(, ) __VA_ARGS__)

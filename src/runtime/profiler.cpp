@@ -1,0 +1,162 @@
+// Profiler sessions: events are appended under one mutex (ops from every thread), each thread
+// keeps the stack of its open events for nesting depth and per-call memory figures.
+#include "tessera/runtime/profiler.h"
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "tessera/core/allocator.h"
+#include "tessera/core/error.h"
+#include "tessera/runtime/op_scope.h"
+
+namespace tessera::profiler {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Session {
+  std::mutex mutex;
+  uint64_t id = 0;  // changes with every session, so stale handles are ignored
+  Clock::time_point start;
+  std::vector<Event> events;
+  std::unordered_map<std::thread::id, uint32_t> threads;
+};
+
+Session& session() {
+  static Session s;
+  return s;
+}
+
+// An open event of this thread, with what its memory figures are measured against.
+struct OpenEvent {
+  uint64_t session;
+  int64_t handle;
+  int64_t outer_peak;  // the allocator's peak before this event reset it
+  int64_t live_at_start, allocated_at_start;
+};
+thread_local std::vector<OpenEvent> t_open;
+
+int64_t now_ns(const Session& s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.start).count();
+}
+
+// self_ns of each event: its time minus that of the events directly nested in it.
+void compute_self_times(std::vector<Event>& events) {
+  std::unordered_map<uint32_t, std::vector<size_t>> open;  // per thread, in begin order
+  for (size_t i = 0; i < events.size(); ++i) {
+    Event& e = events[i];
+    e.self_ns = e.end_ns - e.start_ns;
+    std::vector<size_t>& stack = open[e.thread];
+    while (!stack.empty() && events[stack.back()].depth >= e.depth) stack.pop_back();
+    if (!stack.empty()) events[stack.back()].self_ns -= e.end_ns - e.start_ns;
+    stack.push_back(i);
+  }
+}
+
+}  // namespace
+
+std::string_view kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::kOp: return "op";
+    case EventKind::kBackward: return "backward";
+    case EventKind::kUser: return "user";
+  }
+  return "?";
+}
+
+Profiler::Profiler() {
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  TESSERA_CHECK(!tessera::detail::g_profiling.load(), RuntimeError,
+                "[profiler] expected one profiling session at a time, got a second");
+  ++s.id;
+  s.events.clear();
+  s.threads.clear();
+  s.threads[std::this_thread::get_id()] = 0;
+  s.start = Clock::now();
+  tessera::detail::g_profiling.store(true);
+}
+
+Profiler::~Profiler() {
+  if (!stopped_) stop();
+}
+
+Profile Profiler::stop() {
+  if (stopped_) return Profile();
+  stopped_ = true;
+  Session& s = session();
+  std::vector<Event> events;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    tessera::detail::g_profiling.store(false);
+    const int64_t end = now_ns(s);
+    for (Event& e : s.events)
+      if (e.end_ns < e.start_ns) e.end_ns = end;  // still open when the session stopped
+    events.swap(s.events);
+    ++s.id;
+  }
+  return Profile(std::move(events));
+}
+
+bool Profiler::is_recording() { return tessera::detail::g_profiling.load(); }
+
+RecordFunction::RecordFunction(std::string_view name, EventKind kind)
+    : record_(detail::begin_event(name, kind)) {}
+
+RecordFunction::~RecordFunction() {
+  if (record_ >= 0) detail::end_event(record_);
+}
+
+Profile::Profile(std::vector<Event> events) : events_(std::move(events)) {
+  compute_self_times(events_);
+}
+
+namespace detail {
+
+int64_t begin_event(std::string_view name, EventKind kind, std::string input_shapes) {
+  if (!tessera::detail::g_profiling.load(std::memory_order_relaxed)) return -1;
+  Session& s = session();
+  Allocator* allocator = cpu_allocator();
+  const AllocatorStats stats = allocator->stats();
+  int64_t handle;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!tessera::detail::g_profiling.load()) return -1;
+    auto [it, added] = s.threads.try_emplace(std::this_thread::get_id(),
+                                             static_cast<uint32_t>(s.threads.size()));
+    handle = static_cast<int64_t>(s.events.size());
+    id = s.id;
+    Event e{.name = std::string(name), .kind = kind, .input_shapes = std::move(input_shapes)};
+    e.start_ns = now_ns(s);
+    e.end_ns = -1;
+    e.thread = it->second;
+    e.depth = static_cast<int>(t_open.size());
+    s.events.push_back(std::move(e));
+  }
+  t_open.push_back({id, handle, stats.peak_bytes, stats.live_bytes, stats.allocated_bytes});
+  allocator->reset_peak();
+  return handle;
+}
+
+void end_event(int64_t handle) {
+  if (t_open.empty() || t_open.back().handle != handle) return;
+  const OpenEvent open = t_open.back();
+  t_open.pop_back();
+  Allocator* allocator = cpu_allocator();
+  const AllocatorStats stats = allocator->stats();
+  allocator->raise_peak(open.outer_peak);
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (open.session != s.id || handle >= static_cast<int64_t>(s.events.size())) return;
+  Event& e = s.events[static_cast<size_t>(handle)];
+  e.end_ns = now_ns(s);
+  e.allocated_bytes = stats.allocated_bytes - open.allocated_at_start;
+  e.peak_bytes = std::max<int64_t>(0, stats.peak_bytes - open.live_at_start);
+}
+
+}  // namespace detail
+}  // namespace tessera::profiler
