@@ -1,9 +1,12 @@
 """The GPT-2 training step of `tessera train` in PyTorch: same model (tests/reference's nanoGPT-
 style GPT2), AdamW (betas 0.9/0.95, weight decay on matrices), gradient clipping at 1.0, random
-token batches. Prints the median tokens/s over the timed steps.
+token batches. With DTYPE bfloat16 the forward and loss run under torch.autocast("cpu",
+torch.bfloat16), as `tessera train --dtype bfloat16` runs them under Tessera's autocast. Prints the
+median tokens/s over the timed steps.
 
-  torch_train_step.py VOCAB N_LAYER N_HEAD N_EMBD SEQ BATCH STEPS THREADS
+  torch_train_step.py VOCAB N_LAYER N_HEAD N_EMBD SEQ BATCH STEPS THREADS [DTYPE]
 """
+import contextlib
 import os
 import statistics
 import sys
@@ -19,6 +22,7 @@ from model_reference import GPT2  # noqa: E402
 
 def main():
     vocab, n_layer, n_head, n_embd, seq, batch, steps, threads = map(int, sys.argv[1:9])
+    dtype = sys.argv[9] if len(sys.argv) > 9 else "float32"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = GPT2(dict(vocab_size=vocab, block_size=seq, n_layer=n_layer, n_head=n_head,
@@ -33,8 +37,11 @@ def main():
         x = torch.randint(0, vocab, (batch, seq))
         y = torch.randint(0, vocab, (batch, seq))
         start = time.perf_counter()
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, vocab), y.view(-1))
+        autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bfloat16"
+                    else contextlib.nullcontext())
+        with autocast:
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, vocab), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -95,11 +95,18 @@ Command add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   add("--dtype", o->dtype,
-      "float32, or bfloat16: forward and backward in bfloat16 on a copy of the float32 master "
-      "weights (the optimizer and checkpoints stay float32)",
+      "float32, or bfloat16/float16: forward passes under autocast (matmuls in the lower "
+      "precision, norms and losses in float32) with float32 master weights; float16 adds "
+      "dynamic loss scaling",
       optim)
-      ->check(CLI::IsMember({"float32", "bfloat16"}))
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
       ->capture_default_str();
+  CLI::Option* checkpointing =
+      cmd->add_flag("--activation-checkpointing", o->activation_checkpointing,
+                    "Recompute each block's activations in backward instead of keeping them "
+                    "(less memory, about a third more compute)")
+          ->group(optim);
+  given->emplace_back(checkpointing, "activation_checkpointing");
 
   add("--eval-every", o->eval_every,
       "Evaluate on the validation split every N steps (0: only "
@@ -140,6 +147,11 @@ Command add_train_command(CLI::App& app) {
   add("--threads", o->threads, "CPU threads (0: OpenMP's default)", run)
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  add("--profile", o->profile,
+      "Profile N training steps (after one warm-up step) and write profile.txt (ops and backward "
+      "nodes by self time) and trace.json (Chrome/Perfetto trace) into --out",
+      run)
+      ->check(CLI::NonNegativeNumber);
 
   return {cmd, [o, given]() {
             std::set<std::string> keys;

@@ -33,15 +33,18 @@ struct TrainOptions {
   bool resume = false;
   std::string init_from;
   uint64_t seed = 1337;
-  std::string dtype = "float32";
-  int threads = 0;  // 0: OpenMP's default
+  std::string dtype = "float32";  // float32, or the autocast dtype: bfloat16, float16
+  bool activation_checkpointing = false;
+  int threads = 0;      // 0: OpenMP's default
+  int64_t profile = 0;  // training steps to profile (0: none)
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     TrainOptions, model, preset, n_layer, n_head, n_kv_head, n_embd, seq_len, dropout, data,
     val_data, tokenizer, data_dir, val_fraction, batch_size, grad_accum, max_steps, warmup_steps,
     lr, min_lr, weight_decay, grad_clip, time_limit, eval_every, eval_steps, sample_every,
-    sample_tokens, sample_prompt, save_every, keep, out, resume, init_from, seed, dtype, threads)
+    sample_tokens, sample_prompt, save_every, keep, out, resume, init_from, seed, dtype,
+    activation_checkpointing, threads, profile)
 
 // Runs `tessera train`; explicit_keys names the options given on the command line (JSON keys),
 // which override a resumed run's saved options. Returns the exit code.

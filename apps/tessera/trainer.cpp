@@ -1,5 +1,6 @@
-// The training loop of `tessera train`: setup (new run, --init-from or --resume), steps with
-// gradient accumulation and clipping, evaluation, samples, checkpoints, metrics and the plot.
+// `tessera train` around the library Trainer (tessera/train): setup (new run, --init-from or
+// --resume), the loop with its stop conditions, evaluation, samples, checkpoints, metrics, the
+// plot and --profile.
 #include <omp.h>
 
 #include <algorithm>
@@ -16,20 +17,20 @@
 
 #include "loss_plot.h"
 #include "metrics_log.h"
-#include "mixed_precision.h"
 #include "model_files.h"
 #include "progress_bar.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/core/error.h"
-#include "tessera/io/atomic_file.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/data/lm_dataset.h"
+#include "tessera/io/atomic_file.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/models/sampling.h"
 #include "tessera/optim/adam.h"
-#include "tessera/optim/clip_grad.h"
 #include "tessera/optim/lr_scheduler.h"
+#include "tessera/runtime/profiler.h"
 #include "tessera/tokenizers/char_tokenizer.h"
+#include "tessera/train/trainer.h"
 #include "train_options.h"
 #include "train_setup.h"
 
@@ -68,7 +69,8 @@ constexpr std::array<const char*, 7> kModelKeys = {"model",     "preset", "n_lay
                                                    "n_kv_head", "n_embd", "dropout"};
 constexpr std::array<const char*, 3> kTokenKeys = {"seq_len", "tokenizer", "data_dir"};
 // Options of one invocation, never taken from a checkpoint.
-constexpr std::array<const char*, 4> kInvocationKeys = {"out", "resume", "threads", "time_limit"};
+constexpr std::array<const char*, 5> kInvocationKeys = {"out", "resume", "threads", "time_limit",
+                                                        "profile"};
 
 // A short description of the architecture for the log and the plot title.
 std::string describe(const ModelSpec& spec, int64_t params) {
@@ -83,22 +85,20 @@ std::string describe(const ModelSpec& spec, int64_t params) {
                  static_cast<double>(params) / 1e6);
 }
 
-class Trainer {
+class TrainingRun {
  public:
-  Trainer(TrainOptions options, const std::set<std::string>& explicit_keys);
+  TrainingRun(TrainOptions options, const std::set<std::string>& explicit_keys);
   int run();
 
  private:
   void setup_resume(const std::set<std::string>& explicit_keys);
   void setup_new_run(const std::set<std::string>& explicit_keys);
   void setup_training();
-  double train_step();  // one optimizer step; returns the mean micro-batch loss
-  data::Batch next_batch();
   double evaluate(int64_t step);
   void sample(int64_t step);
   void save(int64_t step);
   void replot();
-  models::CausalLM& compute_model() { return mixed_ ? mixed_->compute() : *model_; }
+  void write_profile(const profiler::Profile& profile);
 
   TrainOptions o_;
   std::string out_;
@@ -108,21 +108,19 @@ class Trainer {
   ModelSpec spec_;
   Json run_config_;
   int64_t seq_len_ = 0;
-  int64_t step_ = 0;
   double last_val_loss_ = NAN;
 
-  std::shared_ptr<models::CausalLM> model_;  // float32 master weights
-  std::unique_ptr<MixedPrecision> mixed_;    // --dtype bfloat16
-  TensorList params_;
+  std::shared_ptr<models::CausalLM> model_;  // float32 (the master weights under autocast)
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<optim::WarmupCosineLR> scheduler_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
+  std::unique_ptr<train::Trainer> trainer_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<ProgressBar> bar_;
   std::string title_;
 };
 
-Trainer::Trainer(TrainOptions options, const std::set<std::string>& explicit_keys)
+TrainingRun::TrainingRun(TrainOptions options, const std::set<std::string>& explicit_keys)
     : o_(std::move(options)), out_(o_.out) {
   if (o_.threads > 0) omp_set_num_threads(o_.threads);
   bar_ = std::make_unique<ProgressBar>(o_.max_steps, ProgressBar::stderr_is_terminal());
@@ -135,7 +133,7 @@ Trainer::Trainer(TrainOptions options, const std::set<std::string>& explicit_key
 }
 
 // Continues a run: the saved options, with those given on the command line replacing them.
-void Trainer::setup_resume(const std::set<std::string>& explicit_keys) {
+void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
   TESSERA_CHECK(o_.init_from.empty(), ValueError,
                 "[train] expected --init-from only for a new run, got it with --resume");
   for (const auto& keys :
@@ -163,7 +161,7 @@ void Trainer::setup_resume(const std::set<std::string>& explicit_keys) {
   bar_->log(str("resuming from ", folder, " (step ", resume_from_->step, ")"));
 }
 
-void Trainer::setup_new_run(const std::set<std::string>& explicit_keys) {
+void TrainingRun::setup_new_run(const std::set<std::string>& explicit_keys) {
   TESSERA_CHECK(!o_.data.empty(), ValueError,
                 "[train] expected --data PATH (a text file or an llm.c .bin token file), got none");
   if (auto existing = io::latest_checkpoint(out_))
@@ -202,7 +200,7 @@ void Trainer::setup_new_run(const std::set<std::string>& explicit_keys) {
                  {"train", o_}};
 }
 
-void Trainer::setup_training() {
+void TrainingRun::setup_training() {
   io::write_file_atomic((fs::path(out_) / "config.json").string(), run_config_.dump(2) + "\n",
                         "train");
   manual_seed(o_.seed);
@@ -230,9 +228,8 @@ void Trainer::setup_training() {
           corpus.val, data::LanguageModelOptions{seq_len_, data::WindowSampling::Sequential}),
       data::DataLoaderOptions{.batch_size = o_.batch_size, .prefetch = 0});
 
-  params_ = model_->parameters();
   optimizer_ = std::make_unique<optim::AdamW>(
-      optim::weight_decay_param_groups(params_, o_.weight_decay),
+      optim::weight_decay_param_groups(model_->parameters(), o_.weight_decay),
       optim::AdamOptions{
           .lr = o_.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = o_.weight_decay});
   // Short trial runs would otherwise trip over the default warmup (which must end before the
@@ -242,18 +239,18 @@ void Trainer::setup_training() {
     bar_->log(str("note: warmup shortened to ", warmup, " steps to end before --max-steps"));
   scheduler_ =
       std::make_unique<optim::WarmupCosineLR>(*optimizer_, warmup, o_.max_steps, o_.min_lr);
-  if (o_.dtype == "bfloat16") {
-    Generator unused(0);  // the copy's weights come from the master
-    mixed_ = std::make_unique<MixedPrecision>(*model_, build_model(spec_, &unused, "train"));
-  }
+  model_->set_activation_checkpointing(o_.activation_checkpointing);
+  train::TrainerOptions options{.grad_accum = o_.grad_accum, .grad_clip = o_.grad_clip};
+  if (o_.dtype != "float32") options.autocast_dtype = dtype_from_string(o_.dtype);
+  trainer_ = std::make_unique<train::Trainer>(*model_, train::causal_lm_loss(*model_), *optimizer_,
+                                              scheduler_.get(), train_loader_.get(), options);
   if (resume_from_) {
-    step_ = io::restore_checkpoint(
-        *resume_from_, {model_.get(), optimizer_.get(), scheduler_.get(), train_loader_.get()});
+    trainer_->restore(*resume_from_);
     resume_from_.reset();  // drop the mapped checkpoint files
   }
-  if (mixed_) mixed_->pull_weights();
-  metrics_ = std::make_unique<MetricsLog>((fs::path(out_) / "metrics.jsonl").string(),
-                                          o_.resume ? std::optional<int64_t>(step_) : std::nullopt);
+  metrics_ = std::make_unique<MetricsLog>(
+      (fs::path(out_) / "metrics.jsonl").string(),
+      o_.resume ? std::optional<int64_t>(trainer_->step_count()) : std::nullopt);
 
   title_ =
       str(describe(spec_, model_->num_parameters()), " on ", fs::path(o_.data).filename().string());
@@ -270,46 +267,9 @@ void Trainer::setup_training() {
           o_.dtype.c_str(), omp_get_max_threads()));
 }
 
-data::Batch Trainer::next_batch() {
-  std::optional<data::Batch> batch = train_loader_->next();
-  if (!batch) batch = train_loader_->next();  // the call after an epoch's end starts the next
-  TESSERA_ASSERT(batch.has_value(), "an epoch holds at least one batch");
-  return std::move(*batch);
-}
-
-double Trainer::train_step() {
-  models::CausalLM& model = compute_model();
-  optim::GradAccumulator accumulator(o_.grad_accum);
-  double loss_sum = 0.0;
-  for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
-    data::Batch batch = next_batch();
-    Tensor loss = model.loss(batch[0], batch[1]);
-    accumulator.backward(loss);
-    if (mixed_) mixed_->push_grads();
-    loss_sum += loss.item<float>();
-  }
-  return loss_sum / static_cast<double>(o_.grad_accum);
-}
-
-double Trainer::evaluate(int64_t step) {
+double TrainingRun::evaluate(int64_t step) {
   const Clock::time_point start = Clock::now();
-  models::CausalLM& model = compute_model();
-  model.eval();
-  double sum = 0.0;
-  int64_t count = 0;
-  {
-    autograd::NoGradGuard no_grad;
-    val_loader_->set_epoch(0);
-    const int64_t n = std::min(o_.eval_steps, val_loader_->num_batches());
-    for (int64_t i = 0; i < n; ++i) {
-      std::optional<data::Batch> batch = val_loader_->next();
-      const int64_t rows = (*batch)[0].size(0);
-      sum += model.loss((*batch)[0], (*batch)[1]).item<float>() * static_cast<double>(rows);
-      count += rows;
-    }
-  }
-  model.train();
-  const double loss = last_val_loss_ = sum / static_cast<double>(count);
+  const double loss = last_val_loss_ = trainer_->evaluate(*val_loader_, o_.eval_steps);
   metrics_->write({{"step", step}, {"val_loss", loss}});
   bar_->log(fmt("step %5lld/%lld | val loss %.4f | %.0f ms", static_cast<long long>(step),
                 static_cast<long long>(o_.max_steps), loss, seconds_since(start) * 1e3));
@@ -317,7 +277,7 @@ double Trainer::evaluate(int64_t step) {
   return loss;
 }
 
-void Trainer::sample(int64_t step) {
+void TrainingRun::sample(int64_t step) {
   if (o_.sample_tokens <= 0) return;
   // A generator of its own, so that sampling never changes the training run's random numbers.
   Generator gen(o_.seed + static_cast<uint64_t>(step));
@@ -334,22 +294,28 @@ void Trainer::sample(int64_t step) {
   bar_->log(str("---- sample at step ", step, " ----\n", text, "\n----"));
 }
 
-void Trainer::save(int64_t step) {
+void TrainingRun::save(int64_t step) {
   const Clock::time_point start = Clock::now();
-  const io::Checkpoint ckpt = io::capture_checkpoint(
-      step, {model_.get(), optimizer_.get(), scheduler_.get(), train_loader_.get()},
-      run_config_.dump());
+  const io::Checkpoint ckpt = trainer_->checkpoint(run_config_.dump());
   const std::string folder = io::save_checkpoint(out_, ckpt, static_cast<int>(o_.keep));
   bar_->log(fmt("saved %s (%.0f ms)", folder.c_str(), seconds_since(start) * 1e3));
 }
 
-void Trainer::replot() {
+void TrainingRun::replot() {
   write_loss_plot((fs::path(out_) / "loss.svg").string(), loss_curves(metrics_->records()), title_);
 }
 
-int Trainer::run() {
-  if (step_ >= o_.max_steps) {
-    bar_->log(str("the checkpoint is at step ", step_, " of --max-steps ", o_.max_steps,
+void TrainingRun::write_profile(const profiler::Profile& profile) {
+  const fs::path txt = fs::path(out_) / "profile.txt", trace = fs::path(out_) / "trace.json";
+  io::write_file_atomic(txt.string(), profile.table(profiler::SortBy::kSelfTime), "train");
+  profile.export_chrome_trace(trace.string());
+  bar_->log(str("profile of ", o_.profile, " steps: ", txt.string(), ", ", trace.string()));
+}
+
+int TrainingRun::run() {
+  const int64_t first_step = trainer_->step_count();
+  if (first_step >= o_.max_steps) {
+    bar_->log(str("the checkpoint is at step ", first_step, " of --max-steps ", o_.max_steps,
                   ": nothing to train (raise --max-steps to continue)"));
     return 0;
   }
@@ -358,14 +324,18 @@ int Trainer::run() {
   auto previous_handler = std::signal(SIGINT, on_interrupt);
   bar_->set_time_limit(o_.time_limit);
   const Clock::time_point start = Clock::now();
-  int64_t last_eval = -1, last_sample = -1, last_save = step_;
-  if (step_ == 0) {  // the untrained loss anchors the curve (about ln(vocab))
+  int64_t step = first_step;
+  int64_t last_eval = -1, last_sample = -1, last_save = step;
+  if (step == 0) {  // the untrained loss anchors the curve (about ln(vocab))
     evaluate(0);
     last_eval = 0;
   }
+  // --profile records steps after one warm-up step (when the run has room for it).
+  const int64_t profile_from = first_step + (o_.max_steps - first_step > o_.profile ? 1 : 0);
+  std::optional<profiler::Profiler> profiling;
   std::string stop_reason;
   double step_seconds = 0.0;  // moving average, to stop before the time limit is overrun
-  while (step_ < o_.max_steps) {
+  while (step < o_.max_steps) {
     if (g_stop_requested) {
       stop_reason = "interrupted";
       break;
@@ -374,51 +344,51 @@ int Trainer::run() {
       stop_reason = fmt("time limit of %g s reached", o_.time_limit);
       break;
     }
+    if (o_.profile > 0 && step == profile_from) profiling.emplace();
     const Clock::time_point t0 = Clock::now();
-    const double lr = optimizer_->param_groups()[0].options.at("lr");
-    const double loss = train_step();
-    const double norm = o_.grad_clip > 0
-                            ? optim::clip_grad_norm_(params_, o_.grad_clip).item<float>()
-                            : optim::grad_norm(params_).item<float>();
-    optimizer_->step();
-    optimizer_->zero_grad();
-    scheduler_->step();
-    if (mixed_) mixed_->pull_weights();
-    ++step_;
+    const train::StepResult result = trainer_->step();
+    step = trainer_->step_count();
     const double dt = seconds_since(t0);
+    if (profiling && step == profile_from + o_.profile) {
+      write_profile(profiling->stop());
+      profiling.reset();
+    }
     step_seconds = step_seconds == 0.0 ? dt : 0.9 * step_seconds + 0.1 * dt;
     const double tok_s = static_cast<double>(tokens_per_step) / dt;
-    metrics_->write({{"step", step_},
-                     {"train_loss", loss},
-                     {"lr", lr},
-                     {"grad_norm", norm},
+    metrics_->write({{"step", step},
+                     {"train_loss", result.loss},
+                     {"lr", result.lr},
+                     {"grad_norm", result.grad_norm},
                      {"ms", dt * 1e3},
                      {"tok_per_s", tok_s}});
-    bar_->update(step_, fmt("loss %.3f", loss));  // before the line, which redraws the bar
-    bar_->log(fmt("step %5lld/%lld | train loss %.4f | norm %.3f | lr %.2e | %.1f ms | %.0f tok/s",
-                  static_cast<long long>(step_), static_cast<long long>(o_.max_steps), loss, norm,
-                  lr, dt * 1e3, tok_s));
-    if (o_.eval_every > 0 && step_ % o_.eval_every == 0) evaluate(last_eval = step_);
-    if (o_.sample_every > 0 && step_ % o_.sample_every == 0) sample(last_sample = step_);
-    if (o_.save_every > 0 && step_ % o_.save_every == 0) save(last_save = step_);
+    bar_->update(step, fmt("loss %.3f", result.loss));  // before the line, which redraws the bar
+    bar_->log(
+        fmt("step %5lld/%lld | train loss %.4f | norm %.3f | lr %.2e | %.1f ms | %.0f tok/s%s",
+            static_cast<long long>(step), static_cast<long long>(o_.max_steps), result.loss,
+            result.grad_norm, result.lr, dt * 1e3, tok_s,
+            result.skipped ? " | skipped (inf/nan gradients)" : ""));
+    if (o_.eval_every > 0 && step % o_.eval_every == 0) evaluate(last_eval = step);
+    if (o_.sample_every > 0 && step % o_.sample_every == 0) sample(last_sample = step);
+    if (o_.save_every > 0 && step % o_.save_every == 0) save(last_save = step);
   }
+  if (profiling) write_profile(profiling->stop());  // the run stopped before the last profiled step
   std::signal(SIGINT, previous_handler);
   bar_->clear();
-  if (!stop_reason.empty()) bar_->log(str("stopping at step ", step_, ": ", stop_reason));
+  if (!stop_reason.empty()) bar_->log(str("stopping at step ", step, ": ", stop_reason));
   // Whatever ended the loop, the run finishes evaluated, sampled and saved.
-  if (last_eval != step_) evaluate(step_);
-  if (last_sample != step_) sample(step_);
-  if (last_save != step_) save(step_);
+  if (last_eval != step) evaluate(step);
+  if (last_sample != step) sample(step);
+  if (last_save != step) save(step);
   bar_->log(fmt("done: step %lld, %.1f s of training, val loss %.4f; outputs in %s",
-                static_cast<long long>(step_), seconds_since(start), last_val_loss_, out_.c_str()));
+                static_cast<long long>(step), seconds_since(start), last_val_loss_, out_.c_str()));
   return 0;
 }
 
 }  // namespace
 
 int run_training(const TrainOptions& options, const std::set<std::string>& explicit_keys) {
-  Trainer trainer(options, explicit_keys);
-  return trainer.run();
+  TrainingRun run(options, explicit_keys);
+  return run.run();
 }
 
 }  // namespace tessera::cli

@@ -1,5 +1,6 @@
 #pragma once
 // Umbrella header: the whole public C++ API.
+#include "tessera/autograd/checkpoint.h"
 #include "tessera/autograd/engine.h"
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/grad_mode.h"
@@ -32,6 +33,10 @@
 #include "tessera/ops/shape.h"
 #include "tessera/optim/adam.h"
 #include "tessera/optim/clip_grad.h"
+#include "tessera/optim/grad_scaler.h"
 #include "tessera/optim/lr_scheduler.h"
 #include "tessera/optim/sgd.h"
+#include "tessera/runtime/autocast.h"
+#include "tessera/runtime/profiler.h"
 #include "tessera/tokenizers/tokenizer.h"
+#include "tessera/train/trainer.h"

@@ -100,7 +100,10 @@ Tensor GPT2::forward(const Tensor& idx, bool last_only) {
   Tensor pos = arange(T);
   if (idx.device() != pos.device()) pos = pos.to(idx.device());
   Tensor x = (*transformer->drop)((*transformer->wte)(idx) + (*transformer->wpe)(pos));
-  for (size_t i = 0; i < transformer->h->size(); ++i) x = (*transformer->h->at<GPT2Block>(i))(x);
+  for (size_t i = 0; i < transformer->h->size(); ++i) {
+    GPT2Block& block = *transformer->h->at<GPT2Block>(i);
+    x = run_block([&block](const Tensor& h) { return block(h); }, x);
+  }
   if (last_only) x = x.narrow(1, T - 1, 1);
   return (*lm_head)((*transformer->ln_f)(x));
 }

@@ -93,8 +93,10 @@ Tensor Llama::forward(const Tensor& idx, bool last_only) {
   const int64_t T = idx.size(1);
   auto [cos, sin] = model->rotary_emb->tables(0, T);
   Tensor x = (*model->embed_tokens)(idx);
-  for (size_t i = 0; i < model->layers->size(); ++i)
-    x = model->layers->at<LlamaDecoderLayer>(i)->forward(x, cos, sin);
+  for (size_t i = 0; i < model->layers->size(); ++i) {
+    LlamaDecoderLayer& layer = *model->layers->at<LlamaDecoderLayer>(i);
+    x = run_block([&layer, cos, sin](const Tensor& h) { return layer.forward(h, cos, sin); }, x);
+  }
   if (last_only) x = x.narrow(1, T - 1, 1);
   return (*lm_head)((*model->norm)(x));
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "tessera/autograd/checkpoint.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linalg.h"
@@ -115,6 +116,14 @@ Tensor CausalLM::loss(const Tensor& idx, const Tensor& targets) {
   Tensor logits = forward(idx);
   const int64_t V = logits.size(-1);
   return cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}), /*ignore_index=*/-1);
+}
+
+Tensor CausalLM::run_block(const std::function<Tensor(const Tensor&)>& block,
+                           const Tensor& x) const {
+  if (!activation_checkpointing_ || !is_training()) return block(x);
+  // The backward pass runs block again, long after this call: it is captured by value.
+  return autograd::checkpoint([block](const TensorList& in) { return TensorList{block(in[0])}; },
+                              {x})[0];
 }
 
 void CausalLM::check_input(const Tensor& idx, std::string_view op) const {

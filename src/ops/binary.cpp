@@ -1,6 +1,7 @@
 // Binary and ternary arithmetic: promotion, broadcasting, autograd.
-#include "tessera/ops/registry.h"
 #include "ops/op_utils.h"
+#include "tessera/ops/registry.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -52,6 +53,7 @@ DType arith_dtype(const Tensor& a, const Tensor& b, std::string_view op) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  TESSERA_OP_SCOPE("add", a, b);
   DType dt = arith_dtype(a, b, "add");
   bool unit = alpha.to_double() == 1.0;
   Tensor out;
@@ -74,6 +76,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  TESSERA_OP_SCOPE("sub", a, b);
   TESSERA_CHECK(a.dtype() != kBool || b.dtype() != kBool, TypeError,
                 "[sub] expected numeric tensors, got bool (use logical_xor)");
   if (alpha.to_double() != 1.0) return add(a, b, Scalar(-alpha.to_double()));
@@ -93,6 +96,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("mul", a, b);
   DType dt = arith_dtype(a, b, "mul");
   Tensor out = binary_raw<fn::MulFn>(a, b, dt);
   if (needs_grad({a, b})) {
@@ -109,6 +113,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("div", a, b);
   DType dt = float_compute_dtype(arith_dtype(a, b, "div"));
   Tensor out = binary_raw<fn::DivFn>(a, b, dt);
   if (needs_grad({a, b})) {
@@ -127,6 +132,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
+  TESSERA_OP_SCOPE("pow", a, exponent);
   DType dt = arith_dtype(a, exponent, "pow");
   Tensor out = binary_raw<fn::PowFn>(a, exponent, dt);
   if (needs_grad({a, exponent})) {
@@ -180,13 +186,19 @@ Tensor extremum(const Tensor& a, const Tensor& b, const char* backward_name) {
 }  // namespace
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("maximum", a, b);
   return extremum<fn::MaximumFn>(a, b, "MaximumBackward");
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("minimum", a, b);
   return extremum<fn::MinimumFn>(a, b, "MinimumBackward");
 }
 
-Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight) {
+Tensor lerp(const Tensor& a_, const Tensor& b_, const Tensor& weight_) {
+  TESSERA_OP_SCOPE("lerp", a_, b_, weight_);
+  const Tensor& a = op_scope.arg(0);
+  const Tensor& b = op_scope.arg(1);
+  const Tensor& weight = op_scope.arg(2);
   TESSERA_CHECK(is_floating(a.dtype()) && a.dtype() == b.dtype(), TypeError,
                 "[lerp] expected start and end of the same floating dtype, got ", a.dtype(),
                 " and ", b.dtype());
@@ -214,6 +226,7 @@ Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("where", cond, a, b);
   TESSERA_CHECK(cond.dtype() == kBool, TypeError, "[where] expected a bool condition, got ",
                 cond.dtype());
   DType dt = arith_dtype(a, b, "where");
@@ -250,6 +263,7 @@ Tensor& inplace_binary(Tensor& self, const Tensor& other, const char* op, const 
 }  // namespace
 
 Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  TESSERA_OP_SCOPE("add_", self, other);
   Tensor o = alpha.to_double() == 1.0 ? other : mul(other, wrap_scalar(alpha, other.device()));
   return inplace_binary<fn::AddFn>(
       self, o, "add_", "AddBackward", {},
@@ -260,10 +274,12 @@ Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
 }
 
 Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  TESSERA_OP_SCOPE("sub_", self, other);
   return add_(self, other, Scalar(-alpha.to_double()));
 }
 
 Tensor& mul_(Tensor& self, const Tensor& other) {
+  TESSERA_OP_SCOPE("mul_", self, other);
   // The gradient for other needs self's value before the write.
   Tensor before = needs_grad({other}) ? self.detach().clone() : Tensor();
   return inplace_binary<fn::MulFn>(
@@ -278,6 +294,7 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
 }
 
 Tensor& div_(Tensor& self, const Tensor& other) {
+  TESSERA_OP_SCOPE("div_", self, other);
   TESSERA_CHECK(is_floating(self.dtype()), TypeError,
                 "[div_] expected a floating-point tensor to divide in place, got ", self.dtype());
   Tensor before = needs_grad({other}) ? self.detach().clone() : Tensor();
@@ -313,14 +330,14 @@ Tensor& operator-=(Tensor& a, const Tensor& b) { return sub_(a, b); }
 Tensor& operator*=(Tensor& a, const Tensor& b) { return mul_(a, b); }
 Tensor& operator/=(Tensor& a, const Tensor& b) { return div_(a, b); }
 
-TESSERA_REGISTER_OPS({"add", "elementwise", kAllTypes, true}, {"sub", "elementwise", kNumericTypes, true},
-                    {"mul", "elementwise", kAllTypes, true}, {"div", "elementwise", kAllTypes, true},
-                    {"pow", "elementwise", kNumericTypes, true},
-                    {"maximum", "elementwise", kAllTypes, true},
-                    {"minimum", "elementwise", kAllTypes, true},
-                    {"lerp", "elementwise", kFloatingTypes, true},
-                    {"where", "elementwise", kAllTypes, true},
-                    {"add_", "inplace", kAllTypes, true}, {"sub_", "inplace", kNumericTypes, true},
-                    {"mul_", "inplace", kAllTypes, true}, {"div_", "inplace", kFloatingTypes, true});
+TESSERA_REGISTER_OPS(
+    {"add", "elementwise", kAllTypes, true}, {"sub", "elementwise", kNumericTypes, true},
+    {"mul", "elementwise", kAllTypes, true}, {"div", "elementwise", kAllTypes, true},
+    {"pow", "elementwise", kNumericTypes, true}, {"maximum", "elementwise", kAllTypes, true},
+    {"minimum", "elementwise", kAllTypes, true},
+    {"lerp", "elementwise", kFloatingTypes, true, CastPolicy::kPromote},
+    {"where", "elementwise", kAllTypes, true}, {"add_", "inplace", kAllTypes, true},
+    {"sub_", "inplace", kNumericTypes, true}, {"mul_", "inplace", kAllTypes, true},
+    {"div_", "inplace", kFloatingTypes, true});
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include "ops/op_utils.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -31,6 +32,7 @@ bool skipped_by_cat(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 }  // namespace
 
 Tensor cat(const TensorList& tensors, int64_t dim) {
+  TESSERA_OP_SCOPE("cat", tensors);
   TESSERA_CHECK(!tensors.empty(), ValueError, "[cat] expected a non-empty list of tensors, got 0");
   for (size_t i = 0; i < tensors.size(); ++i) {
     TESSERA_CHECK(tensors[i].defined(), ValueError, "[cat] expected defined tensors, got an ",
@@ -102,6 +104,7 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
 }
 
 Tensor stack(const TensorList& tensors, int64_t dim) {
+  TESSERA_OP_SCOPE("stack", tensors);
   TESSERA_CHECK(!tensors.empty(), ValueError,
                 "[stack] expected a non-empty list of tensors, got 0");
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -119,6 +122,7 @@ Tensor stack(const TensorList& tensors, int64_t dim) {
 }
 
 TensorList split(const Tensor& x, const Shape& split_sizes, int64_t dim) {
+  TESSERA_OP_SCOPE("split", x);
   TESSERA_CHECK(x.dim() > 0, ValueError, "[split] expected a tensor with at least 1 dim, got 0-d");
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   int64_t total = 0;
@@ -154,6 +158,7 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim) {
 }
 
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  TESSERA_OP_SCOPE("chunk", x);
   TESSERA_CHECK(chunks > 0, ValueError, "[chunk] expected chunks > 0, got ", chunks);
   TESSERA_CHECK(x.dim() > 0, ValueError, "[chunk] expected a tensor with at least 1 dim, got 0-d");
   const int64_t d = wrap_dim(dim, x.dim(), "chunk");
@@ -165,6 +170,7 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor repeat(const Tensor& x, const Shape& repeats) {
+  TESSERA_OP_SCOPE("repeat", x);
   const int64_t n = static_cast<int64_t>(repeats.size());
   TESSERA_CHECK(n >= x.dim(), ValueError, "[repeat] expected at least ", x.dim(),
                 " repeats (one per dim), got ", repeats);
@@ -200,10 +206,17 @@ Tensor triangle(const Tensor& x, int64_t k, bool lower) {
 }
 }  // namespace
 
-Tensor tril(const Tensor& x, int64_t k) { return triangle(x, k, true); }
-Tensor triu(const Tensor& x, int64_t k) { return triangle(x, k, false); }
+Tensor tril(const Tensor& x, int64_t k) {
+  TESSERA_OP_SCOPE("tril", x);
+  return triangle(x, k, true);
+}
+Tensor triu(const Tensor& x, int64_t k) {
+  TESSERA_OP_SCOPE("triu", x);
+  return triangle(x, k, false);
+}
 
 Tensor flip(const Tensor& x, const Shape& dims) {
+  TESSERA_OP_SCOPE("flip", x);
   Shape wrapped;
   for (int64_t dm : dims) {
     int64_t d = wrap_dim(dm, x.dim(), "flip");
@@ -231,6 +244,7 @@ Tensor flip(const Tensor& x, const Shape& dims) {
 }
 
 Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+  TESSERA_OP_SCOPE("roll", x);
   TESSERA_CHECK(!shifts.empty(), ValueError, "[roll] expected at least one shift, got none");
   if (dims.empty()) {
     TESSERA_CHECK(shifts.size() == 1, ValueError,

@@ -1,6 +1,7 @@
 // Comparisons, logical ops and floating-point class tests (bool results, no gradients).
-#include "tessera/ops/registry.h"
 #include "ops/op_utils.h"
+#include "tessera/ops/registry.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -20,19 +21,58 @@ Tensor predicate(const Tensor& x) {
 }
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare<fn::EqFn>(a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare<fn::NeFn>(a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare<fn::LtFn>(a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare<fn::LeFn>(a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare<fn::GtFn>(a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare<fn::GeFn>(a, b); }
-Tensor logical_and(const Tensor& a, const Tensor& b) { return compare<fn::LogicalAndFn>(a, b); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return compare<fn::LogicalOrFn>(a, b); }
-Tensor logical_xor(const Tensor& a, const Tensor& b) { return compare<fn::LogicalXorFn>(a, b); }
-Tensor logical_not(const Tensor& x) { return predicate<fn::LogicalNotFn>(x); }
-Tensor isnan(const Tensor& x) { return predicate<fn::IsnanFn>(x); }
-Tensor isinf(const Tensor& x) { return predicate<fn::IsinfFn>(x); }
-Tensor isfinite(const Tensor& x) { return predicate<fn::IsfiniteFn>(x); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("eq", a, b);
+  return compare<fn::EqFn>(a, b);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("ne", a, b);
+  return compare<fn::NeFn>(a, b);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("lt", a, b);
+  return compare<fn::LtFn>(a, b);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("le", a, b);
+  return compare<fn::LeFn>(a, b);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("gt", a, b);
+  return compare<fn::GtFn>(a, b);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("ge", a, b);
+  return compare<fn::GeFn>(a, b);
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("logical_and", a, b);
+  return compare<fn::LogicalAndFn>(a, b);
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("logical_or", a, b);
+  return compare<fn::LogicalOrFn>(a, b);
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("logical_xor", a, b);
+  return compare<fn::LogicalXorFn>(a, b);
+}
+Tensor logical_not(const Tensor& x) {
+  TESSERA_OP_SCOPE("logical_not", x);
+  return predicate<fn::LogicalNotFn>(x);
+}
+Tensor isnan(const Tensor& x) {
+  TESSERA_OP_SCOPE("isnan", x);
+  return predicate<fn::IsnanFn>(x);
+}
+Tensor isinf(const Tensor& x) {
+  TESSERA_OP_SCOPE("isinf", x);
+  return predicate<fn::IsinfFn>(x);
+}
+Tensor isfinite(const Tensor& x) {
+  TESSERA_OP_SCOPE("isfinite", x);
+  return predicate<fn::IsfiniteFn>(x);
+}
 
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
@@ -49,6 +89,7 @@ Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, wrap_scalar(b,
 Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, wrap_scalar(b, a.device())); }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  TESSERA_OP_SCOPE("allclose", a, b);
   autograd::NoGradGuard ng;
   Tensor x = cast_raw(a, kFloat64), y = cast_raw(b, kFloat64);
   Tensor close = le(abs(x - y), abs(y) * rtol + atol);

@@ -1,12 +1,14 @@
 // Casts, copies, fills and in-place clamps.
-#include "tessera/ops/registry.h"
 #include "ops/op_utils.h"
+#include "tessera/ops/registry.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
 using namespace detail;
 
 Tensor cast(const Tensor& x, DType dtype) {
+  TESSERA_OP_SCOPE("cast", x);
   if (x.dtype() == dtype) return x;
   Tensor out = cast_raw(x, dtype);
   if (is_floating(dtype) && needs_grad({x})) {
@@ -18,6 +20,7 @@ Tensor cast(const Tensor& x, DType dtype) {
 }
 
 Tensor clone(const Tensor& x) {
+  TESSERA_OP_SCOPE("clone", x);
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
   TensorIterator it("clone");
   it.add_output(out).add_input(x).build();
@@ -29,9 +32,13 @@ Tensor clone(const Tensor& x) {
   return out;
 }
 
-Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+Tensor contiguous(const Tensor& x) {
+  TESSERA_OP_SCOPE("contiguous", x);
+  return x.is_contiguous() ? x : clone(x);
+}
 
 Tensor& copy_(Tensor& self, const Tensor& src) {
+  TESSERA_OP_SCOPE("copy_", self, src);
   autograd::check_inplace(self, "copy_");
   bool grad = needs_grad({self, src});
   TensorIterator it("copy_");
@@ -62,15 +69,20 @@ void record_constant(Tensor& self, const char* node) {
 }  // namespace
 
 Tensor& fill_(Tensor& self, const Scalar& value) {
+  TESSERA_OP_SCOPE("fill_", self);
   autograd::check_inplace(self, "fill_");
   call_kernel<fill_kernel>(self.device(), self, value);
   record_constant(self, "FillBackward");
   return self;
 }
 
-Tensor& zero_(Tensor& self) { return fill_(self, 0); }
+Tensor& zero_(Tensor& self) {
+  TESSERA_OP_SCOPE("zero_", self);
+  return fill_(self, 0);
+}
 
 Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max) {
+  TESSERA_OP_SCOPE("clamp_", self);
   // Clamp a copy when recording, so the saved input is not the tensor we overwrite.
   Tensor clamped = clamp(needs_grad({self}) ? clone(self) : self, min, max);
   return copy_(self, clamped);

@@ -1,5 +1,4 @@
 // Tensor factories and random sampling.
-#include "tessera/ops/registry.h"
 #include "tessera/ops/creation.h"
 
 #include <cmath>
@@ -7,7 +6,9 @@
 #include "backend/common/random_kernels.h"
 #include "ops/op_utils.h"
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -21,6 +22,7 @@ Tensor finish(Tensor t, const TensorOptions& o) {
 }  // namespace
 
 Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options) {
+  TESSERA_OP_SCOPE("empty_strided");
   TESSERA_CHECK(shape.size() == strides.size(), ValueError,
                 "[empty_strided] expected as many strides as sizes, got ", shape, " and ", strides);
   int64_t extent = 1;  // 1 + largest reachable element index
@@ -40,11 +42,13 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opt
 }
 
 Tensor empty(const Shape& shape, TensorOptions options) {
+  TESSERA_OP_SCOPE("empty");
   shape_numel(shape);  // validates sizes
   return empty_strided(shape, contiguous_strides(shape), options);
 }
 
 Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
+  TESSERA_OP_SCOPE("full");
   bool rg = options.requires_grad;
   options.requires_grad = false;
   Tensor t = empty(shape, options);
@@ -53,14 +57,22 @@ Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
   return t;
 }
 
-Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
-Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1, options); }
+Tensor zeros(const Shape& shape, TensorOptions options) {
+  TESSERA_OP_SCOPE("zeros");
+  return full(shape, 0, options);
+}
+Tensor ones(const Shape& shape, TensorOptions options) {
+  TESSERA_OP_SCOPE("ones");
+  return full(shape, 1, options);
+}
 Tensor scalar_tensor(const Scalar& value, TensorOptions options) {
+  TESSERA_OP_SCOPE("scalar_tensor");
   return full({}, value, options);
 }
 
 template <class T>
 Tensor tensor(const std::vector<T>& values, std::optional<Shape> shape) {
+  TESSERA_OP_SCOPE("tensor");
   Shape s = shape.value_or(Shape{static_cast<int64_t>(values.size())});
   TESSERA_CHECK(shape_numel(s) == static_cast<int64_t>(values.size()), ValueError,
                 "[tensor] expected ", shape_numel(s), " values for shape ", s, ", got ",
@@ -87,6 +99,7 @@ Tensor arange(const Scalar& end, std::optional<DType> dtype) { return arange(0, 
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
               std::optional<DType> dtype) {
+  TESSERA_OP_SCOPE("arange");
   bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
   DType dt = dtype.value_or(all_int ? kInt64 : kFloat32);
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
@@ -106,6 +119,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
+  TESSERA_OP_SCOPE("linspace");
   TESSERA_CHECK(steps >= 0, ValueError, "[linspace] expected steps >= 0, got ", steps);
   Tensor t = empty({steps}, TensorOptions(kFloat64));
   double* p = t.data_ptr<double>();
@@ -118,6 +132,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions options) {
+  TESSERA_OP_SCOPE("eye");
   int64_t cols = m.value_or(n);
   TESSERA_CHECK(n >= 0 && cols >= 0, ValueError, "[eye] expected non-negative sizes, got ", n,
                 " and ", cols);
@@ -135,14 +150,30 @@ TensorOptions like(const Tensor& t, std::optional<DType> dtype) {
 }
 }  // namespace
 
-Tensor empty_like(const Tensor& t, std::optional<DType> d) { return empty(t.sizes(), like(t, d)); }
-Tensor zeros_like(const Tensor& t, std::optional<DType> d) { return zeros(t.sizes(), like(t, d)); }
-Tensor ones_like(const Tensor& t, std::optional<DType> d) { return ones(t.sizes(), like(t, d)); }
+Tensor empty_like(const Tensor& t, std::optional<DType> d) {
+  TESSERA_OP_SCOPE("empty_like", t);
+  return empty(t.sizes(), like(t, d));
+}
+Tensor zeros_like(const Tensor& t, std::optional<DType> d) {
+  TESSERA_OP_SCOPE("zeros_like", t);
+  return zeros(t.sizes(), like(t, d));
+}
+Tensor ones_like(const Tensor& t, std::optional<DType> d) {
+  TESSERA_OP_SCOPE("ones_like", t);
+  return ones(t.sizes(), like(t, d));
+}
 Tensor full_like(const Tensor& t, const Scalar& v, std::optional<DType> d) {
+  TESSERA_OP_SCOPE("full_like", t);
   return full(t.sizes(), v, like(t, d));
 }
-Tensor rand_like(const Tensor& t, std::optional<DType> d) { return rand(t.sizes(), like(t, d)); }
-Tensor randn_like(const Tensor& t, std::optional<DType> d) { return randn(t.sizes(), like(t, d)); }
+Tensor rand_like(const Tensor& t, std::optional<DType> d) {
+  TESSERA_OP_SCOPE("rand_like", t);
+  return rand(t.sizes(), like(t, d));
+}
+Tensor randn_like(const Tensor& t, std::optional<DType> d) {
+  TESSERA_OP_SCOPE("randn_like", t);
+  return randn(t.sizes(), like(t, d));
+}
 
 namespace {
 Generator& gen_or_default(Generator* gen) { return gen ? *gen : default_generator(); }
@@ -169,6 +200,7 @@ void check_floating(const TensorOptions& o, std::string_view op) {
 }  // namespace
 
 Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
+  TESSERA_OP_SCOPE("rand");
   check_floating(options, "rand");
   Tensor t = empty(shape, options.with_requires_grad(false));
   uniform_(t, 0.0, 1.0, gen);
@@ -176,6 +208,7 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
 }
 
 Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
+  TESSERA_OP_SCOPE("randn");
   check_floating(options, "randn");
   Tensor t = empty(shape, options.with_requires_grad(false));
   normal_(t, 0.0, 1.0, gen);
@@ -184,6 +217,7 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options,
                Generator* gen) {
+  TESSERA_OP_SCOPE("randint");
   TESSERA_CHECK(low < high, ValueError, "[randint] expected low < high, got low ", low,
                 " and high ", high);
   Tensor t = empty(shape, options);
@@ -192,6 +226,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 }
 
 Tensor randperm(int64_t n, Generator* gen) {
+  TESSERA_OP_SCOPE("randperm");
   TESSERA_CHECK(n >= 0, ValueError, "[randperm] expected n >= 0, got ", n);
   Tensor keys = rand({n}, TensorOptions(kFloat64), gen);
   const double* k = keys.data_ptr<double>();
@@ -202,6 +237,7 @@ Tensor randperm(int64_t n, Generator* gen) {
 }
 
 Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
+  TESSERA_OP_SCOPE("normal_", t);
   TESSERA_CHECK(std >= 0, ValueError, "[normal_] expected std >= 0, got ", std);
   autograd::check_inplace(t, "normal_");
   sample_into<normal_kernel>(t, gen, mean, std);
@@ -209,6 +245,7 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
 }
 
 Tensor& uniform_(Tensor& t, double low, double high, Generator* gen) {
+  TESSERA_OP_SCOPE("uniform_", t);
   TESSERA_CHECK(low <= high, ValueError, "[uniform_] expected low <= high, got ", low, " and ",
                 high);
   autograd::check_inplace(t, "uniform_");
@@ -217,6 +254,7 @@ Tensor& uniform_(Tensor& t, double low, double high, Generator* gen) {
 }
 
 Tensor bernoulli(const Tensor& p, Generator* gen) {
+  TESSERA_OP_SCOPE("bernoulli", p);
   TESSERA_CHECK(is_floating(p.dtype()), TypeError,
                 "[bernoulli] expected floating-point probabilities, got ", p.dtype());
   Tensor prob = p.detach().contiguous();

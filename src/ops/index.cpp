@@ -9,6 +9,7 @@
 #include "ops/op_utils.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -138,10 +139,15 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& index, int64_t num_w
 }  // namespace
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  TESSERA_OP_SCOPE("gather", x, index);
   return gather_impl(x, dim, index, "gather");
 }
 
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor scatter(const Tensor& x_, int64_t dim, const Tensor& index_, const Tensor& src_) {
+  TESSERA_OP_SCOPE("scatter", x_, index_, src_);
+  const Tensor& x = op_scope.arg(0);
+  const Tensor& index = op_scope.arg(1);
+  const Tensor& src = op_scope.arg(2);
   check_index_dtype(index, "scatter");
   check_src_dtype(x, src, "scatter");
   const int64_t d = wrap_dim(dim, x.dim(), "scatter");
@@ -160,7 +166,10 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
   return out;
 }
 
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
+Tensor scatter(const Tensor& x_, int64_t dim, const Tensor& index_, const Scalar& value) {
+  TESSERA_OP_SCOPE("scatter", x_, index_);
+  const Tensor& x = op_scope.arg(0);
+  const Tensor& index = op_scope.arg(1);
   check_index_dtype(index, "scatter");
   const int64_t d = wrap_dim(dim, x.dim(), "scatter");
   // value broadcast over index's shape with zero strides.
@@ -175,7 +184,11 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
   return out;
 }
 
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor scatter_add(const Tensor& x_, int64_t dim, const Tensor& index_, const Tensor& src_) {
+  TESSERA_OP_SCOPE("scatter_add", x_, index_, src_);
+  const Tensor& x = op_scope.arg(0);
+  const Tensor& index = op_scope.arg(1);
+  const Tensor& src = op_scope.arg(2);
   check_index_dtype(index, "scatter_add");
   check_src_dtype(x, src, "scatter_add");
   const int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
@@ -193,6 +206,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  TESSERA_OP_SCOPE("index_select", x, index);
   check_index_dtype(index, "index_select");
   TESSERA_CHECK(index.dim() <= 1, ValueError,
                 "[index_select] expected a 0-d or 1-d index, got shape ", index.sizes());
@@ -215,8 +229,12 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return out;
 }
 
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+Tensor index_add(const Tensor& x_, int64_t dim, const Tensor& index_, const Tensor& source_,
                  const Scalar& alpha) {
+  TESSERA_OP_SCOPE("index_add", x_, index_, source_);
+  const Tensor& x = op_scope.arg(0);
+  const Tensor& index = op_scope.arg(1);
+  const Tensor& source = op_scope.arg(2);
   check_index_dtype(index, "index_add");
   TESSERA_CHECK(index.dim() <= 1, ValueError, "[index_add] expected a 0-d or 1-d index, got shape ",
                 index.sizes());
@@ -250,6 +268,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 }
 
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  TESSERA_OP_SCOPE("masked_select", x, mask);
   TESSERA_CHECK(mask.dtype() == kBool, TypeError, "[masked_select] expected a bool mask, got ",
                 mask.dtype());
   Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), "masked_select");
@@ -263,6 +282,7 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
 }
 
 Tensor one_hot(const Tensor& index, int64_t num_classes) {
+  TESSERA_OP_SCOPE("one_hot", index);
   check_index_dtype(index, "one_hot");
   Tensor idx = contiguous(index);
   if (idx.numel() > 0) {
@@ -290,6 +310,7 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& index, std::optional<int64_t> padding_idx) {
+  TESSERA_OP_SCOPE("embedding", weight, index);
   check_index_dtype(index, "embedding");
   TESSERA_CHECK(weight.dim() == 2, ValueError,
                 "[embedding] expected a 2-d weight [V, C], got shape ", weight.sizes());
@@ -315,6 +336,7 @@ Tensor embedding(const Tensor& weight, const Tensor& index, std::optional<int64_
 }
 
 Tensor take_along_dim(const Tensor& x, const Tensor& index, std::optional<int64_t> dim) {
+  TESSERA_OP_SCOPE("take_along_dim", x, index);
   check_index_dtype(index, "take_along_dim");
   if (!dim) return gather_impl(reshape(x, {-1}), 0, reshape(index, {-1}), "take_along_dim");
   TESSERA_CHECK(x.dim() == index.dim(), ValueError,
@@ -332,11 +354,14 @@ Tensor take_along_dim(const Tensor& x, const Tensor& index, std::optional<int64_
   return gather_impl(expand(x, bx), d, expand(index, bi), "take_along_dim");
 }
 
-TESSERA_REGISTER_OPS(
-    {"index_select", "indexing", kAllTypes, true}, {"gather", "indexing", kAllTypes, true},
-    {"scatter", "indexing", kAllTypes, true}, {"scatter_add", "indexing", kAllTypes, true},
-    {"index_add", "indexing", kNumericTypes, true}, {"masked_select", "indexing", kAllTypes, true},
-    {"one_hot", "indexing", kIndexTypes, false}, {"embedding", "indexing", kAllTypes, true},
-    {"take_along_dim", "indexing", kAllTypes, true});
+TESSERA_REGISTER_OPS({"index_select", "indexing", kAllTypes, true},
+                     {"gather", "indexing", kAllTypes, true},
+                     {"scatter", "indexing", kAllTypes, true, CastPolicy::kPromote},
+                     {"scatter_add", "indexing", kAllTypes, true, CastPolicy::kPromote},
+                     {"index_add", "indexing", kNumericTypes, true, CastPolicy::kPromote},
+                     {"masked_select", "indexing", kAllTypes, true},
+                     {"one_hot", "indexing", kIndexTypes, false},
+                     {"embedding", "indexing", kAllTypes, true},
+                     {"take_along_dim", "indexing", kAllTypes, true});
 
 }  // namespace tessera

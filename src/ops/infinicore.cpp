@@ -15,12 +15,15 @@
 #include "tessera/ops/nn.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
 using namespace detail;
 
-Tensor causal_softmax(const Tensor& x) {
+Tensor causal_softmax(const Tensor& x_) {
+  TESSERA_OP_SCOPE("causal_softmax", x_);
+  const Tensor& x = op_scope.arg(0);
   TESSERA_CHECK(is_floating(x.dtype()), TypeError,
                 "[causal_softmax] expected a floating-point tensor, got ", x.dtype());
   TESSERA_CHECK(x.dim() >= 2 && x.size(-1) >= x.size(-2), ValueError,
@@ -65,6 +68,7 @@ int64_t sample_row(const T* logits, int64_t V, double u, double topp, int64_t to
 
 Tensor random_sample(const Tensor& logits, std::optional<double> random_val, double topp,
                      int64_t topk, double temperature, Generator* gen) {
+  TESSERA_OP_SCOPE("random_sample", logits);
   constexpr const char* op = "random_sample";
   TESSERA_CHECK(is_floating(logits.dtype()), TypeError, "[", op,
                 "] expected floating-point logits, got ", logits.dtype());
@@ -185,6 +189,7 @@ std::vector<std::string> axes_of(const Side& side, int64_t n_ellipsis) {
 
 Tensor rearrange(const Tensor& x, std::string_view pattern,
                  const std::vector<std::pair<std::string, int64_t>>& sizes) {
+  TESSERA_OP_SCOPE("rearrange", x);
   const size_t arrow = pattern.find("->");
   TESSERA_CHECK(arrow != std::string_view::npos, ValueError, "[", kRearrange,
                 "] expected a pattern with '->', got \"", pattern, "\"");
@@ -269,7 +274,7 @@ Tensor rearrange(const Tensor& x, std::string_view pattern,
   return reshape(permute(reshape(x, split), order), merged);
 }
 
-TESSERA_REGISTER_OPS({"causal_softmax", "nn", kFloatingTypes, true},
+TESSERA_REGISTER_OPS({"causal_softmax", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
                      {"random_sample", "random", kFloatingTypes, false},
                      {"rearrange", "view", kAllTypes, true});
 

@@ -1,12 +1,13 @@
 // Matrix products. Everything reduces to one differentiable N-d matmul whose forward calls the
 // backend GEMM on 3-d operands (batch folded or broadcast) and whose backward is two matmuls on
 // transposed views.
-#include "tessera/ops/registry.h"
+#include "tessera/ops/linalg.h"
 #include "backend/common/linalg_kernels.h"
 #include "backend/common/tensor_iterator.h"
 #include "ops/op_utils.h"
-#include "tessera/ops/linalg.h"
+#include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -68,7 +69,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_, const Tensor& b_) {
+  TESSERA_OP_SCOPE("matmul", a_, b_);
+  const Tensor& a = op_scope.arg(0);
+  const Tensor& b = op_scope.arg(1);
   TESSERA_CHECK(a.dim() >= 1 && b.dim() >= 1, ValueError,
                 "[matmul] expected tensors with at least 1 dim, got shapes ", a.sizes(), " and ",
                 b.sizes());
@@ -87,13 +91,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return matmul_nd(a, b);
 }
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor mm(const Tensor& a_, const Tensor& b_) {
+  TESSERA_OP_SCOPE("mm", a_, b_);
+  const Tensor& a = op_scope.arg(0);
+  const Tensor& b = op_scope.arg(1);
   TESSERA_CHECK(a.dim() == 2 && b.dim() == 2, ValueError,
                 "[mm] expected 2-d matrices, got shapes ", a.sizes(), " and ", b.sizes());
   return matmul(a, b);
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a_, const Tensor& b_) {
+  TESSERA_OP_SCOPE("bmm", a_, b_);
+  const Tensor& a = op_scope.arg(0);
+  const Tensor& b = op_scope.arg(1);
   TESSERA_CHECK(a.dim() == 3 && b.dim() == 3, ValueError,
                 "[bmm] expected 3-d batches, got shapes ", a.sizes(), " and ", b.sizes());
   TESSERA_CHECK(a.size(0) == b.size(0), ValueError,
@@ -111,17 +121,23 @@ Tensor scaled_sum(const Tensor& input, const Tensor& product, const Scalar& beta
 }
 }  // namespace
 
-Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar& beta,
+Tensor addmm(const Tensor& input_, const Tensor& a_, const Tensor& b_, const Scalar& beta,
              const Scalar& alpha) {
-  return scaled_sum(input, mm(a, b), beta, alpha);
+  TESSERA_OP_SCOPE("addmm", input_, a_, b_);
+  return scaled_sum(op_scope.arg(0), mm(op_scope.arg(1), op_scope.arg(2)), beta, alpha);
 }
 
-Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, const Scalar& beta,
+Tensor baddbmm(const Tensor& input_, const Tensor& b1_, const Tensor& b2_, const Scalar& beta,
                const Scalar& alpha) {
-  return scaled_sum(input, bmm(b1, b2), beta, alpha);
+  TESSERA_OP_SCOPE("baddbmm", input_, b1_, b2_);
+  return scaled_sum(op_scope.arg(0), bmm(op_scope.arg(1), op_scope.arg(2)), beta, alpha);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+Tensor linear(const Tensor& x_, const Tensor& weight_, const std::optional<Tensor>& bias_) {
+  TESSERA_OP_SCOPE("linear", x_, weight_, bias_);
+  const Tensor& x = op_scope.arg(0);
+  const Tensor& weight = op_scope.arg(1);
+  const std::optional<Tensor> bias = op_scope.optional_arg(2);
   TESSERA_CHECK(weight.dim() == 2, ValueError, "[linear] expected a 2-d weight [out, in], got ",
                 weight.sizes());
   TESSERA_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError,
@@ -137,6 +153,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
+  TESSERA_OP_SCOPE("outer", a, b);
   TESSERA_CHECK(a.dim() == 1 && b.dim() == 1, ValueError,
                 "[outer] expected 1-d vectors, got shapes ", a.sizes(), " and ", b.sizes());
   return unsqueeze(a, 1) * unsqueeze(b, 0);
@@ -145,10 +162,13 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 Tensor Tensor::matmul(const Tensor& o) const { return tessera::matmul(*this, o); }
 Tensor Tensor::mm(const Tensor& o) const { return tessera::mm(*this, o); }
 
-TESSERA_REGISTER_OPS({"matmul", "linalg", kNumericTypes, true}, {"mm", "linalg", kNumericTypes, true},
-                    {"bmm", "linalg", kNumericTypes, true}, {"addmm", "linalg", kNumericTypes, true},
-                    {"baddbmm", "linalg", kNumericTypes, true},
-                    {"linear", "linalg", kNumericTypes, true},
-                    {"outer", "linalg", kAllTypes, true});
+// GEMMs run in autocast's lower precision (PyTorch's lower_precision_fp list).
+TESSERA_REGISTER_OPS({"matmul", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
+                     {"mm", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
+                     {"bmm", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
+                     {"addmm", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
+                     {"baddbmm", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
+                     {"linear", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
+                     {"outer", "linalg", kAllTypes, true});
 
 }  // namespace tessera

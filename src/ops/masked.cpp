@@ -1,13 +1,15 @@
 // masked_fill: where(mask, value, x).
-#include "tessera/ops/registry.h"
 #include "ops/op_utils.h"
 #include "tessera/ops/index.h"
+#include "tessera/ops/registry.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
 using namespace detail;
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  TESSERA_OP_SCOPE("masked_fill", x, mask);
   TESSERA_CHECK(mask.dtype() == kBool, TypeError, "[masked_fill] expected a bool mask, got ",
                 mask.dtype());
   TESSERA_CHECK(is_floating(x.dtype()) || !value.is_floating(), TypeError,
@@ -20,6 +22,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
 }
 
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Scalar& value) {
+  TESSERA_OP_SCOPE("masked_fill_", x, mask);
   Tensor filled = masked_fill(needs_grad({x}) ? clone(x) : x, mask, value);
   return copy_(x, filled);
 }

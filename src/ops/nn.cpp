@@ -7,12 +7,14 @@
 #include "tessera/ops/nn.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
 using namespace detail;
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  TESSERA_OP_SCOPE("dropout", x);
   TESSERA_CHECK(p >= 0.0 && p <= 1.0, ValueError, "[dropout] expected p in [0, 1], got ", p);
   TESSERA_CHECK(is_floating(x.dtype()), TypeError,
                 "[dropout] expected a floating-point tensor, got ", x.dtype());
@@ -32,6 +34,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
 }
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
+  TESSERA_OP_SCOPE("swiglu", gate, up);
   TESSERA_CHECK(is_floating(gate.dtype()) && is_floating(up.dtype()), TypeError,
                 "[swiglu] expected floating-point gate and up, got ", gate.dtype(), " and ",
                 up.dtype());
@@ -40,6 +43,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
 }
 
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
+  TESSERA_OP_SCOPE("rope", x, cos, sin);
   TESSERA_CHECK(is_floating(x.dtype()) && is_floating(cos.dtype()) && is_floating(sin.dtype()),
                 TypeError, "[rope] expected floating-point x, cos and sin, got ", x.dtype(), ", ",
                 cos.dtype(), " and ", sin.dtype());
@@ -82,6 +86,7 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interlea
 
 std::tuple<Tensor, Tensor> rope_tables(int64_t seq_len, int64_t head_dim, double theta,
                                        DType dtype) {
+  TESSERA_OP_SCOPE("rope_tables");
   TESSERA_CHECK(seq_len >= 0, ValueError, "[rope_tables] expected seq_len >= 0, got ", seq_len);
   TESSERA_CHECK(head_dim > 0 && head_dim % 2 == 0, ValueError,
                 "[rope_tables] expected a positive even head_dim, got ", head_dim);

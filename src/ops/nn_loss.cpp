@@ -9,6 +9,7 @@
 #include "tessera/ops/nn.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -195,21 +196,31 @@ Tensor cross_entropy_probs(const Tensor& logits, const Tensor& target,
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+Tensor cross_entropy(const Tensor& logits_, const Tensor& target_,
                      std::optional<int64_t> ignore_index, double label_smoothing,
-                     Reduction reduction, const std::optional<Tensor>& weight) {
+                     Reduction reduction, const std::optional<Tensor>& weight_) {
+  TESSERA_OP_SCOPE("cross_entropy", logits_, target_, weight_);
+  const Tensor& logits = op_scope.arg(0);
+  const Tensor& target = op_scope.arg(1);
+  const std::optional<Tensor> weight = op_scope.optional_arg(2);
   if (is_floating(target.dtype()))
     return cross_entropy_probs(logits, target, ignore_index, label_smoothing, reduction, weight);
   return class_loss(logits, target, ignore_index, label_smoothing, reduction, weight, true,
                     "cross_entropy");
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, std::optional<int64_t> ignore_index,
-                Reduction reduction, const std::optional<Tensor>& weight) {
-  return class_loss(log_probs, target, ignore_index, 0.0, reduction, weight, false, "nll_loss");
+Tensor nll_loss(const Tensor& log_probs_, const Tensor& target_,
+                std::optional<int64_t> ignore_index, Reduction reduction,
+                const std::optional<Tensor>& weight_) {
+  TESSERA_OP_SCOPE("nll_loss", log_probs_, target_, weight_);
+  return class_loss(op_scope.arg(0), op_scope.arg(1), ignore_index, 0.0, reduction,
+                    op_scope.optional_arg(2), false, "nll_loss");
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_, const Tensor& target_, Reduction reduction) {
+  TESSERA_OP_SCOPE("mse_loss", input_, target_);
+  const Tensor& input = op_scope.arg(0);
+  const Tensor& target = op_scope.arg(1);
   TESSERA_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), TypeError,
                 "[mse_loss] expected floating-point input and target, got ", input.dtype(), " and ",
                 target.dtype());
@@ -227,8 +238,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return sq;
 }
 
-TESSERA_REGISTER_OPS({"cross_entropy", "nn", kFloatingTypes, true},
-                     {"nll_loss", "nn", kFloatingTypes, true},
-                     {"mse_loss", "nn", kFloatingTypes, true});
+// Losses compute in float32 under autocast.
+TESSERA_REGISTER_OPS({"cross_entropy", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"nll_loss", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"mse_loss", "nn", kFloatingTypes, true, CastPolicy::kFloat32});
 
 }  // namespace tessera

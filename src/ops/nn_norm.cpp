@@ -6,6 +6,7 @@
 #include "tessera/ops/nn.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -73,9 +74,13 @@ TensorList rms_backward(const Tensor& dy, const Tensor& dh_extra, const Tensor& 
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
-                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+Tensor layer_norm(const Tensor& x_, const Shape& normalized_shape,
+                  const std::optional<Tensor>& weight_, const std::optional<Tensor>& bias_,
                   double eps) {
+  TESSERA_OP_SCOPE("layer_norm", x_, weight_, bias_);
+  const Tensor& x = op_scope.arg(0);
+  const std::optional<Tensor> weight = op_scope.optional_arg(1);
+  const std::optional<Tensor> bias = op_scope.optional_arg(2);
   constexpr const char* op = "layer_norm";
   TESSERA_CHECK(is_floating(x.dtype()), TypeError, "[", op,
                 "] expected a floating-point input, got ", x.dtype());
@@ -125,7 +130,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
   return reshape(y, x.sizes());
 }
 
-Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps) {
+Tensor rms_norm(const Tensor& x_, const std::optional<Tensor>& weight_, double eps) {
+  TESSERA_OP_SCOPE("rms_norm", x_, weight_);
+  const Tensor& x = op_scope.arg(0);
+  const std::optional<Tensor> weight = op_scope.optional_arg(1);
   constexpr const char* op = "rms_norm";
   TESSERA_CHECK(is_floating(x.dtype()), TypeError, "[", op,
                 "] expected a floating-point input, got ", x.dtype());
@@ -149,8 +157,12 @@ Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps
   return reshape(y, x.sizes());
 }
 
-std::tuple<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual,
-                                        const std::optional<Tensor>& weight, double eps) {
+std::tuple<Tensor, Tensor> add_rms_norm(const Tensor& x_, const Tensor& residual_,
+                                        const std::optional<Tensor>& weight_, double eps) {
+  TESSERA_OP_SCOPE("add_rms_norm", x_, residual_, weight_);
+  const Tensor& x = op_scope.arg(0);
+  const Tensor& residual = op_scope.arg(1);
+  const std::optional<Tensor> weight = op_scope.optional_arg(2);
   constexpr const char* op = "add_rms_norm";
   TESSERA_CHECK(is_floating(x.dtype()) && residual.dtype() == x.dtype(), TypeError, "[", op,
                 "] expected x and residual of one floating dtype, got ", x.dtype(), " and ",
@@ -182,8 +194,9 @@ std::tuple<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual,
   return {reshape(h, x.sizes()), reshape(y, x.sizes())};
 }
 
-TESSERA_REGISTER_OPS({"layer_norm", "nn", kFloatingTypes, true},
-                     {"rms_norm", "nn", kFloatingTypes, true},
-                     {"add_rms_norm", "nn", kFloatingTypes, true});
+// Normalisations compute in float32 under autocast.
+TESSERA_REGISTER_OPS({"layer_norm", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"rms_norm", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"add_rms_norm", "nn", kFloatingTypes, true, CastPolicy::kFloat32});
 
 }  // namespace tessera

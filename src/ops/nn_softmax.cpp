@@ -10,6 +10,7 @@
 #include "tessera/ops/nn.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -60,17 +61,24 @@ Tensor additive_mask(const Tensor& mask, DType dtype) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) {
-  return softmax_impl(x, dim, SoftmaxKind::Softmax, "softmax");
+Tensor softmax(const Tensor& x_, int64_t dim) {
+  TESSERA_OP_SCOPE("softmax", x_);
+  return softmax_impl(op_scope.arg(0), dim, SoftmaxKind::Softmax, "softmax");
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return softmax_impl(x, dim, SoftmaxKind::LogSoftmax, "log_softmax");
+Tensor log_softmax(const Tensor& x_, int64_t dim) {
+  TESSERA_OP_SCOPE("log_softmax", x_);
+  return softmax_impl(op_scope.arg(0), dim, SoftmaxKind::LogSoftmax, "log_softmax");
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const std::optional<Tensor>& attn_mask, bool is_causal,
+Tensor scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, const Tensor& v_,
+                                    const std::optional<Tensor>& attn_mask_, bool is_causal,
                                     std::optional<double> scale) {
+  TESSERA_OP_SCOPE(kSdpa, q_, k_, v_, attn_mask_);
+  const Tensor& q = op_scope.arg(0);
+  const Tensor& k = op_scope.arg(1);
+  const Tensor& v = op_scope.arg(2);
+  const std::optional<Tensor> attn_mask = op_scope.optional_arg(3);
   TESSERA_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, ValueError, "[", kSdpa,
                 "] expected 4-d q [B, Hq, Tq, D], k and v [B, Hkv, Tk, D], got shapes ", q.sizes(),
                 ", ", k.sizes(), " and ", v.sizes());
@@ -124,8 +132,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return cast(reshape(o, {B, Hq, Tq, Dv}), q.dtype());
 }
 
-TESSERA_REGISTER_OPS({"softmax", "nn", kFloatingTypes, true},
-                     {"log_softmax", "nn", kFloatingTypes, true},
-                     {"scaled_dot_product_attention", "nn", kFloatingTypes, true});
+TESSERA_REGISTER_OPS({"softmax", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"log_softmax", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {kSdpa, "nn", kFloatingTypes, true, CastPolicy::kLowerPrecision});
 
 }  // namespace tessera

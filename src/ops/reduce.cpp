@@ -1,11 +1,12 @@
 // Reductions: a plan maps any set of dims onto the kernels' [outer, reduce, inner] layout.
-#include "tessera/ops/registry.h"
 #include <algorithm>
 #include <cmath>
 
 #include "backend/common/reduce_kernels.h"
 #include "ops/op_utils.h"
+#include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -89,8 +90,9 @@ Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& in_sha
 
 }  // namespace
 
-Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
-  Tensor x = dtype ? cast(x_in, *dtype) : x_in;
+Tensor sum(const Tensor& x_, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  TESSERA_OP_SCOPE("sum", x_);
+  Tensor x = dtype ? cast(op_scope.arg(0), *dtype) : op_scope.arg(0);
   ReducePlan p = plan(x, dims, "sum");
   Tensor out = run_reduce<fn::SumReducer>(p, sum_dtype(x.dtype()), keepdim);
   if (needs_grad({x})) {
@@ -102,14 +104,18 @@ Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DT
   return out;
 }
 
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor mean(const Tensor& x_, const Shape& dims, bool keepdim) {
+  TESSERA_OP_SCOPE("mean", x_);
+  const Tensor& x = op_scope.arg(0);
   TESSERA_CHECK(is_floating(x.dtype()), TypeError,
                 "[mean] expected a floating-point tensor, got ", x.dtype());
   ReducePlan p = plan(x, dims, "mean");
   return sum(x, dims, keepdim) / static_cast<double>(p.n);
 }
 
-Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor prod(const Tensor& x_, const Shape& dims, bool keepdim) {
+  TESSERA_OP_SCOPE("prod", x_);
+  const Tensor& x = op_scope.arg(0);
   ReducePlan p = plan(x, dims, "prod");
   Tensor out = run_reduce<fn::ProdReducer>(p, sum_dtype(x.dtype()), keepdim);
   if (needs_grad({x})) {
@@ -178,32 +184,46 @@ std::tuple<Tensor, Tensor> extreme_along(const Tensor& x, int64_t dim, bool keep
 }  // namespace
 
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
+  TESSERA_OP_SCOPE("amax", x);
   return extreme<fn::MaxReducer>(x, dims, keepdim, "AmaxBackward");
 }
 Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
+  TESSERA_OP_SCOPE("amin", x);
   return extreme<fn::MinReducer>(x, dims, keepdim, "AminBackward");
 }
-Tensor max(const Tensor& x) { return amax(x); }
-Tensor min(const Tensor& x) { return amin(x); }
+Tensor max(const Tensor& x) {
+  TESSERA_OP_SCOPE("max", x);
+  return amax(x);
+}
+Tensor min(const Tensor& x) {
+  TESSERA_OP_SCOPE("min", x);
+  return amin(x);
+}
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  TESSERA_OP_SCOPE("max", x);
   return extreme_along(x, dim, keepdim, true);
 }
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  TESSERA_OP_SCOPE("min", x);
   return extreme_along(x, dim, keepdim, false);
 }
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  TESSERA_OP_SCOPE("argmax", x);
   autograd::NoGradGuard ng;
   if (!dim) return std::get<1>(extreme_along(reshape(x, {-1}), 0, false, true));
   return std::get<1>(extreme_along(x, *dim, keepdim, true));
 }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  TESSERA_OP_SCOPE("argmin", x);
   autograd::NoGradGuard ng;
   if (!dim) return std::get<1>(extreme_along(reshape(x, {-1}), 0, false, false));
   return std::get<1>(extreme_along(x, *dim, keepdim, false));
 }
 
-Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+Tensor var(const Tensor& x_, const Shape& dims, int64_t correction, bool keepdim) {
+  TESSERA_OP_SCOPE("var", x_);
+  const Tensor& x = op_scope.arg(0);
   TESSERA_CHECK(is_floating(x.dtype()), TypeError, "[var] expected a floating-point tensor, got ",
                 x.dtype());
   ReducePlan p = plan(x, dims, "var");
@@ -212,11 +232,14 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   return sum(d * d, dims, keepdim) / denom;
 }
 
-Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+Tensor std(const Tensor& x_, const Shape& dims, int64_t correction, bool keepdim) {
+  TESSERA_OP_SCOPE("std", x_);
+  return sqrt(var(op_scope.arg(0), dims, correction, keepdim));
 }
 
-Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+Tensor norm(const Tensor& x_, double p, const Shape& dims, bool keepdim) {
+  TESSERA_OP_SCOPE("norm", x_);
+  const Tensor& x = op_scope.arg(0);
   TESSERA_CHECK(is_floating(x.dtype()), TypeError, "[norm] expected a floating-point tensor, got ",
                 x.dtype());
   if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
@@ -226,7 +249,9 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
 }
 
-Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor logsumexp(const Tensor& x_, const Shape& dims, bool keepdim) {
+  TESSERA_OP_SCOPE("logsumexp", x_);
+  const Tensor& x = op_scope.arg(0);
   TESSERA_CHECK(is_floating(x.dtype()), TypeError,
                 "[logsumexp] expected a floating-point tensor, got ", x.dtype());
   Tensor m;
@@ -241,7 +266,9 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   return reshape(out, p.out_shape);
 }
 
-Tensor cumsum(const Tensor& x_in, int64_t dim) {
+Tensor cumsum(const Tensor& x_, int64_t dim) {
+  TESSERA_OP_SCOPE("cumsum", x_);
+  const Tensor& x_in = op_scope.arg(0);
   Tensor x = is_floating(x_in.dtype()) ? x_in : cast(x_in, kInt64);
   int64_t d = wrap_dim(dim, x.dim(), "cumsum");
   ReducePlan p = plan(x, x.dim() == 0 ? Shape{} : Shape{d}, "cumsum");
@@ -269,18 +296,21 @@ Tensor cumsum(const Tensor& x_in, int64_t dim) {
 }
 
 Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
+  TESSERA_OP_SCOPE("all", x);
   Tensor b = x.dtype() == kBool ? x : ne(x, zeros({}, x.dtype()));
   if (b.numel() == 0) return full(plan(b, dims, "all").out_shape, true, kBool);
   return run_reduce<fn::MinReducer>(plan(b, dims, "all"), kBool, keepdim);
 }
 
 Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
+  TESSERA_OP_SCOPE("any", x);
   Tensor b = x.dtype() == kBool ? x : ne(x, zeros({}, x.dtype()));
   if (b.numel() == 0) return full(plan(b, dims, "any").out_shape, false, kBool);
   return run_reduce<fn::MaxReducer>(plan(b, dims, "any"), kBool, keepdim);
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
+  TESSERA_OP_SCOPE("sum_to", x);
   if (x.sizes() == shape) return x;
   const int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
   TESSERA_CHECK(lead >= 0, ValueError, "[sum_to] expected a target shape with at most ", x.dim(),
@@ -304,18 +334,20 @@ Tensor Tensor::max() const { return tessera::max(*this); }
 Tensor Tensor::min() const { return tessera::min(*this); }
 Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const { return tessera::argmax(*this, d, k); }
 
-TESSERA_REGISTER_OPS({"sum", "reduction", kAllTypes, true}, {"mean", "reduction", kFloatingTypes, true},
-                    {"prod", "reduction", kAllTypes, true}, {"amax", "reduction", kAllTypes, true},
-                    {"amin", "reduction", kAllTypes, true}, {"max", "reduction", kAllTypes, true},
-                    {"min", "reduction", kAllTypes, true},
-                    {"argmax", "reduction", kAllTypes, false},
-                    {"argmin", "reduction", kAllTypes, false},
-                    {"var", "reduction", kFloatingTypes, true},
-                    {"std", "reduction", kFloatingTypes, true},
-                    {"norm", "reduction", kFloatingTypes, true},
-                    {"logsumexp", "reduction", kFloatingTypes, true},
-                    {"cumsum", "reduction", kNumericTypes, true},
-                    {"all", "reduction", kAllTypes, false}, {"any", "reduction", kAllTypes, false},
-                    {"sum_to", "reduction", kAllTypes, true});
+// Sums, products and statistics compute in float32 under autocast (max/min/arg* need not).
+TESSERA_REGISTER_OPS({"sum", "reduction", kAllTypes, true, CastPolicy::kFloat32},
+                     {"mean", "reduction", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"prod", "reduction", kAllTypes, true, CastPolicy::kFloat32},
+                     {"amax", "reduction", kAllTypes, true}, {"amin", "reduction", kAllTypes, true},
+                     {"max", "reduction", kAllTypes, true}, {"min", "reduction", kAllTypes, true},
+                     {"argmax", "reduction", kAllTypes, false},
+                     {"argmin", "reduction", kAllTypes, false},
+                     {"var", "reduction", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"std", "reduction", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"norm", "reduction", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"logsumexp", "reduction", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"cumsum", "reduction", kNumericTypes, true, CastPolicy::kFloat32},
+                     {"all", "reduction", kAllTypes, false}, {"any", "reduction", kAllTypes, false},
+                     {"sum_to", "reduction", kAllTypes, true});
 
 }  // namespace tessera

@@ -1,8 +1,9 @@
 // Unary elementwise ops and their gradients.
-#include "tessera/ops/registry.h"
 #include <cmath>
 
 #include "ops/op_utils.h"
+#include "tessera/ops/registry.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -32,80 +33,95 @@ constexpr double k2OverSqrtPi = 1.12837916709551257390;
 }  // namespace
 
 Tensor neg(const Tensor& x) {
+  TESSERA_OP_SCOPE("neg", x);
   TESSERA_CHECK(x.dtype() != kBool, TypeError,
                 "[neg] expected a numeric tensor, got bool (use logical_not)");
   return unary_op<fn::NegFn>(x, "NegBackward", false,
                              [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
 }
 Tensor abs(const Tensor& x) {
+  TESSERA_OP_SCOPE("abs", x);
   return unary_op<fn::AbsFn>(x, "AbsBackward", false, [](const Tensor& g, const Tensor& x,
                                                          const Tensor&) { return g * sign(x); });
 }
 Tensor sign(const Tensor& x) {
+  TESSERA_OP_SCOPE("sign", x);
   return unary_op<fn::SignFn>(x, "SignBackward", false,
                               [](const Tensor& g, const Tensor&, const Tensor&) {
                                 return zeros_like(g);
                               });
 }
 Tensor square(const Tensor& x) {
+  TESSERA_OP_SCOPE("square", x);
   return unary_op<fn::SquareFn>(x, "SquareBackward", false,
                                 [](const Tensor& g, const Tensor& x, const Tensor&) {
                                   return g * x * 2.0;
                                 });
 }
 Tensor exp(const Tensor& x) {
+  TESSERA_OP_SCOPE("exp", x);
   return unary_op<fn::ExpFn>(x, "ExpBackward", true,
                              [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
 }
 Tensor log(const Tensor& x) {
+  TESSERA_OP_SCOPE("log", x);
   return unary_op<fn::LogFn>(x, "LogBackward", true,
                              [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
 }
 Tensor log1p(const Tensor& x) {
+  TESSERA_OP_SCOPE("log1p", x);
   return unary_op<fn::Log1pFn>(x, "Log1pBackward", true,
                                [](const Tensor& g, const Tensor& x, const Tensor&) {
                                  return g / (x + 1.0);
                                });
 }
 Tensor sqrt(const Tensor& x) {
+  TESSERA_OP_SCOPE("sqrt", x);
   return unary_op<fn::SqrtFn>(x, "SqrtBackward", true,
                               [](const Tensor& g, const Tensor&, const Tensor& y) {
                                 return g / (y * 2.0);
                               });
 }
 Tensor rsqrt(const Tensor& x) {
+  TESSERA_OP_SCOPE("rsqrt", x);
   return unary_op<fn::RsqrtFn>(x, "RsqrtBackward", true,
                                [](const Tensor& g, const Tensor&, const Tensor& y) {
                                  return g * y * y * y * -0.5;
                                });
 }
 Tensor reciprocal(const Tensor& x) {
+  TESSERA_OP_SCOPE("reciprocal", x);
   return unary_op<fn::ReciprocalFn>(x, "ReciprocalBackward", true,
                                     [](const Tensor& g, const Tensor&, const Tensor& y) {
                                       return neg(g * y * y);
                                     });
 }
 Tensor sin(const Tensor& x) {
+  TESSERA_OP_SCOPE("sin", x);
   return unary_op<fn::SinFn>(x, "SinBackward", true, [](const Tensor& g, const Tensor& x,
                                                         const Tensor&) { return g * cos(x); });
 }
 Tensor cos(const Tensor& x) {
+  TESSERA_OP_SCOPE("cos", x);
   return unary_op<fn::CosFn>(x, "CosBackward", true, [](const Tensor& g, const Tensor& x,
                                                         const Tensor&) { return neg(g * sin(x)); });
 }
 Tensor tanh(const Tensor& x) {
+  TESSERA_OP_SCOPE("tanh", x);
   return unary_op<fn::TanhFn>(x, "TanhBackward", true,
                               [](const Tensor& g, const Tensor&, const Tensor& y) {
                                 return g * (1.0 - y * y);
                               });
 }
 Tensor sigmoid(const Tensor& x) {
+  TESSERA_OP_SCOPE("sigmoid", x);
   return unary_op<fn::SigmoidFn>(x, "SigmoidBackward", true,
                                  [](const Tensor& g, const Tensor&, const Tensor& y) {
                                    return g * y * (1.0 - y);
                                  });
 }
 Tensor relu(const Tensor& x) {
+  TESSERA_OP_SCOPE("relu", x);
   return unary_op<fn::ReluFn>(x, "ReluBackward", false,
                               [](const Tensor& g, const Tensor&, const Tensor& y) {
                                 return where(y > zeros_like(y), g, zeros_like(g));
@@ -113,6 +129,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor gelu(const Tensor& x, std::string_view approximate) {
+  TESSERA_OP_SCOPE("gelu", x);
   if (approximate == "none") {
     return unary_op<fn::GeluFn>(x, "GeluBackward", true,
                                 [](const Tensor& g, const Tensor& x, const Tensor&) {
@@ -135,6 +152,7 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
 }
 
 Tensor silu(const Tensor& x) {
+  TESSERA_OP_SCOPE("silu", x);
   return unary_op<fn::SiluFn>(x, "SiluBackward", true,
                               [](const Tensor& g, const Tensor& x, const Tensor&) {
                                 Tensor s = sigmoid(x);
@@ -143,6 +161,7 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor erf(const Tensor& x) {
+  TESSERA_OP_SCOPE("erf", x);
   return unary_op<fn::ErfFn>(x, "ErfBackward", true,
                              [](const Tensor& g, const Tensor& x, const Tensor&) {
                                return g * exp(x * x * -1.0) * k2OverSqrtPi;
@@ -150,6 +169,7 @@ Tensor erf(const Tensor& x) {
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
+  TESSERA_OP_SCOPE("softplus", x);
   TESSERA_CHECK(beta > 0, ValueError, "[softplus] expected beta > 0, got ", beta);
   Tensor out;
   {
@@ -170,6 +190,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  TESSERA_OP_SCOPE("clamp", x);
   TESSERA_CHECK(min || max, ValueError, "[clamp] expected at least one of min and max, got neither");
   Tensor out;
   Tensor keep;  // where the gradient passes through

@@ -1,10 +1,11 @@
 // View ops: outputs share the input's storage. Their gradients route back through
 // view_backward_scatter, which is itself differentiable, so double backward works.
-#include "tessera/ops/registry.h"
 #include <numeric>
 
 #include "ops/op_utils.h"
+#include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/op_scope.h"
 
 namespace tessera {
 
@@ -106,6 +107,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, std::string_view op) {
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& shape) {
+  TESSERA_OP_SCOPE("view", x);
   Shape s = infer_shape(shape, x.numel(), "view");
   auto st = view_strides(x.sizes(), x.strides(), s);
   TESSERA_CHECK(st.has_value(), ValueError, "[view] expected a shape compatible with the input's ",
@@ -116,12 +118,14 @@ Tensor view(const Tensor& x, const Shape& shape) {
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
+  TESSERA_OP_SCOPE("reshape", x);
   Shape s = infer_shape(shape, x.numel(), "reshape");
   if (view_strides(x.sizes(), x.strides(), s)) return view(x, s);
   return view(clone(x), s);
 }
 
 Tensor permute(const Tensor& x, const Shape& dims) {
+  TESSERA_OP_SCOPE("permute", x);
   const int64_t n = x.dim();
   TESSERA_CHECK(static_cast<int64_t>(dims.size()) == n, ValueError, "[permute] expected ", n,
                 " dims, got ", dims);
@@ -138,6 +142,7 @@ Tensor permute(const Tensor& x, const Shape& dims) {
 }
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  TESSERA_OP_SCOPE("transpose", x);
   const int64_t n = x.dim();
   if (n == 0) return view(x, {});
   Shape dims(n);
@@ -148,6 +153,7 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
              int64_t step) {
+  TESSERA_OP_SCOPE("slice", x);
   TESSERA_CHECK(x.dim() > 0, IndexError, "[slice] expected a tensor with at least 1 dim, got 0-d");
   TESSERA_CHECK(step > 0, ValueError, "[slice] expected step > 0, got ", step);
   int64_t d = wrap_dim(dim, x.dim(), "slice");
@@ -168,6 +174,7 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  TESSERA_OP_SCOPE("narrow", x);
   TESSERA_CHECK(x.dim() > 0, IndexError, "[narrow] expected a tensor with at least 1 dim, got 0-d");
   int64_t d = wrap_dim(dim, x.dim(), "narrow");
   int64_t size = x.sizes()[d];
@@ -179,6 +186,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  TESSERA_OP_SCOPE("select", x);
   TESSERA_CHECK(x.dim() > 0, IndexError, "[select] expected a tensor with at least 1 dim, got 0-d");
   int64_t d = wrap_dim(dim, x.dim(), "select");
   int64_t size = x.sizes()[d];
@@ -197,6 +205,7 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
+  TESSERA_OP_SCOPE("expand", x);
   const int64_t n = static_cast<int64_t>(shape.size());
   TESSERA_CHECK(n >= x.dim(), ValueError, "[expand] expected at least ", x.dim(),
                 " dims in the target shape, got ", shape);
@@ -223,6 +232,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 
 Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) {
+  TESSERA_OP_SCOPE("squeeze", x);
   Shape sizes, strides;
   std::optional<int64_t> d;
   if (dim) d = wrap_dim(*dim, x.dim(), "squeeze");
@@ -237,6 +247,7 @@ Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) {
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  TESSERA_OP_SCOPE("unsqueeze", x);
   int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
   Shape sizes = x.sizes(), strides = x.strides();
   int64_t st = d < x.dim() ? sizes[d] * strides[d] : 1;
@@ -247,6 +258,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  TESSERA_OP_SCOPE("flatten", x);
   if (x.dim() == 0) return reshape(x, {1});
   int64_t s = wrap_dim(start_dim, x.dim(), "flatten"), e = wrap_dim(end_dim, x.dim(), "flatten");
   TESSERA_CHECK(s <= e, ValueError, "[flatten] expected start_dim <= end_dim, got ", start_dim,
@@ -260,6 +272,7 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 }
 
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  TESSERA_OP_SCOPE("unflatten", x);
   int64_t d = wrap_dim(dim, x.dim(), "unflatten");
   Shape inner = infer_shape(sizes, x.sizes()[d], "unflatten");
   Shape shape(x.sizes().begin(), x.sizes().begin() + d);
@@ -270,6 +283,7 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
 
 Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
                   std::optional<int64_t> storage_offset) {
+  TESSERA_OP_SCOPE("as_strided", x);
   TESSERA_CHECK(sizes.size() == strides.size(), ValueError,
                 "[as_strided] expected as many strides as sizes, got ", sizes, " and ", strides);
   int64_t offset = storage_offset.value_or(x.storage_offset());

@@ -88,7 +88,20 @@ void set_autocast_state(const AutocastState& state) {
   refresh_hook();
 }
 
-NoAutocastScope::NoAutocastScope() : prev_(t_op_hooks.no_autocast) { t_op_hooks.no_autocast = true; }
+AutocastStateScope::AutocastStateScope(const AutocastState& state)
+    : prev_(autocast_state()), prev_no_autocast_(t_op_hooks.no_autocast) {
+  t_op_hooks.no_autocast = false;
+  set_autocast_state(state);
+}
+
+AutocastStateScope::~AutocastStateScope() {
+  set_autocast_state(prev_);
+  t_op_hooks.no_autocast = prev_no_autocast_;
+}
+
+NoAutocastScope::NoAutocastScope() : prev_(t_op_hooks.no_autocast) {
+  t_op_hooks.no_autocast = true;
+}
 NoAutocastScope::~NoAutocastScope() { t_op_hooks.no_autocast = prev_; }
 
 void autocast_inputs(const OpInfo& op, std::span<const Tensor* const> inputs,
@@ -111,7 +124,8 @@ void autocast_inputs(const OpInfo& op, std::span<const Tensor* const> inputs,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = *inputs[i];
     if (!castable(&t) || t.dtype() == target) continue;
-    cast_inputs[i] = op.cast == CastPolicy::kLowerPrecision ? cached_cast(t, target) : cast(t, target);
+    cast_inputs[i] =
+        op.cast == CastPolicy::kLowerPrecision ? cached_cast(t, target) : cast(t, target);
   }
 }
 

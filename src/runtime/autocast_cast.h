@@ -21,6 +21,20 @@ struct AutocastState {
 AutocastState autocast_state();
 void set_autocast_state(const AutocastState& state);
 
+// Runs its scope under a saved autocast state even inside a backward pass (checkpointing's
+// recomputed forward), restoring the thread's state after.
+class AutocastStateScope {
+ public:
+  explicit AutocastStateScope(const AutocastState& state);
+  ~AutocastStateScope();
+  AutocastStateScope(const AutocastStateScope&) = delete;
+  AutocastStateScope& operator=(const AutocastStateScope&) = delete;
+
+ private:
+  AutocastState prev_;
+  bool prev_no_autocast_;
+};
+
 // Switches autocast off in its scope whatever the guards say (the engine's backward pass).
 class NoAutocastScope {
  public:

@@ -1,9 +1,9 @@
 // What a finished profile shows: rows grouped like torch.profiler's key_averages(), the text
 // table, and the Chrome trace-event JSON.
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -49,11 +49,16 @@ std::string format_percent(int64_t part, int64_t whole) {
 
 int64_t sort_key(const EventSummary& s, SortBy by) {
   switch (by) {
-    case SortBy::kSelfTime: return s.self_ns;
-    case SortBy::kTotalTime: return s.total_ns;
-    case SortBy::kCalls: return s.calls;
-    case SortBy::kAllocated: return s.allocated_bytes;
-    case SortBy::kPeak: return s.peak_bytes;
+    case SortBy::kSelfTime:
+      return s.self_ns;
+    case SortBy::kTotalTime:
+      return s.total_ns;
+    case SortBy::kCalls:
+      return s.calls;
+    case SortBy::kAllocated:
+      return s.allocated_bytes;
+    case SortBy::kPeak:
+      return s.peak_bytes;
   }
   return 0;
 }
@@ -66,8 +71,8 @@ SortBy parse_sort_by(std::string_view name) {
   if (name == "calls") return SortBy::kCalls;
   if (name == "memory") return SortBy::kAllocated;
   if (name == "peak") return SortBy::kPeak;
-  throw ValueError(tessera::detail::str("[profiler] expected sort_by self, total, calls, memory or peak, got '",
-                               name, "'"));
+  throw ValueError(tessera::detail::str(
+      "[profiler] expected sort_by self, total, calls, memory or peak, got '", name, "'"));
 }
 
 std::vector<EventSummary> Profile::key_averages(bool group_by_input_shape, SortBy sort_by) const {
@@ -163,8 +168,7 @@ std::string Profile::chrome_trace() const {
                             {"tid", e.thread},
                             {"args", std::move(args)}});
   }
-  return nlohmann::json{{"traceEvents", std::move(trace_events)}, {"displayTimeUnit", "ms"}}
-      .dump();
+  return nlohmann::json{{"traceEvents", std::move(trace_events)}, {"displayTimeUnit", "ms"}}.dump();
 }
 
 void Profile::export_chrome_trace(const std::string& path) const {

@@ -60,9 +60,12 @@ void compute_self_times(std::vector<Event>& events) {
 
 std::string_view kind_name(EventKind kind) {
   switch (kind) {
-    case EventKind::kOp: return "op";
-    case EventKind::kBackward: return "backward";
-    case EventKind::kUser: return "user";
+    case EventKind::kOp:
+      return "op";
+    case EventKind::kBackward:
+      return "backward";
+    case EventKind::kUser:
+      return "user";
   }
   return "?";
 }
@@ -126,8 +129,8 @@ int64_t begin_event(std::string_view name, EventKind kind, std::string input_sha
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!tessera::detail::g_profiling.load()) return -1;
-    auto [it, added] = s.threads.try_emplace(std::this_thread::get_id(),
-                                             static_cast<uint32_t>(s.threads.size()));
+    auto [it, added] =
+        s.threads.try_emplace(std::this_thread::get_id(), static_cast<uint32_t>(s.threads.size()));
     handle = static_cast<int64_t>(s.events.size());
     id = s.id;
     Event e{.name = std::string(name), .kind = kind, .input_shapes = std::move(input_shapes)};

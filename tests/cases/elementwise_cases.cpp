@@ -131,6 +131,41 @@ std::vector<OpCase> binary_cases() {
   return v;
 }
 
+// Comparisons, logic and floating-point class tests: bool results, value checks only.
+std::vector<OpCase> logic_cases() {
+  std::vector<OpCase> v;
+  auto values_case = [&](std::string op, std::vector<InputSpec> in,
+                         std::function<Tensor(const TensorList&)> fn,
+                         std::function<Tensor(const TensorList&)> ref) {
+    v.push_back(one(std::move(op), "values", std::move(in), std::move(fn), std::move(ref)));
+    v.back().gradcheck = false;
+  };
+  values_case(
+      "le", {real({3, 4}), real({4})}, [](auto& x) { return le(x[0], x[1]); },
+      [](auto& x) { return map2(x[0], x[1], [](double a, double b) { return a <= b; }); });
+  values_case(
+      "logical_xor", {mask({3, 4}), mask({4})}, [](auto& x) { return logical_xor(x[0], x[1]); },
+      [](auto& x) { return map2(x[0], x[1], [](double a, double b) { return a != b; }); });
+  values_case(
+      "logical_not", {mask({3, 4})}, [](auto& x) { return logical_not(x[0]); },
+      [](auto& x) { return map1(x[0], [](double a) { return a == 0; }); });
+  // sqrt and log of negative inputs give nan.
+  values_case(
+      "isnan", {constant({3, 4})}, [](auto& x) { return isnan(sqrt(x[0])); },
+      [](auto& x) { return map1(x[0], [](double a) { return a < 0; }); });
+  values_case(
+      "isfinite", {constant({3, 4})}, [](auto& x) { return isfinite(log(x[0])); },
+      [](auto& x) { return map1(x[0], [](double a) { return a > 0; }); });
+  values_case(
+      "allclose", {constant({3, 4})},
+      [](auto& x) {
+        bool near = allclose(x[0], x[0] + 1e-9), far = allclose(x[0], x[0] + 0.01);
+        return full({}, near && !far, kBool);
+      },
+      [](auto&) { return full({}, true, kBool); });
+  return v;
+}
+
 // In-place ops are checked on a clone of a leaf (in-place on a leaf that requires grad is an
 // error), against their out-of-place twins.
 std::vector<OpCase> inplace_cases() {
@@ -164,6 +199,7 @@ std::vector<OpCase> inplace_cases() {
 
 TESSERA_OP_CASES(unary_cases());
 TESSERA_OP_CASES(binary_cases());
+TESSERA_OP_CASES(logic_cases());
 TESSERA_OP_CASES(inplace_cases());
 
 }  // namespace

@@ -85,6 +85,17 @@ std::vector<OpCase> reduction_cases() {
   v.push_back(one("sum_to", "broadcast_back", {real({2, 3, 4})},
                   [](auto& x) { return sum_to(x[0], {3, 1}); },
                   [](auto& x) { return sum(x[0], {0, 2}).reshape({3, 1}); }));
+  // Index and bool results: value checks only.
+  v.push_back(one(
+      "argmax", "dim", {real({3, 5})}, [](auto& x) { return argmax(x[0], 1); },
+      [](auto& x) { return std::get<1>(max(x[0], 1)); }));
+  v.push_back(one(
+      "argmin", "flattened", {real({3, 4}, true)}, [](auto& x) { return argmin(x[0]); },
+      [](auto& x) { return std::get<1>(min(x[0].reshape({-1}), 0)); }));
+  v.push_back(one(
+      "all", "dim", {real({3, 4})}, [](auto& x) { return all(x[0] > 0.0, {1}); },
+      [](auto& x) { return amin(x[0], {1}) > 0.0; }));
+  for (auto& c : v) c.gradcheck = c.op != "argmax" && c.op != "argmin" && c.op != "all";
   return v;
 }
 

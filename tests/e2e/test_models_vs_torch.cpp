@@ -1,7 +1,8 @@
 // GPT-2 and LLaMA against PyTorch references written for the tests
 // (tests/reference/model_reference.py): from the same initial weights (handed over as
 // safetensors), the logits, loss and every parameter gradient agree in float32 (rtol 1e-4), and
-// so does the loss of each of 20 AdamW steps with warmup + cosine and gradient clipping. The
+// so does the loss of each of 20 AdamW steps (the library Trainer, with warmup + cosine and
+// gradient clipping). The
 // stories260K llama2.c model, imported, gives llama2.c's logits. Skipped with a message when
 // /usr/bin/python3 cannot import torch.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "tessera/models/gpt2.h"
 #include "tessera/models/llama.h"
 #include "tessera/tessera.h"
+#include "tessera/train/trainer.h"
 #include "testing/shared_data.h"
 #include "testing/temp_dir.h"
 #include "testing/torch_reference.h"
@@ -79,25 +81,24 @@ void check_against_torch(models::CausalLM& model, const std::string& kind,
   }
   EXPECT_EQ(model.named_parameters().size() + 3, ref.size()) << "every reference grad checked";
 
+  // The 20 steps run through the library Trainer (what tessera train runs).
   model.zero_grad();
-  TensorList params = model.parameters();
   optim::AdamOptions o;
   o.lr = train.lr;
   o.beta1 = train.beta1;
   o.beta2 = train.beta2;
   o.eps = train.eps;
-  optim::AdamW opt(optim::weight_decay_param_groups(params, train.weight_decay), o);
+  optim::AdamW opt(optim::weight_decay_param_groups(model.parameters(), train.weight_decay), o);
   optim::WarmupCosineLR sched(opt, train.warmup, train.max_steps, train.min_lr);
+  train::Trainer trainer(model, train::causal_lm_loss(model), opt, &sched, nullptr,
+                         {.grad_accum = 1, .grad_clip = train.clip});
   std::vector<double> losses;
   for (int64_t s = 0; s < kSteps; ++s) {
-    opt.zero_grad();
-    Tensor l = model.loss(x.select(0, s), y.select(0, s));
-    l.backward();
-    optim::clip_grad_norm_(params, train.clip);
-    opt.step();
-    sched.step();
-    losses.push_back(l.item<float>());
+    const train::StepResult r =
+        trainer.step([&] { return data::Batch{x.select(0, s), y.select(0, s)}; });
+    losses.push_back(r.loss);
   }
+  EXPECT_EQ(trainer.step_count(), kSteps);
   expect_close(tensor(losses), ref.at("losses"), "losses of the AdamW steps");
   EXPECT_LT(losses.back(), losses.front()) << "training reduces the loss";
 }

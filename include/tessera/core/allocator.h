@@ -14,8 +14,8 @@ struct AllocatorStats {
   int64_t live_bytes = 0;    // bytes currently allocated
   int64_t peak_bytes = 0;    // high-water mark of live_bytes since the last reset_peak()
   int64_t num_allocs = 0;    // allocations made since start
-  int64_t allocated_bytes = 0;  // bytes handed out since start (the profiler's per-op deltas)
   int64_t cached_bytes = 0;  // freed blocks kept for reuse (not counted in live_bytes)
+  int64_t allocated_bytes = 0;  // bytes handed out since start (the profiler's per-op deltas)
 };
 
 class Allocator {

@@ -5,6 +5,7 @@
 // Each model's attention module projects x to q, k, v, then calls causal_attention; a KV cache
 // (a later inference issue) slots in between, appending k, v before the call.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -59,10 +60,19 @@ class CausalLM : public nn::Module {
   Tensor loss(const Tensor& idx, const Tensor& targets);
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_seq_len() const = 0;
+  // With activation checkpointing on, training forwards keep only each block's input and
+  // recompute the block in backward (less memory, one more forward of compute).
+  void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
 
  protected:
+  // block(x), checkpointed when activation checkpointing is on and the model is training.
+  Tensor run_block(const std::function<Tensor(const Tensor&)>& block, const Tensor& x) const;
   // ValueError naming op unless idx is a [B, T] int64 tensor with 1 <= T <= max_seq_len().
   void check_input(const Tensor& idx, std::string_view op) const;
+
+ private:
+  bool activation_checkpointing_ = false;
 };
 
 }  // namespace tessera::models

@@ -45,7 +45,8 @@ class OpScope {
       enter(op);
   }
   ~OpScope() {
-    if (entered_) [[unlikely]] leave();
+    if (entered_) [[unlikely]]
+      leave();
   }
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
@@ -77,6 +78,6 @@ class OpScope {
 }  // namespace tessera
 
 // Opens the op scope `op_scope` for the registered op `name` (looked up once per call site).
-#define TESSERA_OP_SCOPE(name, ...)                                                     \
-  static const ::tessera::OpInfo& tessera_op_info_ = ::tessera::find_op(name);         \
+#define TESSERA_OP_SCOPE(name, ...)                                            \
+  static const ::tessera::OpInfo& tessera_op_info_ = ::tessera::find_op(name); \
   ::tessera::OpScope op_scope(tessera_op_info_ __VA_OPT__(, ) __VA_ARGS__)

@@ -1,0 +1,2 @@
+"""torch.utils counterparts: checkpoint."""
+from . import checkpoint  # noqa: F401

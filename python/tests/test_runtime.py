@@ -1,0 +1,95 @@
+"""The training runtime from Python: autocast, the profiler, activation checkpointing and the
+GradScaler, checked against the float32 results and PyTorch's semantics."""
+import json
+import math
+
+import pytest
+
+import tessera
+
+
+def test_autocast_policies_and_float32_masters():
+    x = tessera.randn(4, 8)
+    w = tessera.randn(8, 3, requires_grad=True)
+    with tessera.autocast("cpu", dtype=tessera.bfloat16):
+        assert tessera.amp.is_autocast_enabled("cpu")
+        y = x @ w
+        assert y.dtype is tessera.bfloat16  # lower precision for matmul
+        s = y.softmax(-1)
+        assert s.dtype is tessera.float32  # float32 for softmax
+        r = tessera.relu(x)
+        assert r.dtype is tessera.float32  # no policy: the input's dtype
+    assert not tessera.amp.is_autocast_enabled("cpu")
+    assert (x @ w).dtype is tessera.float32
+    y.float().sum().backward()
+    assert w.grad.dtype is tessera.float32
+    want = x.sum(0).unsqueeze(1).expand(8, 3)  # d(sum(x @ w))/dw
+    assert tessera.allclose(w.grad, want, rtol=0.02, atol=0.05)
+
+
+def test_autocast_as_decorator_and_disabled():
+    @tessera.autocast("cpu", dtype=tessera.bfloat16)
+    def f(a, b):
+        return a @ b
+
+    a = tessera.randn(2, 2)
+    assert f(a, a).dtype is tessera.bfloat16
+    with tessera.autocast("cpu", dtype=tessera.bfloat16):
+        with tessera.autocast("cpu", enabled=False):
+            assert (a @ a).dtype is tessera.float32
+    with pytest.raises(ValueError, match="bfloat16 or float16"):
+        with tessera.autocast("cpu", dtype=tessera.float64):
+            pass
+
+
+def test_profiler_table_and_trace(tmp_path):
+    lin = tessera.nn.Linear(16, 4)
+    x = tessera.randn(8, 16)
+    with tessera.profiler.profile() as p:
+        with tessera.profiler.record_function("my_block"):
+            lin(x).relu().sum().backward()
+    table = p.table(row_limit=-1)
+    for name in ("linear", "relu", "sum", "my_block", "Backward"):
+        assert name in table, name
+    rows = {r["name"]: r for r in p.key_averages()}
+    assert rows["linear"]["count"] == 1 and rows["my_block"]["kind"] == "user"
+    path = tmp_path / "trace.json"
+    p.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {"linear", "my_block"} <= {e["name"] for e in events}
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in events)
+
+
+def test_checkpoint_gives_the_same_gradients():
+    lin = tessera.nn.Linear(6, 6)
+    x = tessera.randn(3, 6, requires_grad=True)
+
+    def block(t):
+        return lin(t).tanh() * 2
+
+    block(x).sum().backward()
+    gx, gw = x.grad.clone(), lin.weight.grad.clone()
+    x.grad = None
+    lin.weight.grad = None
+    out = tessera.utils.checkpoint.checkpoint(block, x)
+    out.sum().backward()
+    assert tessera.allclose(x.grad, gx, rtol=0, atol=0)
+    assert tessera.allclose(lin.weight.grad, gw, rtol=0, atol=0)
+
+
+def test_grad_scaler_skips_overflow_and_backs_off():
+    w = tessera.tensor([1.0, 2.0], requires_grad=True)
+    opt = tessera.optim.SGD([w], lr=0.1)
+    scaler = tessera.amp.GradScaler(init_scale=8.0, growth_interval=2)
+    scaler.scale((w * float("inf")).sum()).backward()
+    assert not scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 4.0 and w.tolist() == [1.0, 2.0]
+    for _ in range(2):
+        opt.zero_grad()
+        scaler.scale((w * w).sum()).backward()
+        assert scaler.step(opt)
+        scaler.update()
+    assert scaler.get_scale() == 8.0
+    assert not any(math.isnan(v) for v in w.tolist())
