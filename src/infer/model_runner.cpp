@@ -10,8 +10,6 @@
 #include "backend/common/vec_math.h"
 #include "infer/packed_linear.h"
 #include "infer/parallel.h"
-#include "tessera/models/gpt2.h"
-#include "tessera/models/llama.h"
 
 namespace tessera::infer {
 
@@ -130,61 +128,37 @@ void StepBatch::slice(int64_t s0, int64_t s1, StepBatch& out) const {
 }
 
 ModelRunner::ModelRunner(const models::CausalLM& model) {
-  if (const auto* g = dynamic_cast<const models::GPT2*>(&model)) {
-    const models::GPT2Config& c = g->config;
-    num_layers_ = c.n_layer;
-    dim_ = c.n_embd;
-    n_heads_ = n_kv_heads_ = c.n_head;
-    hidden_ = 4 * c.n_embd;
-    max_seq_ = c.block_size;
-    eps_ = c.layer_norm_eps;
-    wte_ = f32(g->transformer->wte->weight, "wte");
-    wpe_ = f32(g->transformer->wpe->weight, "wpe");
-    for (size_t i = 0; i < g->transformer->h->size(); ++i) {
-      const auto& b = *g->transformer->h->at<models::GPT2Block>(i);
-      auto bias = [](const Tensor& t) { return t.defined() ? f32(t, "bias") : Tensor(); };
-      Layer& L = layers_.emplace_back();
-      L.norm1 = {f32(b.ln_1->weight, "ln_1"), bias(b.ln_1->bias)};
-      L.norm2 = {f32(b.ln_2->weight, "ln_2"), bias(b.ln_2->bias)};
-      L.qkv = PackedLinear({b.attn->c_attn->weight}, {b.attn->c_attn->bias});
-      L.o = PackedLinear({b.attn->c_proj->weight}, {b.attn->c_proj->bias});
-      L.fc1 = PackedLinear({b.mlp->c_fc->weight}, {b.mlp->c_fc->bias});
-      L.fc2 = PackedLinear({b.mlp->c_proj->weight}, {b.mlp->c_proj->bias});
-    }
-    const auto& ln_f = *g->transformer->ln_f;
-    final_norm_ = {f32(ln_f.weight, "ln_f"),
-                   ln_f.bias.defined() ? f32(ln_f.bias, "ln_f") : Tensor()};
-    lm_head_ = std::make_unique<PackedLinear>(std::vector<Tensor>{g->lm_head->weight});
-  } else if (const auto* l = dynamic_cast<const models::Llama*>(&model)) {
-    const models::LlamaConfig& c = l->config;
-    rms_norm_ = swiglu_ = true;
-    num_layers_ = c.n_layers;
-    dim_ = c.dim;
-    n_heads_ = c.n_heads;
-    n_kv_heads_ = c.n_kv_heads;
-    hidden_ = c.hidden_dim;
-    max_seq_ = c.max_seq_len;
-    eps_ = c.norm_eps;
-    wte_ = f32(l->model->embed_tokens->weight, "embed_tokens");
-    rope_cos_ = f32(l->model->rotary_emb->cos, "rotary cos");
-    rope_sin_ = f32(l->model->rotary_emb->sin, "rotary sin");
-    for (size_t i = 0; i < l->model->layers->size(); ++i) {
-      const auto& b = *l->model->layers->at<models::LlamaDecoderLayer>(i);
-      const auto& a = *b.self_attn;
-      Layer& L = layers_.emplace_back();
-      L.norm1 = {f32(b.input_layernorm->weight, "input_layernorm"), Tensor()};
-      L.norm2 = {f32(b.post_attention_layernorm->weight, "post_attention_layernorm"), Tensor()};
-      L.qkv = PackedLinear({a.q_proj->weight, a.k_proj->weight, a.v_proj->weight});
-      L.o = PackedLinear({a.o_proj->weight});
-      L.fc1 = PackedLinear({b.mlp->gate_proj->weight, b.mlp->up_proj->weight});
-      L.fc2 = PackedLinear({b.mlp->down_proj->weight});
-    }
-    final_norm_ = {f32(l->model->norm->weight, "norm"), Tensor()};
-    lm_head_ = std::make_unique<PackedLinear>(std::vector<Tensor>{l->lm_head->weight});
-  } else {
-    TESSERA_CHECK(false, TypeError, "[ModelRunner] expected a GPT2 or Llama model, got ",
-                  model.type_name());
+  using Layout = models::InferenceLayout;
+  const Layout layout = model.inference_layout();
+  rms_norm_ = layout.norm == Layout::Norm::kRMSNorm;
+  swiglu_ = layout.mlp == Layout::Mlp::kSwiGLU;
+  num_layers_ = static_cast<int64_t>(layout.layers.size());
+  dim_ = layout.dim;
+  n_heads_ = layout.n_heads;
+  n_kv_heads_ = layout.n_kv_heads;
+  hidden_ = layout.hidden;
+  max_seq_ = layout.max_seq_len;
+  eps_ = layout.eps;
+  auto opt_f32 = [](const Tensor& t, const char* what) { return t.defined() ? f32(t, what) : t; };
+  wte_ = f32(layout.token_embedding, "token embedding");
+  wpe_ = opt_f32(layout.position_embedding, "position embedding");
+  rope_cos_ = opt_f32(layout.rope_cos, "rotary cos");
+  rope_sin_ = opt_f32(layout.rope_sin, "rotary sin");
+  auto norm = [&](const Layout::NormWeights& n) {
+    return Norm{f32(n.weight, "norm weight"), opt_f32(n.bias, "norm bias")};
+  };
+  auto packed = [](const Layout::Linear& l) { return PackedLinear(l.weights, l.biases); };
+  for (const Layout::Layer& l : layout.layers) {
+    Layer& L = layers_.emplace_back();
+    L.norm1 = norm(l.norm1);
+    L.norm2 = norm(l.norm2);
+    L.qkv = packed(l.qkv);
+    L.o = packed(l.o);
+    L.fc1 = packed(l.fc1);
+    L.fc2 = packed(l.fc2);
   }
+  final_norm_ = norm(layout.final_norm);
+  lm_head_ = std::make_unique<PackedLinear>(std::vector<Tensor>{layout.lm_head});
   head_dim_ = dim_ / n_heads_;
   vocab_ = model.vocab_size();
   for (const Layer& L : layers_)

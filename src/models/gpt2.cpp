@@ -109,3 +109,28 @@ Tensor GPT2::forward(const Tensor& idx, bool last_only) {
 }
 
 }  // namespace tessera::models
+
+namespace tessera::models {
+
+InferenceLayout GPT2::inference_layout() const {
+  InferenceLayout out;
+  out.dim = config.n_embd;
+  out.n_heads = out.n_kv_heads = config.n_head;
+  out.hidden = 4 * config.n_embd;
+  out.max_seq_len = config.block_size;
+  out.eps = config.layer_norm_eps;
+  out.token_embedding = transformer->wte->weight;
+  out.position_embedding = transformer->wpe->weight;
+  auto linear = [](const nn::Linear& l) { return InferenceLayout::Linear{{l.weight}, {l.bias}}; };
+  auto norm = [](const nn::LayerNorm& n) { return InferenceLayout::NormWeights{n.weight, n.bias}; };
+  for (size_t i = 0; i < transformer->h->size(); ++i) {
+    const GPT2Block& b = *transformer->h->at<GPT2Block>(i);
+    out.layers.push_back({norm(*b.ln_1), norm(*b.ln_2), linear(*b.attn->c_attn),
+                          linear(*b.attn->c_proj), linear(*b.mlp->c_fc), linear(*b.mlp->c_proj)});
+  }
+  out.final_norm = norm(*transformer->ln_f);
+  out.lm_head = lm_head->weight;
+  return out;
+}
+
+}  // namespace tessera::models

@@ -102,3 +102,40 @@ Tensor Llama::forward(const Tensor& idx, bool last_only) {
 }
 
 }  // namespace tessera::models
+
+namespace tessera::models {
+
+InferenceLayout Llama::inference_layout() const {
+  InferenceLayout out;
+  out.norm = InferenceLayout::Norm::kRMSNorm;
+  out.mlp = InferenceLayout::Mlp::kSwiGLU;
+  out.dim = config.dim;
+  out.n_heads = config.n_heads;
+  out.n_kv_heads = config.n_kv_heads;
+  out.hidden = config.hidden_dim;
+  out.max_seq_len = config.max_seq_len;
+  out.eps = config.norm_eps;
+  out.token_embedding = model->embed_tokens->weight;
+  out.rope_cos = model->rotary_emb->cos;
+  out.rope_sin = model->rotary_emb->sin;
+  auto weights = [](std::initializer_list<const nn::Linear*> ls) {
+    InferenceLayout::Linear l;
+    for (const nn::Linear* p : ls) l.weights.push_back(p->weight);
+    return l;
+  };
+  for (size_t i = 0; i < model->layers->size(); ++i) {
+    const LlamaDecoderLayer& b = *model->layers->at<LlamaDecoderLayer>(i);
+    const LlamaAttention& a = *b.self_attn;
+    out.layers.push_back({{b.input_layernorm->weight, Tensor()},
+                          {b.post_attention_layernorm->weight, Tensor()},
+                          weights({a.q_proj.get(), a.k_proj.get(), a.v_proj.get()}),
+                          weights({a.o_proj.get()}),
+                          weights({b.mlp->gate_proj.get(), b.mlp->up_proj.get()}),
+                          weights({b.mlp->down_proj.get()})});
+  }
+  out.final_norm = {model->norm->weight, Tensor()};
+  out.lm_head = lm_head->weight;
+  return out;
+}
+
+}  // namespace tessera::models

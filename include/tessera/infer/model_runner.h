@@ -57,9 +57,9 @@ struct StepBatch {
 
 class ModelRunner {
  public:
-  // Takes the weights of a models::GPT2 or models::Llama (float32, CPU): the linear layers are
-  // repacked, embeddings and norms held by reference. Later changes to the model's parameters are
-  // not seen. TypeError for other models or dtypes.
+  // Takes the weights the model's inference_layout() lists (float32, CPU): the linear layers
+  // are repacked, embeddings and norms held by reference. Later changes to the model's parameters
+  // are not seen. TypeError for other dtypes or devices.
   explicit ModelRunner(const models::CausalLM& model);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;

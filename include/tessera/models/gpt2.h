@@ -72,6 +72,7 @@ class GPT2 : public CausalLM {
   explicit GPT2(GPT2Config config, Generator* gen = nullptr);
   Tensor forward(const Tensor& idx, bool last_only = false) override;
   int64_t vocab_size() const override { return config.vocab_size; }
+  InferenceLayout inference_layout() const override;
   int64_t max_seq_len() const override { return config.block_size; }
   // Re-draws every parameter as at construction.
   void reset_parameters(Generator* gen = nullptr);

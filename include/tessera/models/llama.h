@@ -68,6 +68,7 @@ class Llama : public CausalLM {
   explicit Llama(LlamaConfig config, Generator* gen = nullptr);
   Tensor forward(const Tensor& idx, bool last_only = false) override;
   int64_t vocab_size() const override { return config.vocab_size; }
+  InferenceLayout inference_layout() const override;
   int64_t max_seq_len() const override { return config.max_seq_len; }
   void reset_parameters(Generator* gen = nullptr);
 

@@ -12,6 +12,7 @@
 
 #include "tessera/core/tensor.h"
 #include "tessera/models/config.h"
+#include "tessera/models/inference_layout.h"
 #include "tessera/nn/module.h"
 
 namespace tessera::models {
@@ -60,6 +61,8 @@ class CausalLM : public nn::Module {
   Tensor loss(const Tensor& idx, const Tensor& targets);
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_seq_len() const = 0;
+  // The block structure and weights an inference runner executes (tensors alias the model's).
+  virtual InferenceLayout inference_layout() const = 0;
   // With activation checkpointing on, training forwards keep only each block's input and
   // recompute the block in backward (less memory, one more forward of compute).
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }

@@ -1,0 +1,43 @@
+#pragma once
+// What an inference runner needs of a decoder-only model, without knowing its class: the block
+// structure and every layer's weights (Linear weights [out, in], as the modules hold them). A
+// model family describes itself once here (CausalLM::inference_layout); the engine's runners
+// read only this, so a new family or a new device's runner needs no switch on model types.
+#include <cstdint>
+#include <vector>
+
+#include "tessera/core/tensor.h"
+
+namespace tessera::models {
+
+struct InferenceLayout {
+  enum class Norm { kLayerNorm, kRMSNorm };
+  // kGeluTanh: fc2(gelu_tanh(fc1 x)); kSwiGLU: fc2(silu(gate x) * (up x)) with fc1 = {gate, up}.
+  enum class Mlp { kGeluTanh, kSwiGLU };
+
+  // A linear layer as one or more weights stacked along their outputs (q, k and v into one
+  // projection; gate and up), each with its bias (undefined: none).
+  struct Linear {
+    TensorList weights, biases;
+  };
+  struct NormWeights {
+    Tensor weight, bias;  // bias undefined for RMSNorm and bias-free LayerNorm
+  };
+  struct Layer {
+    NormWeights norm1, norm2;  // before attention, before the MLP
+    Linear qkv, o, fc1, fc2;
+  };
+
+  Norm norm = Norm::kLayerNorm;
+  Mlp mlp = Mlp::kGeluTanh;
+  int64_t dim = 0, n_heads = 0, n_kv_heads = 0, hidden = 0, max_seq_len = 0;
+  double eps = 1e-5;
+  Tensor token_embedding;     // [vocab, dim]
+  Tensor position_embedding;  // learned [max_seq_len, dim], or undefined
+  Tensor rope_cos, rope_sin;  // [max_seq_len, head_dim / 2] rotary tables, or undefined
+  std::vector<Layer> layers;
+  NormWeights final_norm;
+  Tensor lm_head;  // [vocab, dim]
+};
+
+}  // namespace tessera::models
