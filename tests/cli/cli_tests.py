@@ -141,6 +141,24 @@ def bfloat16_and_llama_train(ctx):
     check(stdout.startswith("The") and len(stdout) > 10, f"llama generate printed {stdout!r}")
 
 
+def profile_and_checkpointing(ctx):
+    # --profile writes the op table and a Chrome trace; activation checkpointing and float16
+    # (autocast with loss scaling) train as float32 does.
+    ctx.train("prof", "--max-steps", 6, "--eval-every", 0, "--profile", 2,
+              "--activation-checkpointing")
+    with open(ctx.path("prof/profile.txt")) as f:
+        table = f.read()
+    for name in ("linear", "layer_norm", "cross_entropy", "MatmulBackward", "CheckpointBackward"):
+        check(name in table, f"profile.txt lists {name}:\n{table[:2000]}")
+    with open(ctx.path("prof/trace.json")) as f:
+        trace = json.load(f)
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    check(spans and all(e["dur"] >= 0 and isinstance(e["tid"], int) for e in spans),
+          "trace.json holds complete events")
+    ctx.train("fp16", "--max-steps", 30, "--eval-every", 0, "--dtype", "float16")
+    check_loss_falls(ctx.path("fp16"), 30)
+
+
 def resume_matches_uninterrupted(ctx):
     # Dropout, gradient accumulation and a checkpoint mid-run: the resumed run must repeat the
     # uninterrupted one bit for bit (same losses, same final weights and optimizer state).
@@ -375,7 +393,8 @@ def init_from_continues(ctx):
 
 
 SCENARIOS = {f.__name__: f for f in [
-    train_loss_falls, bfloat16_and_llama_train, resume_matches_uninterrupted,
+    train_loss_falls, bfloat16_and_llama_train, profile_and_checkpointing,
+    resume_matches_uninterrupted,
     generate_is_deterministic, generate_stories260k, generate_fills_the_context,
     time_limit_stops_and_saves,
     bad_arguments_fail_clearly, init_from_continues, interrupt_stops_and_saves,
