@@ -59,6 +59,7 @@ PYBIND11_MODULE(_C, m) {
   init_optim(m);
   init_data(m);
   init_runtime(m);
+  init_train(m);
 
   // Submodules become importable (from tessera._C.nn import Linear).
   py::dict modules = py::module_::import("sys").attr("modules");

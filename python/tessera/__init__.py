@@ -11,9 +11,9 @@ from . import _C
 from ._C import *  # noqa: F401,F403  Tensor, dtypes, device and every op
 
 # The star import brought the C++ submodules; the Python packages of the same names wrap them.
-del autograd, data, functional, nn, optim, runtime  # noqa: F821
+del autograd, data, functional, nn, optim, runtime, train  # noqa: F821
 from ._size import Size  # noqa: F401,E402
-from . import amp, autograd, data, nn, optim, profiler, utils  # noqa: F401,E402
+from . import amp, autograd, data, nn, optim, profiler, train, utils  # noqa: F401,E402
 from .amp import autocast  # noqa: F401,E402
 from .autograd import (  # noqa: F401,E402
     enable_grad,

@@ -93,3 +93,28 @@ def test_grad_scaler_skips_overflow_and_backs_off():
         scaler.update()
     assert scaler.get_scale() == 8.0
     assert not any(math.isnan(v) for v in w.tolist())
+
+
+def test_trainer_accumulates_like_one_batch_and_trains():
+    def make():
+        tessera.manual_seed(0)
+        model = tessera.nn.Linear(4, 3)
+        opt = tessera.optim.SGD(model.parameters(), lr=0.1)
+        return model, opt
+
+    tessera.manual_seed(1)
+    x = tessera.randn(8, 4)
+    y = tessera.randint(0, 3, (8,))
+    loss = tessera.nn.functional.cross_entropy
+    m1, o1 = make()
+    t1 = tessera.train.Trainer(m1, lambda a, b: loss(m1(a), b), o1, grad_clip=0)
+    m2, o2 = make()
+    t2 = tessera.train.Trainer(m2, lambda a, b: loss(m2(a), b), o2, grad_accum=2, grad_clip=0)
+    halves = iter([])
+    for _ in range(5):
+        r1 = t1.step(lambda: [x, y])
+        halves = iter([[x[:4], y[:4]], [x[4:], y[4:]]])
+        r2 = t2.step(lambda: next(halves))
+        assert abs(r1["loss"] - r2["loss"]) < 1e-5 and not r1["skipped"]
+    assert tessera.allclose(m1.weight, m2.weight, rtol=1e-5, atol=1e-6)
+    assert t1.step_count == 5
