@@ -6,8 +6,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/infer/model_loader.h"
-#include "tessera/models/gpt2.h"
-#include "tessera/models/llama.h"
+#include "tessera/models/registry.h"
 
 namespace tessera::cli {
 
@@ -16,20 +15,12 @@ using Json = nlohmann::json;
 
 std::shared_ptr<models::CausalLM> build_model(const ModelSpec& spec, Generator* gen,
                                               std::string_view op) {
-  if (spec.arch == "gpt2")
-    return std::make_shared<models::GPT2>(models::GPT2Config::from_json(spec.config.dump()), gen);
-  if (spec.arch == "llama")
-    return std::make_shared<models::Llama>(models::LlamaConfig::from_json(spec.config.dump()), gen);
-  throw ValueError(
-      tessera::detail::str("[", op, "] expected model gpt2 or llama, got '", spec.arch, "'"));
+  return models::model_family(spec.arch, op).build(spec.config.dump(), gen);
 }
 
 ModelSpec model_spec(const models::CausalLM& model) {
-  if (auto* gpt2 = dynamic_cast<const models::GPT2*>(&model))
-    return {"gpt2", Json::parse(gpt2->config.to_json())};
-  if (auto* llama = dynamic_cast<const models::Llama*>(&model))
-    return {"llama", Json::parse(llama->config.to_json())};
-  throw ValueError("[model] expected a GPT2 or Llama model, got " + model.type_name());
+  const models::ModelFamily& family = models::family_of(model);
+  return {std::string(family.name), Json::parse(*family.config_of(model))};
 }
 
 std::string resolve_tokenizer_spec(const TokenizerRef& ref) {

@@ -240,7 +240,9 @@ void TrainingRun::setup_training() {
   scheduler_ =
       std::make_unique<optim::WarmupCosineLR>(*optimizer_, warmup, o_.max_steps, o_.min_lr);
   model_->set_activation_checkpointing(o_.activation_checkpointing);
-  train::TrainerOptions options{.grad_accum = o_.grad_accum, .grad_clip = o_.grad_clip};
+  train::TrainerOptions options;
+  options.grad_accum = o_.grad_accum;
+  options.grad_clip = o_.grad_clip;
   if (o_.dtype != "float32") options.autocast_dtype = dtype_from_string(o_.dtype);
   trainer_ = std::make_unique<train::Trainer>(*model_, train::causal_lm_loss(*model_), *optimizer_,
                                               scheduler_.get(), train_loader_.get(), options);

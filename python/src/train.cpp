@@ -27,7 +27,9 @@ void init_train(py::module_& m) {
                        optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
                        data::DataLoader* loader, int64_t grad_accum, double grad_clip,
                        py::object autocast_dtype) {
-             train::TrainerOptions options{.grad_accum = grad_accum, .grad_clip = grad_clip};
+             train::TrainerOptions options;
+             options.grad_accum = grad_accum;
+             options.grad_clip = grad_clip;
              if (!autocast_dtype.is_none()) options.autocast_dtype = to_dtype(autocast_dtype);
              train::LossFn loss = [loss_fn](const data::Batch& batch) {
                py::gil_scoped_acquire gil;

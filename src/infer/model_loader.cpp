@@ -7,8 +7,7 @@
 #include "tessera/io/checkpoint.h"
 #include "tessera/io/importers.h"
 #include "tessera/io/safetensors.h"
-#include "tessera/models/gpt2.h"
-#include "tessera/models/llama.h"
+#include "tessera/models/registry.h"
 
 namespace tessera::infer {
 namespace {
@@ -17,77 +16,23 @@ using Json = nlohmann::json;
 namespace fs = std::filesystem;
 constexpr const char* kOp = "[load_model]";
 
-bool is_gpt2_keys(const Json& j) { return j.contains("n_embd"); }
-bool is_llama_keys(const Json& j) { return j.contains("dim") && j.contains("n_layers"); }
 bool is_hf(const Json& j) { return j.contains("model_type") && j["model_type"].is_string(); }
+
+// The family whose Tessera config keys j has, or null.
+const models::ModelFamily* family_of_keys(const Json& j) {
+  for (const models::ModelFamily& f : models::model_families())
+    if (j.contains(f.config_key)) return &f;
+  return nullptr;
+}
 
 // The first object (this one or nested up to depth 3) that configures a model.
 const Json* find_config(const Json& j, int depth = 0) {
   if (!j.is_object()) return nullptr;
-  if (is_gpt2_keys(j) || is_llama_keys(j) || is_hf(j)) return &j;
+  if (family_of_keys(j) || is_hf(j)) return &j;
   if (depth == 3) return nullptr;
   for (const auto& [key, value] : j.items())
     if (const Json* found = find_config(value, depth + 1)) return found;
   return nullptr;
-}
-
-// Keeps the keys a Tessera config knows (from its own to_json), so from_json's unknown-key check
-// does not trip on a run config's other entries.
-std::string known_keys(const Json& j, const std::string& defaults_json) {
-  const Json defaults = Json::parse(defaults_json);
-  Json out = Json::object();
-  for (const auto& [key, value] : j.items())
-    if (defaults.contains(key)) out[key] = value;
-  return out.dump();
-}
-
-template <class T>
-T get_or(const Json& j, const char* key, T fallback) {
-  return j.contains(key) && !j[key].is_null() ? j[key].get<T>() : fallback;
-}
-
-models::GPT2Config hf_gpt2(const Json& j) {
-  models::GPT2Config c;
-  c.vocab_size = get_or<int64_t>(j, "vocab_size", c.vocab_size);
-  c.block_size = get_or<int64_t>(j, "n_positions", get_or<int64_t>(j, "n_ctx", c.block_size));
-  c.n_layer = get_or<int64_t>(j, "n_layer", c.n_layer);
-  c.n_head = get_or<int64_t>(j, "n_head", c.n_head);
-  c.n_embd = get_or<int64_t>(j, "n_embd", c.n_embd);
-  c.layer_norm_eps = get_or<double>(j, "layer_norm_epsilon", c.layer_norm_eps);
-  c.dropout = 0.0;
-  c.validate();
-  return c;
-}
-
-models::LlamaConfig hf_llama(const Json& j) {
-  models::LlamaConfig c;
-  c.vocab_size = get_or<int64_t>(j, "vocab_size", c.vocab_size);
-  c.dim = get_or<int64_t>(j, "hidden_size", c.dim);
-  c.n_layers = get_or<int64_t>(j, "num_hidden_layers", c.n_layers);
-  c.n_heads = get_or<int64_t>(j, "num_attention_heads", c.n_heads);
-  c.n_kv_heads = get_or<int64_t>(j, "num_key_value_heads", c.n_heads);
-  c.hidden_dim = get_or<int64_t>(j, "intermediate_size", c.hidden_dim);
-  c.max_seq_len = get_or<int64_t>(j, "max_position_embeddings", c.max_seq_len);
-  c.norm_eps = get_or<double>(j, "rms_norm_eps", c.norm_eps);
-  c.rope_theta = get_or<double>(j, "rope_theta", c.rope_theta);
-  c.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const Json& s = j["rope_scaling"];
-    const std::string type =
-        get_or<std::string>(s, "rope_type", get_or<std::string>(s, "type", ""));
-    TESSERA_CHECK(type == "llama3", ValueError, kOp,
-                  " expected rope_scaling of type llama3 (the only one implemented), got '", type,
-                  "'");
-    models::RopeScaling r;
-    r.factor = get_or<double>(s, "factor", r.factor);
-    r.low_freq_factor = get_or<double>(s, "low_freq_factor", r.low_freq_factor);
-    r.high_freq_factor = get_or<double>(s, "high_freq_factor", r.high_freq_factor);
-    r.original_max_position_embeddings =
-        get_or<int64_t>(s, "original_max_position_embeddings", r.original_max_position_embeddings);
-    c.rope_scaling = r;
-  }
-  c.validate();
-  return c;
 }
 
 std::string read_text(const fs::path& p) {
@@ -139,12 +84,16 @@ std::shared_ptr<models::CausalLM> load_bin(const std::string& path) {
   return io::load_llama2c(path);  // its own checks name what does not match
 }
 
-// The model config describes, with the weights of state (whose names tell GPT-2 from LLaMA
-// when the config's keys do not).
+// The model config describes, with the weights of state (whose names tell the family when the
+// config's keys do not).
 LoadedModel build_and_load(const nn::TensorDict& state, std::string config, std::string source) {
-  const bool gpt2 = state.contains("transformer.wte.weight") || state.contains("wte.weight");
-  LoadedModel out{make_model_from_config(config, gpt2 ? "gpt2" : "llama"), std::move(source),
-                  std::move(config)};
+  std::string hint;
+  for (const models::ModelFamily& f : models::model_families()) {
+    const std::string marker(f.weight_marker);
+    const std::string unprefixed = marker.substr(marker.find('.') + 1);  // "wte.weight"
+    if (state.contains(marker) || state.contains(unprefixed)) hint = f.name;
+  }
+  LoadedModel out{make_model_from_config(config, hint), std::move(source), std::move(config)};
   load_weights(*out.model, state);
   return out;
 }
@@ -173,18 +122,20 @@ std::shared_ptr<models::CausalLM> make_model_from_config(const std::string& json
   Generator gen(0);  // the weights are overwritten: keep the default generator untouched
   if (is_hf(*j)) {
     const std::string type = (*j)["model_type"].get<std::string>();
-    if (type == "gpt2") return std::make_shared<models::GPT2>(hf_gpt2(*j), &gen);
-    TESSERA_CHECK(type == "llama" || type == "mistral", ValueError, kOp,
-                  " expected model_type gpt2 or llama, got '", type, "'");
-    return std::make_shared<models::Llama>(hf_llama(*j), &gen);
+    const models::ModelFamily* family = models::family_of_hf_type(type);
+    if (!family) {
+      std::string known;
+      for (const models::ModelFamily& f : models::model_families())
+        for (std::string_view t : f.hf_model_types)
+          known += (known.empty() ? "" : ", ") + std::string(t);
+      throw ValueError(
+          tessera::detail::str(kOp, " expected model_type one of ", known, ", got '", type, "'"));
+    }
+    return family->build(family->config_from_hf(j->dump()), &gen);
   }
-  const bool gpt2 = kind_hint == "gpt2" || (kind_hint != "llama" && is_gpt2_keys(*j));
-  if (gpt2) {
-    return std::make_shared<models::GPT2>(
-        models::GPT2Config::from_json(known_keys(*j, models::GPT2Config().to_json())), &gen);
-  }
-  return std::make_shared<models::Llama>(
-      models::LlamaConfig::from_json(known_keys(*j, models::LlamaConfig().to_json())), &gen);
+  const models::ModelFamily* family =
+      kind_hint.empty() ? family_of_keys(*j) : &models::model_family(kind_hint, "load_model");
+  return family->build(j->dump(), &gen);
 }
 
 LoadedModel load_model_with_config(const std::string& path) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/common/vec16.h"
+#include "backend/cpu/vec16.h"
 #include "infer/parallel.h"
 #include "tessera/ops/creation.h"
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <numeric>
 
-#include "backend/common/vec16.h"
+#include "backend/cpu/vec16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/generator.h"
 #include "tessera/ops/creation.h"

@@ -133,7 +133,7 @@ TEST(LoadModel, RejectsWhatItCannotRead) {
   EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"lr": 1})"), ValueError,
                        "expected a model config");
   EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"model_type": "bert"})"), ValueError,
-                       "expected model_type gpt2 or llama");
+                       "expected model_type one of gpt2, llama, mistral, got 'bert'");
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ LoadedModel load_model_with_config(const std::string& path);
 // The model's config from a JSON object: Tessera's config JSON (GPT-2 keys such as "n_embd", or
 // LLaMA keys such as "dim"; extra keys ignored), Hugging Face's config.json ("model_type" gpt2 or
 // llama), or any object nesting one of these (e.g. a training run's config with a "model" entry).
-// kind_hint ("gpt2" / "llama" / "") picks the family when the keys do not.
+// kind_hint (a registered family name, or "") picks the family when the keys do not.
 std::shared_ptr<models::CausalLM> make_model_from_config(const std::string& json,
                                                          const std::string& kind_hint = "");
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/common/paged_attention_kernels.h"
-#include "backend/common/vec16.h"
+#include "backend/cpu/vec16.h"
 
 namespace tessera::cpu {
 namespace {

@@ -1,0 +1,142 @@
+// The table of model families and the Hugging Face config readers of each.
+#include "tessera/models/registry.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/core/error.h"
+#include "tessera/models/gpt2.h"
+#include "tessera/models/llama.h"
+
+namespace tessera::models {
+
+namespace {
+
+using Json = nlohmann::json;
+
+template <class T>
+T get_or(const Json& j, const char* key, T fallback) {
+  return j.contains(key) && !j[key].is_null() ? j[key].get<T>() : fallback;
+}
+
+// The keys of j that Config knows (from its own to_json), so from_json's unknown-key check does
+// not trip on a run config's other entries.
+template <class Config>
+Config from_known_keys(const std::string& json) {
+  const Json j = Json::parse(json);
+  const Json defaults = Json::parse(Config().to_json());
+  Json out = Json::object();
+  for (const auto& [key, value] : j.items())
+    if (defaults.contains(key)) out[key] = value;
+  return Config::from_json(out.dump());
+}
+
+std::string gpt2_from_hf(const std::string& hf_json) {
+  const Json j = Json::parse(hf_json);
+  GPT2Config c;
+  c.vocab_size = get_or<int64_t>(j, "vocab_size", c.vocab_size);
+  c.block_size = get_or<int64_t>(j, "n_positions", get_or<int64_t>(j, "n_ctx", c.block_size));
+  c.n_layer = get_or<int64_t>(j, "n_layer", c.n_layer);
+  c.n_head = get_or<int64_t>(j, "n_head", c.n_head);
+  c.n_embd = get_or<int64_t>(j, "n_embd", c.n_embd);
+  c.layer_norm_eps = get_or<double>(j, "layer_norm_epsilon", c.layer_norm_eps);
+  c.dropout = 0.0;
+  c.validate();
+  return c.to_json();
+}
+
+std::string llama_from_hf(const std::string& hf_json) {
+  const Json j = Json::parse(hf_json);
+  LlamaConfig c;
+  c.vocab_size = get_or<int64_t>(j, "vocab_size", c.vocab_size);
+  c.dim = get_or<int64_t>(j, "hidden_size", c.dim);
+  c.n_layers = get_or<int64_t>(j, "num_hidden_layers", c.n_layers);
+  c.n_heads = get_or<int64_t>(j, "num_attention_heads", c.n_heads);
+  c.n_kv_heads = get_or<int64_t>(j, "num_key_value_heads", c.n_heads);
+  c.hidden_dim = get_or<int64_t>(j, "intermediate_size", c.hidden_dim);
+  c.max_seq_len = get_or<int64_t>(j, "max_position_embeddings", c.max_seq_len);
+  c.norm_eps = get_or<double>(j, "rms_norm_eps", c.norm_eps);
+  c.rope_theta = get_or<double>(j, "rope_theta", c.rope_theta);
+  c.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    const Json& s = j["rope_scaling"];
+    const std::string type =
+        get_or<std::string>(s, "rope_type", get_or<std::string>(s, "type", ""));
+    TESSERA_CHECK(type == "llama3", ValueError,
+                  "[load_model] expected rope_scaling of type llama3 (the only one implemented), "
+                  "got '",
+                  type, "'");
+    RopeScaling r;
+    r.factor = get_or<double>(s, "factor", r.factor);
+    r.low_freq_factor = get_or<double>(s, "low_freq_factor", r.low_freq_factor);
+    r.high_freq_factor = get_or<double>(s, "high_freq_factor", r.high_freq_factor);
+    r.original_max_position_embeddings =
+        get_or<int64_t>(s, "original_max_position_embeddings", r.original_max_position_embeddings);
+    c.rope_scaling = r;
+  }
+  c.validate();
+  return c.to_json();
+}
+
+// The registry entry of a model class with its Config.
+template <class Model, class Config>
+ModelFamily family(std::string_view name, std::vector<std::string_view> hf_types,
+                   std::string_view config_key, std::string_view weight_marker,
+                   std::string (*from_hf)(const std::string&)) {
+  return {
+      name,
+      std::move(hf_types),
+      config_key,
+      weight_marker,
+      [](const std::string& json, Generator* gen) -> std::shared_ptr<CausalLM> {
+        return std::make_shared<Model>(from_known_keys<Config>(json), gen);
+      },
+      from_hf,
+      [](const CausalLM& model) -> std::optional<std::string> {
+        const auto* m = dynamic_cast<const Model*>(&model);
+        return m ? std::optional<std::string>(m->config.to_json()) : std::nullopt;
+      },
+      [] { return Config::names(); },
+      [](std::string_view preset) { return Config::from_name(preset).to_json(); },
+  };
+}
+
+std::string family_names() {
+  std::string names;
+  for (const ModelFamily& f : model_families())
+    names += (names.empty() ? "" : " or ") + std::string(f.name);
+  return names;
+}
+
+}  // namespace
+
+const std::vector<ModelFamily>& model_families() {
+  static const std::vector<ModelFamily> families = {
+      family<GPT2, GPT2Config>("gpt2", {"gpt2"}, "n_embd", "transformer.wte.weight", &gpt2_from_hf),
+      family<Llama, LlamaConfig>("llama", {"llama", "mistral"}, "n_layers",
+                                 "model.embed_tokens.weight", &llama_from_hf),
+  };
+  return families;
+}
+
+const ModelFamily& model_family(std::string_view name, std::string_view op) {
+  for (const ModelFamily& f : model_families())
+    if (f.name == name) return f;
+  throw ValueError(
+      tessera::detail::str("[", op, "] expected model ", family_names(), ", got '", name, "'"));
+}
+
+const ModelFamily& family_of(const CausalLM& model) {
+  for (const ModelFamily& f : model_families())
+    if (f.config_of(model)) return f;
+  throw ValueError(tessera::detail::str("[model] expected a model of a registered family (",
+                                        family_names(), "), got ", model.type_name()));
+}
+
+const ModelFamily* family_of_hf_type(std::string_view type) {
+  for (const ModelFamily& f : model_families())
+    for (std::string_view t : f.hf_model_types)
+      if (t == type) return &f;
+  return nullptr;
+}
+
+}  // namespace tessera::models

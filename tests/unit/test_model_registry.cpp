@@ -1,0 +1,69 @@
+// The model registry: every family builds from its config JSON, recognises its own models, reads
+// Hugging Face configs and presets, and unknown names fail clearly.
+#include <gtest/gtest.h>
+
+#include "tessera/models/gpt2.h"
+#include "tessera/models/llama.h"
+#include "tessera/models/registry.h"
+#include "testing/expect_error.h"
+
+namespace tessera::models {
+namespace {
+
+// A small config of each family, as JSON.
+std::string small_config(std::string_view family) {
+  if (family == "gpt2") {
+    GPT2Config c;
+    c.vocab_size = 50, c.block_size = 16, c.n_layer = 1, c.n_head = 2, c.n_embd = 16;
+    return c.to_json();
+  }
+  LlamaConfig c;
+  c.vocab_size = 50, c.dim = 16, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1;
+  c.hidden_dim = 32, c.max_seq_len = 16;
+  return c.to_json();
+}
+
+TEST(ModelRegistry, EachFamilyBuildsAndRecognisesItsModels) {
+  ASSERT_EQ(model_families().size(), 2u);
+  for (const ModelFamily& f : model_families()) {
+    EXPECT_FALSE(f.preset_names().empty()) << f.name;
+    EXPECT_NE(f.preset(f.preset_names().front()).find(f.config_key), std::string::npos);
+    Generator gen(1);
+    const std::string json = small_config(f.name);
+    std::shared_ptr<CausalLM> model = f.build(json, &gen);
+    EXPECT_EQ(&family_of(*model), &f);
+    EXPECT_EQ(*f.config_of(*model), json) << "the config round-trips through the model";
+    for (const ModelFamily& other : model_families())
+      if (&other != &f) EXPECT_FALSE(other.config_of(*model).has_value());
+    EXPECT_TRUE(model->state_dict().contains(std::string(f.weight_marker))) << f.name;
+    EXPECT_NE(json.find(f.config_key), std::string::npos) << f.name;
+  }
+}
+
+TEST(ModelRegistry, ReadsHuggingFaceConfigs) {
+  const ModelFamily* gpt2 = family_of_hf_type("gpt2");
+  ASSERT_NE(gpt2, nullptr);
+  EXPECT_EQ(gpt2->name, "gpt2");
+  const GPT2Config c = GPT2Config::from_json(gpt2->config_from_hf(
+      R"({"model_type": "gpt2", "n_positions": 64, "n_layer": 2, "n_head": 2, "n_embd": 32,
+          "vocab_size": 100})"));
+  EXPECT_EQ(c.block_size, 64);
+  EXPECT_EQ(c.n_embd, 32);
+  const ModelFamily* llama = family_of_hf_type("mistral");
+  ASSERT_NE(llama, nullptr);
+  const LlamaConfig l = LlamaConfig::from_json(llama->config_from_hf(
+      R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+          "vocab_size": 100, "max_position_embeddings": 32})"));
+  EXPECT_EQ(l.n_kv_heads, 2);
+  EXPECT_EQ(l.hidden_dim, 128);
+  EXPECT_EQ(family_of_hf_type("bert"), nullptr);
+}
+
+TEST(ModelRegistry, UnknownFamilyNamesTheRegisteredOnes) {
+  EXPECT_TESSERA_ERROR(model_family("gpt3", "train"), ValueError,
+                       "[train] expected model gpt2 or llama, got 'gpt3'");
+}
+
+}  // namespace
+}  // namespace tessera::models
