@@ -6,6 +6,9 @@
 
 #include "backend/common/nn_kernels.h"
 #include "ops/op_utils.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/index.h"
+#include "tessera/ops/infinicore.h"
 #include "tessera/ops/linalg.h"
 #include "tessera/ops/nn.h"
 #include "tessera/ops/registry.h"
@@ -132,7 +135,22 @@ Tensor scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, const Te
   return cast(reshape(o, {B, Hq, Tq, Dv}), q.dtype());
 }
 
+// InfiniCore's causal_softmax: the causal mask aligned bottom-right, as in a decode/prefill step.
+Tensor causal_softmax(const Tensor& x_) {
+  TESSERA_OP_SCOPE("causal_softmax", x_);
+  const Tensor& x = op_scope.arg(0);
+  TESSERA_CHECK(is_floating(x.dtype()), TypeError,
+                "[causal_softmax] expected a floating-point tensor, got ", x.dtype());
+  TESSERA_CHECK(x.dim() >= 2 && x.size(-1) >= x.size(-2), ValueError,
+                "[causal_softmax] expected scores [..., T, S] with S >= T, got shape ", x.sizes());
+  const int64_t T = x.size(-2), S = x.size(-1);
+  // Query i sees keys j <= i + S - T: mask the triangle strictly above that diagonal.
+  Tensor hidden = triu(ones({T, S}, TensorOptions(kBool).with_device(x.device())), S - T + 1);
+  return softmax(masked_fill(x, hidden, -std::numeric_limits<double>::infinity()), -1);
+}
+
 TESSERA_REGISTER_OPS({"softmax", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
+                     {"causal_softmax", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
                      {"log_softmax", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
                      {kSdpa, "nn", kFloatingTypes, true, CastPolicy::kLowerPrecision});
 

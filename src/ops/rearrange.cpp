@@ -1,17 +1,14 @@
-// InfiniCore's functional extras: causal_softmax and rearrange are composites of public ops (so
-// their gradients come free); random_sample is a per-row loop over a sorted distribution.
-#include "tessera/ops/infinicore.h"
-
+// einops-style rearrange (InfiniCore's rearrange): a composite of reshape and permute, so its
+// gradient comes free.
 #include <algorithm>
 #include <cctype>
-#include <cmath>
-#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
 
 #include "ops/op_utils.h"
 #include "tessera/ops/index.h"
+#include "tessera/ops/infinicore.h"
 #include "tessera/ops/nn.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
@@ -20,89 +17,6 @@
 namespace tessera {
 
 using namespace detail;
-
-Tensor causal_softmax(const Tensor& x_) {
-  TESSERA_OP_SCOPE("causal_softmax", x_);
-  const Tensor& x = op_scope.arg(0);
-  TESSERA_CHECK(is_floating(x.dtype()), TypeError,
-                "[causal_softmax] expected a floating-point tensor, got ", x.dtype());
-  TESSERA_CHECK(x.dim() >= 2 && x.size(-1) >= x.size(-2), ValueError,
-                "[causal_softmax] expected scores [..., T, S] with S >= T, got shape ", x.sizes());
-  const int64_t T = x.size(-2), S = x.size(-1);
-  // Query i sees keys j <= i + S - T: mask the triangle strictly above that diagonal.
-  Tensor hidden = triu(ones({T, S}, TensorOptions(kBool).with_device(x.device())), S - T + 1);
-  return softmax(masked_fill(x, hidden, -std::numeric_limits<double>::infinity()), -1);
-}
-
-// ---- random_sample ----
-
-namespace {
-
-// The sampled index of one row of V logits given the uniform draw u (see the header).
-template <class T>
-int64_t sample_row(const T* logits, int64_t V, double u, double topp, int64_t topk,
-                   double temperature) {
-  std::vector<int64_t> order(V);
-  std::iota(order.begin(), order.end(), 0);
-  auto value = [&](int64_t i) { return static_cast<double>(logits[i]); };
-  // Descending by value, ties by index, so the result does not depend on the sort.
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return value(a) > value(b) || (value(a) == value(b) && a < b);
-  });
-  const bool greedy = temperature == 0.0 || topk == 1 || topp <= 0.0;
-  if (greedy) return order[0];
-  // Cumulative softmax probabilities in sorted order, computed in double.
-  std::vector<double> cum(V);
-  const double top = value(order[0]);
-  double total = 0.0;
-  for (int64_t i = 0; i < V; ++i) cum[i] = total += std::exp((value(order[i]) - top) / temperature);
-  for (double& c : cum) c /= total;
-  const int64_t k = topk <= 0 ? V : std::min(topk, V);
-  const double threshold = std::min(cum[k - 1], topp * cum[V - 1]) * u;
-  // First i with cum[i] >= threshold (a left-sided searchsorted).
-  const int64_t i = std::lower_bound(cum.begin(), cum.end(), threshold) - cum.begin();
-  return order[std::min(i, V - 1)];
-}
-
-}  // namespace
-
-Tensor random_sample(const Tensor& logits, std::optional<double> random_val, double topp,
-                     int64_t topk, double temperature, Generator* gen) {
-  TESSERA_OP_SCOPE("random_sample", logits);
-  constexpr const char* op = "random_sample";
-  TESSERA_CHECK(is_floating(logits.dtype()), TypeError, "[", op,
-                "] expected floating-point logits, got ", logits.dtype());
-  TESSERA_CHECK((logits.dim() == 1 || logits.dim() == 2) && logits.size(-1) > 0, ValueError, "[",
-                op, "] expected logits [V] or [B, V] with V > 0, got shape ", logits.sizes());
-  TESSERA_CHECK(logits.device().is_cpu(), NotImplementedError, "[", op,
-                "] expected cpu logits, got ", logits.device().str());
-  TESSERA_CHECK(temperature >= 0.0 && std::isfinite(temperature), ValueError, "[", op,
-                "] expected a finite temperature >= 0, got ", temperature);
-  TESSERA_CHECK(topk >= 0, ValueError, "[", op, "] expected topk >= 0 (0: no limit), got ", topk);
-  TESSERA_CHECK(!random_val || (*random_val >= 0.0 && *random_val <= 1.0), ValueError, "[", op,
-                "] expected random_val in [0, 1], got ", random_val.value_or(0.0));
-  const int64_t V = logits.size(-1), B = logits.dim() == 2 ? logits.size(0) : 1;
-  std::vector<double> u(B, random_val.value_or(0.0));
-  if (!random_val) {
-    // One Philox block per row, so the draws do not depend on how rows are processed.
-    Generator& g = gen ? *gen : default_generator();
-    const uint64_t base = g.reserve(static_cast<uint64_t>(B));
-    for (int64_t r = 0; r < B; ++r) {
-      auto bits = philox(g.seed(), base + static_cast<uint64_t>(r));
-      u[r] = uint_to_unit_double(bits[0], bits[1]);
-    }
-  }
-  Tensor x = contiguous(logits.detach());
-  Tensor out = empty(logits.dim() == 2 ? Shape{B} : Shape{}, kInt64);
-  int64_t* o = out.data_ptr<int64_t>();
-  dispatch<kFloatingTypes>(x.dtype(), op, [&]<class T>() {
-    const T* p = x.data_ptr<T>();
-    for (int64_t r = 0; r < B; ++r) o[r] = sample_row(p + r * V, V, u[r], topp, topk, temperature);
-  });
-  return out;
-}
-
-// ---- rearrange ----
 
 namespace {
 
@@ -274,8 +188,6 @@ Tensor rearrange(const Tensor& x, std::string_view pattern,
   return reshape(permute(reshape(x, split), order), merged);
 }
 
-TESSERA_REGISTER_OPS({"causal_softmax", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
-                     {"random_sample", "random", kFloatingTypes, false},
-                     {"rearrange", "view", kAllTypes, true});
+TESSERA_REGISTER_OPS({"rearrange", "view", kAllTypes, true});
 
 }  // namespace tessera
