@@ -19,7 +19,6 @@
 #include "metrics_log.h"
 #include "model_files.h"
 #include "progress_bar.h"
-#include "tessera/autograd/grad_mode.h"
 #include "tessera/core/error.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/data/lm_dataset.h"

@@ -76,18 +76,8 @@ SortBy parse_sort_by(std::string_view name) {
 }
 
 std::vector<EventSummary> Profile::key_averages(bool group_by_input_shape, SortBy sort_by) const {
-  // Bytes allocated by an event's direct children, to give each row its own (self) allocations.
-  std::vector<int64_t> child_bytes(events_.size(), 0);
-  std::map<uint32_t, std::vector<size_t>> open;
-  for (size_t i = 0; i < events_.size(); ++i) {
-    std::vector<size_t>& stack = open[events_[i].thread];
-    while (!stack.empty() && events_[stack.back()].depth >= events_[i].depth) stack.pop_back();
-    if (!stack.empty()) child_bytes[stack.back()] += events_[i].allocated_bytes;
-    stack.push_back(i);
-  }
   std::map<std::tuple<std::string, EventKind, std::string>, EventSummary> rows;
-  for (size_t i = 0; i < events_.size(); ++i) {
-    const Event& e = events_[i];
+  for (const Event& e : events_) {
     const std::string shapes = group_by_input_shape ? e.input_shapes : std::string();
     EventSummary& row = rows[{e.name, e.kind, shapes}];
     row.name = e.name;
@@ -97,7 +87,7 @@ std::vector<EventSummary> Profile::key_averages(bool group_by_input_shape, SortB
     row.total_ns += e.end_ns - e.start_ns;
     row.self_ns += e.self_ns;
     row.allocated_bytes += e.allocated_bytes;
-    row.self_allocated_bytes += e.allocated_bytes - child_bytes[i];
+    row.self_allocated_bytes += e.self_allocated_bytes;
     row.peak_bytes = std::max(row.peak_bytes, e.peak_bytes);
   }
   std::vector<EventSummary> out;

@@ -43,15 +43,21 @@ int64_t now_ns(const Session& s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.start).count();
 }
 
-// self_ns of each event: its time minus that of the events directly nested in it.
-void compute_self_times(std::vector<Event>& events) {
+// Each event's own share: its time and allocations minus those of the events directly nested
+// in it (its children on the same thread).
+void compute_self_figures(std::vector<Event>& events) {
   std::unordered_map<uint32_t, std::vector<size_t>> open;  // per thread, in begin order
   for (size_t i = 0; i < events.size(); ++i) {
     Event& e = events[i];
     e.self_ns = e.end_ns - e.start_ns;
+    e.self_allocated_bytes = e.allocated_bytes;
     std::vector<size_t>& stack = open[e.thread];
     while (!stack.empty() && events[stack.back()].depth >= e.depth) stack.pop_back();
-    if (!stack.empty()) events[stack.back()].self_ns -= e.end_ns - e.start_ns;
+    if (!stack.empty()) {
+      Event& parent = events[stack.back()];
+      parent.self_ns -= e.end_ns - e.start_ns;
+      parent.self_allocated_bytes -= e.allocated_bytes;
+    }
     stack.push_back(i);
   }
 }
@@ -114,7 +120,7 @@ RecordFunction::~RecordFunction() {
 }
 
 Profile::Profile(std::vector<Event> events) : events_(std::move(events)) {
-  compute_self_times(events_);
+  compute_self_figures(events_);
 }
 
 namespace detail {

@@ -55,15 +55,22 @@ TEST(Profiler, TableListsEveryOpAndBackwardNodeTheStepRan) {
   EXPECT_NE(table.find("Self CPU time total:"), std::string::npos);
 }
 
-TEST(Profiler, SelfTimesSumToTheTopLevelTimeAndCallsAreCounted) {
+TEST(Profiler, SelfFiguresSumToTheTopLevelOnesAndCallsAreCounted) {
   const profiler::Profile p = profile_gpt2_step();
-  int64_t top = 0, self = 0;
+  int64_t top = 0, self = 0, top_bytes = 0, self_bytes = 0;
   for (const profiler::Event& e : p.events()) {
     EXPECT_GE(e.self_ns, 0) << e.name;
+    EXPECT_GE(e.self_allocated_bytes, 0) << e.name;
     self += e.self_ns;
-    if (e.depth == 0) top += e.end_ns - e.start_ns;
+    self_bytes += e.self_allocated_bytes;
+    if (e.depth == 0) {
+      top += e.end_ns - e.start_ns;
+      top_bytes += e.allocated_bytes;
+    }
   }
   EXPECT_EQ(self, top);
+  EXPECT_EQ(self_bytes, top_bytes);
+  EXPECT_GT(top_bytes, 0);
   int64_t linears = 0;
   for (const profiler::Event& e : p.events()) linears += e.name == "linear";
   for (const profiler::EventSummary& row : p.key_averages())

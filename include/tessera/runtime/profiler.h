@@ -24,11 +24,12 @@ struct Event {
   EventKind kind;
   std::string input_shapes;  // "[[16, 128], [128, 512]]" for ops, empty otherwise
   int64_t start_ns = 0, end_ns = 0;
-  int64_t self_ns = 0;          // end - start minus the time of the events nested in it
-  int64_t allocated_bytes = 0;  // bytes allocated during the call (nested calls included)
-  int64_t peak_bytes = 0;       // highest live bytes during the call above those at its start
-  uint32_t thread = 0;          // 0 for the thread that started the session, then 1, 2, ...
-  int depth = 0;                // nesting level on its thread
+  int64_t self_ns = 0;               // end - start minus the time of the events nested in it
+  int64_t allocated_bytes = 0;       // bytes allocated during the call (nested calls included)
+  int64_t self_allocated_bytes = 0;  // allocated_bytes minus those of the events nested in it
+  int64_t peak_bytes = 0;            // highest live bytes during the call above those at its start
+  uint32_t thread = 0;               // 0 for the thread that started the session, then 1, 2, ...
+  int depth = 0;                     // nesting level on its thread
 };
 
 // Events of one name (and input shapes, when grouped so) summed: a row of the table.
