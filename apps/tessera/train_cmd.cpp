@@ -101,6 +101,9 @@ Command add_train_command(CLI::App& app) {
       optim)
       ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
       ->capture_default_str();
+  add("--device", o->device, "cpu, cuda or cuda:N: where the model, its batches and the "
+      "optimizer live", optim)
+      ->capture_default_str();
   CLI::Option* checkpointing =
       cmd->add_flag("--activation-checkpointing", o->activation_checkpointing,
                     "Recompute each block's activations in backward instead of keeping them "

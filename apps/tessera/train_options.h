@@ -34,6 +34,7 @@ struct TrainOptions {
   std::string init_from;
   uint64_t seed = 1337;
   std::string dtype = "float32";  // float32, or the autocast dtype: bfloat16, float16
+  std::string device = "cpu";     // cpu, cuda or cuda:N
   bool activation_checkpointing = false;
   int threads = 0;      // 0: OpenMP's default
   int64_t profile = 0;  // training steps to profile (0: none)
@@ -44,7 +45,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     val_data, tokenizer, data_dir, val_fraction, batch_size, grad_accum, max_steps, warmup_steps,
     lr, min_lr, weight_decay, grad_clip, time_limit, eval_every, eval_steps, sample_every,
     sample_tokens, sample_prompt, save_every, keep, out, resume, init_from, seed, dtype,
-    activation_checkpointing, threads, profile)
+    device, activation_checkpointing, threads, profile)
 
 // Runs `tessera train`; explicit_keys names the options given on the command line (JSON keys),
 // which override a resumed run's saved options. Returns the exit code.

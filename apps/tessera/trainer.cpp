@@ -205,6 +205,11 @@ void TrainingRun::setup_training() {
   manual_seed(o_.seed);
   model_ = init_from_ ? init_from_->model : build_model(spec_, &default_generator(), "train");
   init_from_.reset();
+  const Device device(o_.device);
+  TESSERA_CHECK(device.index < device_count(device.type), ValueError, "[train] expected --device ",
+                o_.device, " to name one of this machine's ", device_count(device.type), " ",
+                device.is_cpu() ? "cpu" : "CUDA", " devices");
+  model_->to(device);
   model_->train();
   seq_len_ = o_.seq_len > 0 ? o_.seq_len : model_->max_seq_len();
   TESSERA_CHECK(seq_len_ <= model_->max_seq_len(), ValueError,
@@ -242,6 +247,7 @@ void TrainingRun::setup_training() {
   train::TrainerOptions options;
   options.grad_accum = o_.grad_accum;
   options.grad_clip = o_.grad_clip;
+  options.device = device.type;
   if (o_.dtype != "float32") options.autocast_dtype = dtype_from_string(o_.dtype);
   trainer_ = std::make_unique<train::Trainer>(*model_, train::causal_lm_loss(*model_), *optimizer_,
                                               scheduler_.get(), train_loader_.get(), options);

@@ -100,6 +100,7 @@ void init_nn(py::module_& m);
 void init_optim(py::module_& m);
 void init_data(py::module_& m);
 void init_runtime(py::module_& m);
+void init_cuda(py::module_& m);
 void init_train(py::module_& m);
 
 }  // namespace tessera::python

@@ -59,11 +59,12 @@ PYBIND11_MODULE(_C, m) {
   init_optim(m);
   init_data(m);
   init_runtime(m);
+  init_cuda(m);
   init_train(m);
 
   // Submodules become importable (from tessera._C.nn import Linear).
   py::dict modules = py::module_::import("sys").attr("modules");
-  for (const char* name : {"nn", "optim", "data", "autograd", "functional"})
+  for (const char* name : {"nn", "optim", "data", "autograd", "functional", "cuda"})
     modules[py::str(std::string("tessera._C.") + name)] = m.attr(name);
   modules["tessera._C.nn.init"] = m.attr("nn").attr("init");
 

@@ -118,3 +118,18 @@ def test_trainer_accumulates_like_one_batch_and_trains():
         assert abs(r1["loss"] - r2["loss"]) < 1e-5 and not r1["skipped"]
     assert tessera.allclose(m1.weight, m2.weight, rtol=1e-5, atol=1e-6)
     assert t1.step_count == 5
+
+
+def test_cuda_module_reports_devices_and_allocator():
+    cuda = tessera.cuda
+    if not cuda.is_available():
+        assert cuda.device_count() == 0
+        with pytest.raises(Exception):
+            tessera.ones(2).to("cuda")
+        return
+    x = tessera.ones(1024, device="cuda")
+    assert cuda.memory_allocated() >= 4096
+    assert (x * 2).sum().item() == 2048
+    del x
+    cuda.empty_cache()
+    assert cuda.memory_reserved() == cuda.memory_allocated()

@@ -3,22 +3,13 @@
 #include <charconv>
 
 #include "tessera/core/error.h"
+#include "tessera/runtime/cuda.h"
 
 namespace tessera {
 
-#ifdef TESSERA_WITH_CUDA
-namespace cuda {
-int device_count();
-}
-#endif
-
 int device_count(DeviceType type) {
   if (type == DeviceType::CPU) return 1;
-#ifdef TESSERA_WITH_CUDA
   return cuda::device_count();
-#else
-  return 0;
-#endif
 }
 
 Device::Device(std::string_view spec) {

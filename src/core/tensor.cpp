@@ -92,8 +92,7 @@ template <class T>
 T Tensor::item() const {
   TESSERA_CHECK(numel() == 1, ValueError, "[item] expected a tensor with one element, got shape ",
                 sizes());
-  TESSERA_CHECK(device().is_cpu(), NotImplementedError,
-                "[item] expected a cpu tensor, got ", device().str(), " (copy it with .to(cpu))");
+  if (!device().is_cpu()) return to(kCPU).item<T>();
   return dispatch(dtype(), "item", [&]<class S>() -> T {
     S v = *static_cast<const S*>(data_ptr());
     if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>)
@@ -117,11 +116,16 @@ std::string Tensor::shape_str() const { return detail::str(sizes()); }
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
+  if (!device().is_cpu()) {  // printed from a host copy, with its device named
+    std::string s = to(kCPU).detach().str();
+    s.pop_back();
+    s += ", device=" + device().str();
+    if (requires_grad()) s += ", requires_grad=True";
+    return s + ")";
+  }
   std::ostringstream os;
   os << "tensor(";
-  if (!device().is_cpu()) {
-    os << "<" << numel() << " values on " << device().str() << ">";
-  } else {
+  {
     const int64_t n = numel(), limit = 64;
     const Shape& sz = sizes();
     auto* base = static_cast<const char*>(data_ptr());

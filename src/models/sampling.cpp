@@ -133,7 +133,7 @@ std::vector<int32_t> generate(CausalLM& model, std::vector<int32_t> prompt, int6
     // Without a KV cache, every step re-reads the window that fits the model's context.
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(prompt.size()), model.max_seq_len());
     std::vector<int64_t> window(prompt.end() - T, prompt.end());
-    Tensor idx = tensor(window, Shape{1, T});
+    Tensor idx = tensor(window, Shape{1, T}).to(model.device());
     const int32_t next = sample_token(model(idx, /*last_only=*/true), options, gen);
     prompt.push_back(next);
     if (on_token && !on_token(next)) break;

@@ -42,7 +42,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   };
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   Tensor att = matmul(q, repeat_kv(k).transpose(-2, -1)) * scale;
-  Tensor pos = arange(T);
+  Tensor pos = arange(T).to(q.device());
   Tensor future = pos.unsqueeze(0) > pos.unsqueeze(1);  // [T, T]: key j after query i
   att = softmax(att.masked_fill(future, -INFINITY), -1);
   att = dropout(att, dropout_p, /*training=*/true);

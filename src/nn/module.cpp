@@ -273,6 +273,12 @@ Module& Module::to(Device device) {
   return *this;
 }
 
+Device Module::device() const {
+  for (const Tensor& p : parameters()) return p.device();
+  for (const auto& [name, b] : named_buffers()) return b.device();
+  return kCPU;
+}
+
 void Module::zero_grad(bool set_to_none) {
   autograd::NoGradGuard no_grad;
   for (const Tensor& p : parameters()) {

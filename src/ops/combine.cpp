@@ -15,9 +15,6 @@ using namespace detail;
 
 namespace {
 
-TensorOptions options_of(const Tensor& t) {
-  return TensorOptions(t.dtype()).with_device(t.device());
-}
 
 // out = src (cast to out's dtype) through the elementwise copy kernel.
 void copy_into(const Tensor& out, const Tensor& src, std::string_view op) {

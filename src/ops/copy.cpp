@@ -32,28 +32,60 @@ Tensor clone(const Tensor& x) {
   return out;
 }
 
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  Tensor out = empty(sizes(), TensorOptions(dtype()).with_device(d));
+  {
+    autograd::NoGradGuard no_grad;
+    tessera::copy_(out, *this);
+  }
+  if (needs_grad({*this})) {
+    record("ToDeviceBackward", {*this}, {out}, {},
+           [from = device()](BackwardContext&, const TensorList& g) {
+             return TensorList{g[0].to(from)};
+           });
+  }
+  return out;
+}
+
 Tensor contiguous(const Tensor& x) {
   TESSERA_OP_SCOPE("contiguous", x);
   return x.is_contiguous() ? x : clone(x);
 }
+
+namespace {
+// src is first brought into dst's shape and dtype, contiguous, on its own device; one transfer
+// then moves it, into dst itself when dst is contiguous.
+void copy_across_devices(const Tensor& dst, const Tensor& src) {
+  autograd::NoGradGuard no_grad;
+  Tensor staged = contiguous(cast_raw(src.expand(dst.sizes()), dst.dtype()));
+  Device backend = dst.device().is_cpu() ? src.device() : dst.device();
+  Tensor landing = dst.is_contiguous()
+                       ? dst
+                       : empty(dst.sizes(), TensorOptions(dst.dtype()).with_device(dst.device()));
+  call_kernel<device_copy_kernel>(backend, landing.data_ptr(), dst.device(), staged.data_ptr(),
+                                  src.device(), static_cast<size_t>(staged.numel()) * itemsize(staged.dtype()));
+  if (!dst.is_contiguous()) {
+    TensorIterator it("copy_");
+    it.add_output(dst).add_input(landing).build();
+    call_kernel<copy_kernel>(dst.device(), it);
+  }
+}
+}  // namespace
 
 Tensor& copy_(Tensor& self, const Tensor& src) {
   TESSERA_OP_SCOPE("copy_", self, src);
   autograd::check_inplace(self, "copy_");
   bool grad = needs_grad({self, src});
   TensorIterator it("copy_");
-  it.add_output(self).add_input(src).build();
-  if (self.device() == src.device()) {
-    call_kernel<copy_kernel>(self.device(), it);
-  } else {
-    throw NotImplementedError("[copy_] expected tensors on the same device, got " +
-                              self.device().str() + " and " + src.device().str());
-  }
+  if (self.device() == src.device()) it.add_output(self).add_input(src).build();
+  if (self.device() == src.device()) call_kernel<copy_kernel>(self.device(), it);
+  else copy_across_devices(self, src);
   if (grad) {
     record("CopyBackward", {self, src}, {self}, {},
-           [ss = src.sizes(), ds = src.dtype()](BackwardContext& ctx, const TensorList& g) {
+           [ss = src.sizes(), ds = src.dtype(), sd = src.device()](BackwardContext& ctx, const TensorList& g) {
              TensorList r(2);  // self's old value was overwritten: no gradient
-             if (ctx.needs_input_grad(1)) r[1] = reduce_grad(g[0], ss, ds);
+             if (ctx.needs_input_grad(1)) r[1] = reduce_grad(g[0].to(sd), ss, ds);
              return r;
            });
   }

@@ -15,7 +15,9 @@ namespace tessera {
 using namespace detail;
 
 namespace {
+// Ops that compute their values on the host move them to the requested device here.
 Tensor finish(Tensor t, const TensorOptions& o) {
+  if (t.device() != o.device) t = t.to(o.device);
   if (o.requires_grad) t.requires_grad_(true);
   return t;
 }

@@ -51,10 +51,6 @@ std::pair<int64_t, int64_t> outer_inner(const Shape& sizes, int64_t d) {
   return {outer, inner};
 }
 
-TensorOptions options_of(const Tensor& t) {
-  return TensorOptions(t.dtype()).with_device(t.device());
-}
-
 // g (index's shape) placed at the front of zeros of shape: the gradient of a src that is larger
 // than index in some dims (only its leading block is scattered).
 Tensor pad_grad(Tensor g, const Shape& shape) {

@@ -53,8 +53,8 @@ Tensor class_loss_grad_composite(const Tensor& x, const Tensor& target, const Te
                                  const Tensor& scale, const ClassLossParams& p) {
   const int64_t C = x.size(1);
   const DType dt = x.dtype();
-  Tensor valid = unsqueeze(target != wrap_scalar(p.ignore_index), 1);
-  Tensor onehot = cast(unsqueeze(target, 1) == unsqueeze(arange(C), 0), dt);
+  Tensor valid = unsqueeze(target != wrap_scalar(p.ignore_index, target.device()), 1);
+  Tensor onehot = cast(unsqueeze(target, 1) == unsqueeze(arange(C).to(x.device()), 0), dt);
   Tensor w = weight.defined() ? weight : ones({C}, TensorOptions(dt).with_device(x.device()));
   Tensor hard = sum(onehot * w, {1}, true) * (1.0 - p.label_smoothing);  // (1 - eps) w[t]
   const double smooth = p.label_smoothing / static_cast<double>(C);
@@ -115,7 +115,7 @@ Tensor class_loss(const Tensor& input, const Tensor& target, std::optional<int64
   Tensor t = contiguous(reshape(target.detach(), {-1}));
   {
     autograd::NoGradGuard ng;
-    Tensor bad = logical_and(logical_or(t < 0, t >= C), t != wrap_scalar(p.ignore_index));
+    Tensor bad = logical_and(logical_or(t < 0, t >= C), t != wrap_scalar(p.ignore_index, t.device()));
     if (t.numel() > 0 && any(bad).item<bool>()) {
       int64_t v = amax(where(bad, t, zeros_like(t) - (int64_t{1} << 62))).item<int64_t>();
       throw IndexError(detail::str("[", op, "] expected target class indices in [0, ", C, ")",

@@ -127,7 +127,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, const Te
   if (attn_mask) s = s + additive_mask(*attn_mask, ct);
   if (is_causal) {
     // Top-left aligned: query i sees keys j <= i.
-    Tensor keep = unsqueeze(arange(Tq), 1) >= unsqueeze(arange(Tk), 0);
+    Tensor keep = unsqueeze(arange(Tq).to(q.device()), 1) >= unsqueeze(arange(Tk).to(q.device()), 0);
     s = s + additive_mask(keep, ct);
   }
   Tensor p = softmax_impl(s, -1, SoftmaxKind::SafeSoftmax, kSdpa);

@@ -58,6 +58,11 @@ Tensor view_backward_scatter(const Tensor& src, const Shape& shape,
                              std::function<Tensor(const Tensor&)> view_fn);
 
 // Floating dtype a float-only function computes in (ints and bool promote to float32).
+// t's dtype on t's device: for tensors an op makes beside its input.
+inline TensorOptions options_of(const Tensor& t) {
+  return TensorOptions(t.dtype()).with_device(t.device());
+}
+
 inline DType float_compute_dtype(DType t) { return is_floating(t) ? t : kFloat32; }
 
 }  // namespace tessera::detail

@@ -54,8 +54,6 @@ Tensor random_sample(const Tensor& logits, std::optional<double> random_val, dou
                 "] expected floating-point logits, got ", logits.dtype());
   TESSERA_CHECK((logits.dim() == 1 || logits.dim() == 2) && logits.size(-1) > 0, ValueError, "[",
                 op, "] expected logits [V] or [B, V] with V > 0, got shape ", logits.sizes());
-  TESSERA_CHECK(logits.device().is_cpu(), NotImplementedError, "[", op,
-                "] expected cpu logits, got ", logits.device().str());
   TESSERA_CHECK(temperature >= 0.0 && std::isfinite(temperature), ValueError, "[", op,
                 "] expected a finite temperature >= 0, got ", temperature);
   TESSERA_CHECK(topk >= 0, ValueError, "[", op, "] expected topk >= 0 (0: no limit), got ", topk);
@@ -72,14 +70,15 @@ Tensor random_sample(const Tensor& logits, std::optional<double> random_val, dou
       u[r] = uint_to_unit_double(bits[0], bits[1]);
     }
   }
-  Tensor x = contiguous(logits.detach());
+  // Rows are sampled on the host (one pass each); device logits are copied there first.
+  Tensor x = contiguous(logits.detach().to(kCPU));
   Tensor out = empty(logits.dim() == 2 ? Shape{B} : Shape{}, kInt64);
   int64_t* o = out.data_ptr<int64_t>();
   dispatch<kFloatingTypes>(x.dtype(), op, [&]<class T>() {
     const T* p = x.data_ptr<T>();
     for (int64_t r = 0; r < B; ++r) o[r] = sample_row(p + r * V, V, u[r], topp, topk, temperature);
   });
-  return out;
+  return out.to(logits.device());
 }
 
 TESSERA_REGISTER_OPS({"random_sample", "random", kFloatingTypes, false});

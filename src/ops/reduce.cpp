@@ -174,9 +174,9 @@ std::tuple<Tensor, Tensor> extreme_along(const Tensor& x, int64_t dim, bool keep
              Tensor idx = reshape(ctx.saved(0), keep);
              Shape pos_shape(in.size(), 1);
              if (!in.empty()) pos_shape[d] = in[d];
-             Tensor pos = reshape(arange(in.empty() ? 1 : in[d]), pos_shape);
+             Tensor pos = reshape(arange(in.empty() ? 1 : in[d]).to(idx.device()), pos_shape);
              Tensor hit = pos == idx;
-             return TensorList{where(hit, expand_grad(g[0], keep, in), zeros(in, g[0].dtype()))};
+             return TensorList{where(hit, expand_grad(g[0], keep, in), zeros({}, options_of(g[0])))};
            });
   }
   return {values, indices};
@@ -297,15 +297,15 @@ Tensor cumsum(const Tensor& x_, int64_t dim) {
 
 Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
   TESSERA_OP_SCOPE("all", x);
-  Tensor b = x.dtype() == kBool ? x : ne(x, zeros({}, x.dtype()));
-  if (b.numel() == 0) return full(plan(b, dims, "all").out_shape, true, kBool);
+  Tensor b = x.dtype() == kBool ? x : ne(x, zeros({}, options_of(x)));
+  if (b.numel() == 0) return full(plan(b, dims, "all").out_shape, true, options_of(b));
   return run_reduce<fn::MinReducer>(plan(b, dims, "all"), kBool, keepdim);
 }
 
 Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
   TESSERA_OP_SCOPE("any", x);
-  Tensor b = x.dtype() == kBool ? x : ne(x, zeros({}, x.dtype()));
-  if (b.numel() == 0) return full(plan(b, dims, "any").out_shape, false, kBool);
+  Tensor b = x.dtype() == kBool ? x : ne(x, zeros({}, options_of(x)));
+  if (b.numel() == 0) return full(plan(b, dims, "any").out_shape, false, options_of(b));
   return run_reduce<fn::MaxReducer>(plan(b, dims, "any"), kBool, keepdim);
 }
 

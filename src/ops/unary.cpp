@@ -177,13 +177,13 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
     // Stable form: (max(bx, 0) + log1p(exp(-|bx|))) / beta, x itself above the threshold.
     Tensor bx = x * beta;
     Tensor soft = (relu(bx) + log1p(exp(neg(abs(bx))))) / beta;
-    out = where(bx > wrap_scalar(threshold), x, soft);
+    out = where(bx > wrap_scalar(threshold, bx.device()), x, soft);
   }
   if (needs_grad({x})) {
     record("SoftplusBackward", {x}, {out}, {x},
            [beta, threshold](BackwardContext& ctx, const TensorList& g) {
              Tensor bx = ctx.saved(0) * beta;
-             return TensorList{where(bx > wrap_scalar(threshold), g[0], g[0] * sigmoid(bx))};
+             return TensorList{where(bx > wrap_scalar(threshold, bx.device()), g[0], g[0] * sigmoid(bx))};
            });
   }
   return out;

@@ -343,11 +343,6 @@ Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_
 Tensor Tensor::contiguous() const { return tessera::contiguous(*this); }
 Tensor Tensor::clone() const { return tessera::clone(*this); }
 Tensor Tensor::to(DType d) const { return cast(*this, d); }
-Tensor Tensor::to(Device d) const {
-  TESSERA_CHECK(d == device(), NotImplementedError, "[to] expected a device this build supports (",
-                device().str(), "), got ", d.str());
-  return *this;
-}
 
 TESSERA_REGISTER_OPS({"view", "view", kAllTypes, true}, {"reshape", "view", kAllTypes, true},
                     {"permute", "view", kAllTypes, true}, {"transpose", "view", kAllTypes, true},

@@ -15,6 +15,21 @@ const Tensor& OpScope::none() {
   return undefined;
 }
 
+void OpScope::check_devices(const OpInfo& op) const {
+  if (op.name == "copy_") return;
+  std::string devices;
+  auto add = [&](const Tensor& t) {
+    if (!t.defined()) return;
+    const std::string d = t.device().str();
+    if (devices.find(d) == std::string::npos) devices += (devices.empty() ? "" : " and ") + d;
+  };
+  for (size_t i = 0; i < num_inputs_; ++i) add(*inputs_[i]);
+  if (list_)
+    for (const Tensor& t : *list_) add(t);
+  throw RuntimeError(detail::str("[", op.name, "] expected all tensors on one device, got ",
+                                 devices, " (move them with .to(device))"));
+}
+
 void OpScope::enter(const OpInfo& op) {
   detail::OpHooks& hooks = detail::t_op_hooks;
   ++hooks.depth;

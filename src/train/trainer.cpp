@@ -20,7 +20,8 @@ LossFn causal_lm_loss(models::CausalLM& model) {
   return [&model](const data::Batch& batch) {
     TESSERA_CHECK(batch.size() >= 2, ValueError,
                   "[Trainer] expected (inputs, targets) batches, got ", batch.size(), " tensors");
-    return model.loss(batch[0], batch[1]);
+    const Device device = model.device();  // batches are loaded on the host
+    return model.loss(batch[0].to(device), batch[1].to(device));
   };
 }
 

@@ -106,7 +106,7 @@ std::vector<OpCase> cat_stack_cases() {
   v.push_back(one(
       "cat", "skips_legacy_1d_empty", {real({2, 3}), real({2, 2})},
       [](auto& x) {
-        return cat({x[0], zeros({0}, x[0].dtype()), x[1]}, 1);
+        return cat({x[0], zeros({0}, TensorOptions(x[0].dtype()).with_device(x[0].device())), x[1]}, 1);
       },
       [](auto& x) {
         return loop_cat({x[0], x[1]}, 1);

@@ -115,7 +115,7 @@ std::vector<OpCase> scatter_cases() {
   v.push_back(one(
       "scatter", "dim0", {real({4, 3}), real({2, 3})},
       [](auto& x) {
-        return scatter(x[0], 0, idx64({3, 0, 1, 1, 2, 3}, {2, 3}), x[1]);
+        return scatter(x[0], 0, idx64({3, 0, 1, 1, 2, 3}, {2, 3}).to(x[0].device()), x[1]);
       },
       [](auto& x) {
         return loop_scatter(x[0], 0, idx64({3, 0, 1, 1, 2, 3}, {2, 3}), x[1], false);
@@ -123,7 +123,7 @@ std::vector<OpCase> scatter_cases() {
   v.push_back(one(
       "scatter", "neg_dim_larger_src_int32", {real({3, 5}, true), real({3, 4})},
       [](auto& x) {
-        Tensor idx = idx64({4, 0, 1, 3, 0, 2}, {3, 2}).to(kInt32);
+        Tensor idx = idx64({4, 0, 1, 3, 0, 2}, {3, 2}).to(kInt32).to(x[0].device());
         return scatter(x[0], -1, idx, x[1]);
       },
       [](auto& x) {
@@ -132,7 +132,7 @@ std::vector<OpCase> scatter_cases() {
   v.push_back(one(
       "scatter", "scalar_value", {real({3, 4})},
       [](auto& x) {
-        return scatter(x[0], 1, idx64({0, 2, 1, 3, 3, 0}, {3, 2}), 2.5);
+        return scatter(x[0], 1, idx64({0, 2, 1, 3, 3, 0}, {3, 2}).to(x[0].device()), 2.5);
       },
       [](auto& x) {
         return loop_scatter(x[0], 1, idx64({0, 2, 1, 3, 3, 0}, {3, 2}),
@@ -153,7 +153,7 @@ std::vector<OpCase> scatter_cases() {
   v.push_back(one(
       "index_add", "dim0_duplicates", {real({4, 3}), real({5, 3})},
       [](auto& x) {
-        return index_add(x[0], 0, idx64({1, 3, 1, 0, 1}, {5}), x[1]);
+        return index_add(x[0], 0, idx64({1, 3, 1, 0, 1}, {5}).to(x[0].device()), x[1]);
       },
       [](auto& x) {
         return loop_index_add(x[0], 0, idx64({1, 3, 1, 0, 1}, {5}), x[1], 1.0);
@@ -186,7 +186,7 @@ std::vector<OpCase> lookup_cases() {
     v.push_back(one(
         "embedding", pad < 0 ? "negative_padding_idx" : "padding_idx", {real({6, 3})},
         [pad](auto& x) {
-          Tensor idx = idx64({0, 2, 5, 2, 1, 2, 4, 5}, {2, 4});
+          Tensor idx = idx64({0, 2, 5, 2, 1, 2, 4, 5}, {2, 4}).to(x[0].device());
           Tensor keep = (idx != Scalar(pad < 0 ? pad + 6 : pad)).unsqueeze(-1);
           return embedding(x[0], idx, pad) * keep.to(x[0].dtype());
         },
@@ -253,7 +253,7 @@ std::vector<OpCase> double_backward_cases() {
   v.push_back(sq("index_add", {real({3, 4}), real({3, 5}), index({5}, 4)},
                  [](auto& x) { return index_add(x[0], 1, x[2], x[1], 0.5); }));
   v.push_back(sq("embedding", {real({5, 2})}, [](auto& x) {
-    Tensor idx = idx64({0, 3, 3, 1, 4, 3}, {3, 2});
+    Tensor idx = idx64({0, 3, 3, 1, 4, 3}, {3, 2}).to(x[0].device());
     Tensor keep = (idx != Scalar(1)).unsqueeze(-1).to(x[0].dtype());
     return embedding(x[0], idx, 1) * keep;
   }));

@@ -386,7 +386,7 @@ std::vector<OpCase> misc_cases() {
         "rope", style + "_bthd_noncontiguous", {real({2, 5, 3, 6}, true)},
         [=](auto& x) {
           auto [c, s] = rope_tables(5, 6, 10000.0, x[0].dtype());
-          return rope(x[0], c.unsqueeze(1), s.unsqueeze(1), inter);
+          return rope(x[0], c.unsqueeze(1).to(x[0].device()), s.unsqueeze(1).to(x[0].device()), inter);
         },
         [=](auto& x) {
           auto [c, s] = rope_tables(5, 6, 10000.0, x[0].dtype());

@@ -51,7 +51,7 @@ std::vector<OpCase> reduction_cases() {
                   }));
   v.push_back(one("prod", "with_zero", {real({3, 4})},
                   [](auto& x) {
-                    Tensor m = ones({3, 4}, x[0].dtype());
+                    Tensor m = ones({3, 4}, TensorOptions(x[0].dtype()).with_device(x[0].device()));
                     m.select(1, 2).fill_(0.0);
                     return prod(x[0] * m, {1});
                   }));
@@ -151,7 +151,7 @@ std::vector<OpCase> view_cases() {
                        std::function<Tensor(const Tensor&)> f) {
     v.push_back(one(op, label, {in}, [f](auto& x) {
       Tensor y = f(x[0]);
-      return y * arange(y.numel()).to(y.dtype()).reshape(y.sizes());
+      return y * arange(y.numel()).to(y.dtype()).to(y.device()).reshape(y.sizes());
     }));
   };
   view_case("view", "merge", real({2, 3, 4}), [](auto& x) { return view(x, {6, -1}); });

@@ -10,20 +10,6 @@
 namespace tessera::testing {
 namespace {
 
-std::vector<size_t> all_cases() {
-  std::vector<size_t> idx(op_cases().size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  return idx;
-}
-
-std::string case_name(const ::testing::TestParamInfo<size_t>& info) {
-  const OpCase& c = op_cases()[info.param];
-  std::string s = c.op + "_" + c.label + "_" + std::to_string(info.param);
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-}
-
 class OpCaseTest : public ::testing::TestWithParam<size_t> {
  protected:
   const OpCase& c() const { return op_cases()[GetParam()]; }
@@ -78,7 +64,8 @@ TEST_P(OpCaseTest, ForwardInLowPrecisionIsClose) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, OpCaseTest, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Table, OpCaseTest, ::testing::ValuesIn(op_case_indices()),
+                         [](const auto& info) { return op_case_test_name(info.param); });
 
 TEST(OpTable, EveryDifferentiableOpIsGradchecked) {
   std::set<std::string> checked;

@@ -1,5 +1,6 @@
 #include "testing/op_cases.h"
 
+#include <cctype>
 #include <numeric>
 
 namespace tessera::testing {
@@ -47,6 +48,20 @@ Tensor sample(const InputSpec& s, const Shape& shape, DType dtype, Generator& ge
   return Tensor();
 }
 }  // namespace
+
+std::vector<size_t> op_case_indices() {
+  std::vector<size_t> idx(op_cases().size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  return idx;
+}
+
+std::string op_case_test_name(size_t index) {
+  const OpCase& c = op_cases()[index];
+  std::string s = c.op + "_" + c.label + "_" + std::to_string(index);
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
 
 TensorList make_inputs(const OpCase& c, DType dtype, uint64_t seed) {
   Generator gen(seed);

@@ -53,6 +53,11 @@ OpCase one(std::string op, std::string label, std::vector<InputSpec> inputs,
            std::function<Tensor(const TensorList&)> fn,
            std::function<Tensor(const TensorList&)> reference = nullptr);
 
+// 0 .. op_cases().size() - 1, and a gtest name for case i (op, label and index), for suites
+// parameterised by the table.
+std::vector<size_t> op_case_indices();
+std::string op_case_test_name(size_t index);
+
 // Inputs for a case in dtype (floating kinds) with a fixed seed per case.
 TensorList make_inputs(const OpCase& c, DType dtype, uint64_t seed);
 

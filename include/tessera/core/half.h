@@ -6,15 +6,17 @@
 #include <cstring>
 #include <limits>
 
+#include "tessera/core/host_device.h"
+
 namespace tessera {
 
 namespace detail {
-inline uint32_t f32_bits(float f) {
+TESSERA_HD inline uint32_t f32_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
 }
-inline float f32_from_bits(uint32_t u) {
+TESSERA_HD inline float f32_from_bits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
@@ -24,17 +26,17 @@ inline float f32_from_bits(uint32_t u) {
 struct BFloat16 {
   uint16_t x = 0;
   BFloat16() = default;
-  BFloat16(float f) : x(round(f)) {}
-  BFloat16(double d) : BFloat16(static_cast<float>(d)) {}
-  BFloat16(int v) : BFloat16(static_cast<float>(v)) {}
-  BFloat16(int64_t v) : BFloat16(static_cast<float>(v)) {}
-  operator float() const { return detail::f32_from_bits(static_cast<uint32_t>(x) << 16); }
-  static BFloat16 from_bits(uint16_t b) {
+  TESSERA_HD BFloat16(float f) : x(round(f)) {}
+  TESSERA_HD BFloat16(double d) : BFloat16(static_cast<float>(d)) {}
+  TESSERA_HD BFloat16(int v) : BFloat16(static_cast<float>(v)) {}
+  TESSERA_HD BFloat16(int64_t v) : BFloat16(static_cast<float>(v)) {}
+  TESSERA_HD operator float() const { return detail::f32_from_bits(static_cast<uint32_t>(x) << 16); }
+  TESSERA_HD static BFloat16 from_bits(uint16_t b) {
     BFloat16 r;
     r.x = b;
     return r;
   }
-  static uint16_t round(float f) {
+  TESSERA_HD static uint16_t round(float f) {
     uint32_t u = detail::f32_bits(f);
     if (std::isnan(f)) return 0x7fc0;
     u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
@@ -45,18 +47,18 @@ struct BFloat16 {
 struct Half {
   uint16_t x = 0;
   Half() = default;
-  Half(float f) : x(from_float(f)) {}
-  Half(double d) : Half(static_cast<float>(d)) {}
-  Half(int v) : Half(static_cast<float>(v)) {}
-  Half(int64_t v) : Half(static_cast<float>(v)) {}
-  operator float() const { return to_float(x); }
-  static Half from_bits(uint16_t b) {
+  TESSERA_HD Half(float f) : x(from_float(f)) {}
+  TESSERA_HD Half(double d) : Half(static_cast<float>(d)) {}
+  TESSERA_HD Half(int v) : Half(static_cast<float>(v)) {}
+  TESSERA_HD Half(int64_t v) : Half(static_cast<float>(v)) {}
+  TESSERA_HD operator float() const { return to_float(x); }
+  TESSERA_HD static Half from_bits(uint16_t b) {
     Half r;
     r.x = b;
     return r;
   }
   // IEEE binary16 <-> binary32, exact for normals, subnormals, inf and nan.
-  static float to_float(uint16_t h) {
+  TESSERA_HD static float to_float(uint16_t h) {
     uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
     if (exp == 0x1f) return detail::f32_from_bits(sign | 0x7f800000 | (man << 13));
@@ -66,7 +68,7 @@ struct Half {
     }
     return detail::f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
   }
-  static uint16_t from_float(float f) {
+  TESSERA_HD static uint16_t from_float(float f) {
     uint32_t u = detail::f32_bits(f);
     uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
     uint32_t a = u & 0x7fffffff;
@@ -83,18 +85,18 @@ struct Half {
 };
 
 #define TESSERA_LOWP_OPS(T)                                                        \
-  inline T operator+(T a, T b) { return T(float(a) + float(b)); }                 \
-  inline T operator-(T a, T b) { return T(float(a) - float(b)); }                 \
-  inline T operator*(T a, T b) { return T(float(a) * float(b)); }                 \
-  inline T operator/(T a, T b) { return T(float(a) / float(b)); }                 \
-  inline T operator-(T a) { return T(-float(a)); }                                 \
-  inline bool operator<(T a, T b) { return float(a) < float(b); }                 \
-  inline bool operator>(T a, T b) { return float(a) > float(b); }                 \
-  inline bool operator<=(T a, T b) { return float(a) <= float(b); }               \
-  inline bool operator>=(T a, T b) { return float(a) >= float(b); }               \
-  inline bool operator==(T a, T b) { return float(a) == float(b); }               \
-  inline bool operator!=(T a, T b) { return float(a) != float(b); }               \
-  inline T& operator+=(T& a, T b) { return a = a + b; }
+  TESSERA_HD inline T operator+(T a, T b) { return T(float(a) + float(b)); }                 \
+  TESSERA_HD inline T operator-(T a, T b) { return T(float(a) - float(b)); }                 \
+  TESSERA_HD inline T operator*(T a, T b) { return T(float(a) * float(b)); }                 \
+  TESSERA_HD inline T operator/(T a, T b) { return T(float(a) / float(b)); }                 \
+  TESSERA_HD inline T operator-(T a) { return T(-float(a)); }                                 \
+  TESSERA_HD inline bool operator<(T a, T b) { return float(a) < float(b); }                 \
+  TESSERA_HD inline bool operator>(T a, T b) { return float(a) > float(b); }                 \
+  TESSERA_HD inline bool operator<=(T a, T b) { return float(a) <= float(b); }               \
+  TESSERA_HD inline bool operator>=(T a, T b) { return float(a) >= float(b); }               \
+  TESSERA_HD inline bool operator==(T a, T b) { return float(a) == float(b); }               \
+  TESSERA_HD inline bool operator!=(T a, T b) { return float(a) != float(b); }               \
+  TESSERA_HD inline T& operator+=(T& a, T b) { return a = a + b; }
 TESSERA_LOWP_OPS(BFloat16)
 TESSERA_LOWP_OPS(Half)
 #undef TESSERA_LOWP_OPS
@@ -123,21 +125,21 @@ class numeric_limits<tessera::BFloat16> {
  public:
   static constexpr bool is_specialized = true;
   static constexpr bool has_infinity = true;
-  static tessera::BFloat16 infinity() { return tessera::BFloat16::from_bits(0x7f80); }
-  static tessera::BFloat16 lowest() { return tessera::BFloat16::from_bits(0xff7f); }
-  static tessera::BFloat16 max() { return tessera::BFloat16::from_bits(0x7f7f); }
-  static tessera::BFloat16 epsilon() { return tessera::BFloat16::from_bits(0x3c00); }
-  static tessera::BFloat16 quiet_NaN() { return tessera::BFloat16::from_bits(0x7fc0); }
+  TESSERA_HD static tessera::BFloat16 infinity() { return tessera::BFloat16::from_bits(0x7f80); }
+  TESSERA_HD static tessera::BFloat16 lowest() { return tessera::BFloat16::from_bits(0xff7f); }
+  TESSERA_HD static tessera::BFloat16 max() { return tessera::BFloat16::from_bits(0x7f7f); }
+  TESSERA_HD static tessera::BFloat16 epsilon() { return tessera::BFloat16::from_bits(0x3c00); }
+  TESSERA_HD static tessera::BFloat16 quiet_NaN() { return tessera::BFloat16::from_bits(0x7fc0); }
 };
 template <>
 class numeric_limits<tessera::Half> {
  public:
   static constexpr bool is_specialized = true;
   static constexpr bool has_infinity = true;
-  static tessera::Half infinity() { return tessera::Half::from_bits(0x7c00); }
-  static tessera::Half lowest() { return tessera::Half::from_bits(0xfbff); }
-  static tessera::Half max() { return tessera::Half::from_bits(0x7bff); }
-  static tessera::Half epsilon() { return tessera::Half::from_bits(0x1400); }
-  static tessera::Half quiet_NaN() { return tessera::Half::from_bits(0x7e00); }
+  TESSERA_HD static tessera::Half infinity() { return tessera::Half::from_bits(0x7c00); }
+  TESSERA_HD static tessera::Half lowest() { return tessera::Half::from_bits(0xfbff); }
+  TESSERA_HD static tessera::Half max() { return tessera::Half::from_bits(0x7bff); }
+  TESSERA_HD static tessera::Half epsilon() { return tessera::Half::from_bits(0x1400); }
+  TESSERA_HD static tessera::Half quiet_NaN() { return tessera::Half::from_bits(0x7e00); }
 };
 }  // namespace std

@@ -146,6 +146,8 @@ class Module : public std::enable_shared_from_this<Module> {
   Module& to(DType dtype);
   // Moves every parameter and buffer (and grad) to device, in place like to(DType).
   Module& to(Device device);
+  // The device of the first parameter (or buffer); the CPU for a module without tensors.
+  Device device() const;
   // Drops every parameter's .grad (set_to_none) or fills it with zeros.
   void zero_grad(bool set_to_none = true);
   // Element count of the parameters (each tied tensor once); only requires_grad ones if asked.

@@ -6,7 +6,7 @@
 // inputs back through op_scope.arg(i); no op body knows about autocast or the profiler.
 //
 // When neither autocast nor the profiler is on (the usual case) a scope costs one thread-local
-// read. Autocast applies to the outermost op only: the ops an op calls internally run in the
+// read. Inputs on different devices are refused here, for every op but copy_. Autocast applies to the outermost op only: the ops an op calls internally run in the
 // dtypes it hands them, as with PyTorch's autocast dispatch key.
 #include <array>
 #include <atomic>
@@ -40,6 +40,8 @@ class OpScope {
   explicit OpScope(const OpInfo& op, const Inputs&... inputs) {
     static_assert(sizeof...(Inputs) <= kMaxInputs, "OpScope holds at most kMaxInputs inputs");
     (collect(inputs), ...);
+    if (!on_one_device()) [[unlikely]]
+      check_devices(op);
     if (detail::t_op_hooks.autocast || detail::g_profiling.load(std::memory_order_relaxed))
         [[unlikely]]
       enter(op);
@@ -63,6 +65,23 @@ class OpScope {
   void collect(const std::optional<Tensor>& t) { collect(t ? *t : none()); }
   void collect(const TensorList& list) { list_ = &list; }
   static const Tensor& none();
+  bool on_one_device() const {
+    if (num_inputs_ + (list_ ? list_->size() : 0) < 2) return true;
+    std::optional<Device> first;
+    auto same = [&](const Tensor& t) {
+      if (!t.defined()) return true;
+      if (!first) first = t.device();
+      return t.device() == *first;
+    };
+    for (size_t i = 0; i < num_inputs_; ++i)
+      if (!same(*inputs_[i])) return false;
+    if (list_)
+      for (const Tensor& t : *list_)
+        if (!same(t)) return false;
+    return true;
+  }
+  // Throws RuntimeError naming the op and the devices (copy_ alone may mix them).
+  void check_devices(const OpInfo& op) const;
   void enter(const OpInfo& op);
   void leave();
   std::string input_shapes() const;

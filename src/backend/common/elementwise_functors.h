@@ -12,12 +12,8 @@
 #include "backend/common/vec_math.h"
 #endif
 #include "tessera/core/half.h"
+#include "tessera/core/host_device.h"
 
-#if defined(__CUDACC__)
-#define TESSERA_HD __host__ __device__
-#else
-#define TESSERA_HD
-#endif
 
 namespace tessera::fn {
 
@@ -137,6 +133,15 @@ TESSERA_BINARY_FN(LogicalAndFn, "logical_and", kAllTypes, bool, (a != A(0)) && (
 TESSERA_BINARY_FN(LogicalOrFn, "logical_or", kAllTypes, bool, (a != A(0)) || (b != A(0)))
 TESSERA_BINARY_FN(LogicalXorFn, "logical_xor", kAllTypes, bool, (a != A(0)) != (b != A(0)))
 #undef TESSERA_BINARY_FN
+
+// A value of one dtype as another (copy and cast): through opmath, bool as != 0.
+template <class Dst, class Src>
+TESSERA_HD inline Dst convert(Src x) {
+  if constexpr (std::is_same_v<Dst, Src>) return x;
+  else if constexpr (std::is_same_v<Dst, bool>)
+    return static_cast<opmath_t<Src>>(x) != opmath_t<Src>(0);
+  else return static_cast<Dst>(static_cast<opmath_t<Src>>(x));
+}
 
 // cond ? a : b
 struct WhereFn {

@@ -19,5 +19,10 @@ struct ElementwiseKernel {
 TESSERA_DECLARE_KERNEL(copy_kernel, void(const TensorIterator&));
 // Every element of t = value.
 TESSERA_DECLARE_KERNEL(fill_kernel, void(const Tensor&, const Scalar&));
+// Copies nbytes of contiguous data between two devices, at least one of them not the CPU (that
+// backend registers it under its device type). Returns once src may be reused; when dst is on
+// the CPU, once dst holds the data.
+TESSERA_DECLARE_KERNEL(device_copy_kernel, void(void* dst, Device dst_device, const void* src,
+                                                Device src_device, size_t nbytes));
 
 }  // namespace tessera

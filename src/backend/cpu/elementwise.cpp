@@ -29,14 +29,6 @@ void lerp(const TensorIterator& it) {
   });
 }
 
-template <class Dst, class Src>
-Dst convert(Src x) {
-  if constexpr (std::is_same_v<Dst, Src>) return x;
-  else if constexpr (std::is_same_v<Dst, bool>)
-    return static_cast<opmath_t<Src>>(x) != opmath_t<Src>(0);
-  else return static_cast<Dst>(static_cast<opmath_t<Src>>(x));
-}
-
 // A copy whose output runs along rows while the input runs down columns (x.t().contiguous()):
 // walking it element by element misses the cache on every input read, so copy square tiles.
 // Returns false when the layout is not a transpose.
@@ -69,7 +61,7 @@ bool tiled_transpose_copy(const TensorIterator& it) {
       Dst* dst = reinterpret_cast<Dst*>(out + r * so[nd - 2]);
       const char* src = in + r * si[nd - 2];
       for (int64_t c = c0; c < c1; ++c)
-        dst[c] = convert<Dst, Src>(*reinterpret_cast<const Src*>(src + c * si[nd - 1]));
+        dst[c] = fn::convert<Dst, Src>(*reinterpret_cast<const Src*>(src + c * si[nd - 1]));
     }
   }
   return true;
@@ -82,7 +74,7 @@ void copy(const TensorIterator& it) {
       if constexpr (std::is_same_v<Dst, Src>) {
         cpu_kernel(it, [](Src x) { return x; });
       } else {
-        cpu_kernel(it, [](Src x) { return convert<Dst, Src>(x); });
+        cpu_kernel(it, [](Src x) { return fn::convert<Dst, Src>(x); });
       }
     });
   });

@@ -1,6 +1,8 @@
 #pragma once
-// Every CUDA runtime call goes through TESSERA_CUDA_CHECK, which throws RuntimeError with the
-// call site and CUDA's own message instead of aborting.
+// Every CUDA runtime and cuBLAS(Lt) call goes through a check macro that throws RuntimeError with
+// the call site and the library's own message instead of aborting; kernel launches are checked
+// with TESSERA_CUDA_CHECK_LAUNCH().
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include "tessera/core/error.h"
@@ -12,4 +14,15 @@
       throw ::tessera::RuntimeError(::tessera::detail::str(                               \
           "[cuda] ", #expr, " failed at " __FILE__ ":", __LINE__, ": ",                   \
           cudaGetErrorString(tessera_cuda_status)));                                      \
+  } while (0)
+
+#define TESSERA_CUDA_CHECK_LAUNCH() TESSERA_CUDA_CHECK(cudaGetLastError())
+
+#define TESSERA_CUBLAS_CHECK(expr)                                                        \
+  do {                                                                                    \
+    cublasStatus_t tessera_cublas_status = (expr);                                        \
+    if (tessera_cublas_status != CUBLAS_STATUS_SUCCESS)                                   \
+      throw ::tessera::RuntimeError(::tessera::detail::str(                               \
+          "[cublas] ", #expr, " failed at " __FILE__ ":", __LINE__, ": ",                 \
+          cublasLtGetStatusString(tessera_cublas_status)));                               \
   } while (0)

@@ -1,0 +1,30 @@
+// Transfers between the host and CUDA devices (and between devices) on the current stream.
+// Host memory here is pageable: cudaMemcpyAsync from it returns once the data is staged, so the
+// source may be reused at once; a copy to the host waits for the stream so the caller can read
+// the result.
+#include "backend/common/elementwise_kernels.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/cuda_check.h"
+#include "tessera/runtime/cuda.h"
+
+namespace tessera::cuda {
+namespace {
+
+void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+  if (nbytes == 0) return;
+  const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
+  DeviceGuard guard(gpu.index);
+  cudaStream_t stream = current_stream();
+  if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
+    TESSERA_CUDA_CHECK(
+        cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, nbytes, stream));
+  } else {
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream));
+  }
+  if (dst_device.is_cpu()) TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+TESSERA_REGISTER_KERNEL(device_copy_kernel, DeviceType::CUDA, &device_copy);
+
+}  // namespace
+}  // namespace tessera::cuda

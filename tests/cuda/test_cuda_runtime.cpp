@@ -1,0 +1,102 @@
+// The CUDA runtime: transfers, the caching allocator, streams and events, device checks. The
+// GPU tests skip with a message where no GPU is present; the error paths run everywhere.
+#include <gtest/gtest.h>
+
+#include "tessera/runtime/cuda.h"
+#include "tessera/tessera.h"
+#include "testing/expect_error.h"
+
+namespace tessera {
+namespace {
+
+const Device kCuda{DeviceType::CUDA, 0};
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device here";
+  }
+};
+
+TEST(CudaRuntime, WithoutAGpuMovingATensorThrowsATypedError) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is present";
+  EXPECT_EQ(device_count(DeviceType::CUDA), 0);
+  EXPECT_THROW(ones({2}).to(kCuda), Error);
+}
+
+TEST_F(CudaTest, RoundTripKeepsValuesForEveryDtype) {
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kBool, kUInt8}) {
+    Tensor x = cast(arange(0, 37, 1, kInt64) - 18, dt);
+    Tensor back = x.to(kCuda).to(kCPU);
+    EXPECT_EQ(back.dtype(), dt);
+    EXPECT_TRUE(allclose(back.to(kFloat64), x.to(kFloat64), 0, 0)) << dt;
+  }
+}
+
+TEST_F(CudaTest, StridedCopiesInBothDirections) {
+  Tensor x = randn({6, 5});
+  Tensor t = x.transpose(0, 1);               // non-contiguous source
+  EXPECT_TRUE(allclose(t.to(kCuda).to(kCPU), t, 0, 0));
+  Tensor dst = zeros({5, 6}, TensorOptions().with_device(kCuda)).transpose(0, 1);
+  dst.copy_(x);                               // non-contiguous destination across devices
+  EXPECT_TRUE(allclose(dst.to(kCPU), x, 0, 0));
+  EXPECT_FLOAT_EQ(x.to(kCuda).sum().item<float>(), x.sum().item<float>());
+}
+
+TEST_F(CudaTest, GradientFlowsBackAcrossTheTransfer) {
+  Tensor x = randn({4, 3}, TensorOptions().with_requires_grad(true));
+  Tensor y = (x.to(kCuda) * 3).sum();
+  y.backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(x.grad().device(), kCPU);
+  EXPECT_TRUE(allclose(x.grad(), full({4, 3}, 3.0), 0, 0));
+}
+
+TEST_F(CudaTest, MixingDevicesInOneOpIsRefused) {
+  Tensor a = ones({3}), b = ones({3}).to(kCuda);
+  testing::expect_error<RuntimeError>([&] { (void)add(a, b); }, "add",
+                                      "expected all tensors on one device");
+}
+
+TEST_F(CudaTest, AllocatorReusesFreedBlocks) {
+  cuda::synchronize();
+  {
+    Tensor warm = empty({1 << 20}, TensorOptions().with_device(kCuda));
+  }
+  const AllocatorStats before = cuda::memory_stats();
+  {
+    Tensor t = empty({1 << 20}, TensorOptions().with_device(kCuda));
+    EXPECT_EQ(cuda::memory_stats().live_bytes, before.live_bytes + (int64_t{4} << 20));
+  }
+  const AllocatorStats after = cuda::memory_stats();
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+  EXPECT_EQ(after.cached_bytes, before.cached_bytes);  // the same block came back from the cache
+  cuda::empty_cache();
+  EXPECT_EQ(cuda::memory_stats().cached_bytes, 0);
+}
+
+TEST_F(CudaTest, EventsTimeQueuedWork) {
+  cuda::Event start, end;
+  start.record();
+  Tensor x = randn({512, 512}).to(kCuda);
+  Tensor y = matmul(x, x);
+  end.record();
+  end.synchronize();
+  EXPECT_GE(start.elapsed_ms(end), 0.0f);
+  cuda::Stream side;
+  {
+    cuda::StreamGuard guard(side);
+    Tensor z = matmul(x, x);
+    EXPECT_TRUE(allclose(z.to(kCPU), y.to(kCPU), 1e-5, 1e-5));
+  }
+  side.synchronize();
+}
+
+TEST_F(CudaTest, PrintsFromAHostCopy) {
+  std::string s = tensor({1.0, 2.0}).to(kCuda).str();
+  EXPECT_NE(s.find("[1, 2]"), std::string::npos) << s;
+  EXPECT_NE(s.find("device=cuda:0"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace tessera
