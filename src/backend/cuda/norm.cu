@@ -1,0 +1,745 @@
+// CUDA layer norm and RMS norm (with the fused residual add), forward and backward, with the
+// CPU's semantics: opmath arithmetic, two-pass statistics (mean, then the centred sum of
+// squares), float statistics (double for float64).
+//
+// Row kernels (forward, and the backward's dx) come in two shapes:
+//  - n <= 1024 (512 for double): a group of up to 32 lanes per row keeps the row in registers,
+//    so it is read once and every reduction is a warp shuffle;
+//  - longer rows: one block per row, each pass re-reading the row, which then mostly hits L1/L2.
+// Both load 16-byte vectors when every operand is aligned and n is a multiple of the width.
+// dweight/dbias are a column reduction of their own: blocks of 32 lanes (a vector of columns
+// each) x 8 row-threads each sum one chunk of rows into a [chunks, n] buffer (no atomics), and a
+// second kernel adds the chunks in order, so results are deterministic on a given device (the
+// chunk count follows the shape and the SM count).
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "backend/common/nn_kernels.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/cuda_check.h"
+#include "tessera/core/dispatch.h"
+#include "tessera/ops/creation.h"
+
+namespace tessera::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kMaxThreads = 1024;  // the most threads any block of this file is launched with
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kRowsBlock = 128;  // threads per block of the warp-per-row kernels
+constexpr int kVecBytes = 16;
+constexpr int kRowThreads = 8;  // threads along rows per block of the parameter-gradient kernel
+
+// Longest row a warp keeps in registers: 32 values per lane, 16 for double (whose 32 spill).
+template <class T>
+constexpr int64_t kMaxWarpRow = sizeof(T) == 8 ? 512 : 1024;
+
+template <class T>
+constexpr int kVec = kVecBytes / sizeof(T);
+
+// W consecutive elements moved by one load or store.
+template <class T, int W>
+struct alignas(sizeof(T) * W) Pack {
+  T v[W];
+};
+
+template <int W, class T, class A>
+__device__ void load(A* out, const T* p) {
+  const Pack<T, W> pk = *reinterpret_cast<const Pack<T, W>*>(p);
+#pragma unroll
+  for (int k = 0; k < W; ++k) out[k] = static_cast<A>(pk.v[k]);
+}
+
+template <int W, class T, class A>
+__device__ void store(T* p, const A* in) {
+  Pack<T, W> pk;
+#pragma unroll
+  for (int k = 0; k < W; ++k) pk.v[k] = static_cast<T>(in[k]);
+  *reinterpret_cast<Pack<T, W>*>(p) = pk;
+}
+
+// Calls f(i, integral_constant<int, W>) on chunks [i, i + W) that cover a row of n elements,
+// spread over the block: W = VEC over the 16-byte aligned body, 1 over the head before it and
+// the tail after it. Operands indexed alongside `row` need the same address residue mod 16.
+template <int VEC, class T, class F>
+__device__ void for_each_chunk(const T* row, int64_t n, F&& f) {
+  int64_t head = 0;
+  if constexpr (VEC > 1)
+    head = std::min<int64_t>(n, (0 - reinterpret_cast<uintptr_t>(row) / sizeof(T)) & (VEC - 1));
+  const int64_t body = (n - head) / VEC, tail = head + body * VEC;
+  for (int64_t i = threadIdx.x; i < head; i += blockDim.x) f(i, std::integral_constant<int, 1>{});
+#pragma unroll 4
+  for (int64_t k = threadIdx.x; k < body; k += blockDim.x)
+    f(head + k * VEC, std::integral_constant<int, VEC>{});
+  for (int64_t i = tail + threadIdx.x; i < n; i += blockDim.x)
+    f(i, std::integral_constant<int, 1>{});
+}
+
+// The lanes [base, base + width) of this thread's row group; width is a power of 2 <= 32.
+__device__ unsigned group_mask(int width) {
+  return width == kWarp ? kFullMask
+                        : ((1u << width) - 1) << ((threadIdx.x % kWarp) & ~unsigned(width - 1));
+}
+
+template <class A>
+__device__ A group_sum(A v, unsigned mask, int width) {
+  for (int o = width / 2; o > 0; o /= 2) v += __shfl_xor_sync(mask, v, o, width);
+  return v;
+}
+
+// Block-wide sums of K values (blockDim.x a multiple of 32); every thread gets the results.
+template <int K, class A>
+__device__ void block_sum(A (&v)[K]) {
+  __shared__ A part[K][kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = group_sum(v[k], kFullMask, kWarp);
+  __syncthreads();  // a previous call's readers are done with the slots
+  if (lane == 0)
+    for (int k = 0; k < K; ++k) part[k][warp] = v[k];
+  __syncthreads();
+  // Every warp adds the per-warp parts itself, so no broadcast round is needed.
+  const bool has = lane < static_cast<int>(blockDim.x / kWarp);
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = group_sum(has ? part[k][lane] : A(0), kFullMask, kWarp);
+}
+
+template <class A>
+__device__ A block_sum(A v) {
+  A a[1] = {v};
+  block_sum(a);
+  return a[0];
+}
+
+// Grid-stride loop over rows in the warp-per-row kernels, `width` lanes per row.
+__device__ int64_t first_row(int width) {
+  return int64_t{blockIdx.x} * (blockDim.x / width) + threadIdx.x / width;
+}
+__device__ int64_t row_stride(int width) { return int64_t{gridDim.x} * (blockDim.x / width); }
+
+// ---- forward, short rows: `width` lanes per row, ELEMS values each ----
+
+template <class T, int ELEMS, int VEC>
+__global__ void layer_norm_warp_kernel(T* __restrict__ y, opmath_t<T>* __restrict__ mean,
+                                       opmath_t<T>* __restrict__ rstd, const T* __restrict__ x,
+                                       const T* __restrict__ w, const T* __restrict__ b,
+                                       int64_t rows, int n, int group_width, opmath_t<T> eps) {
+  using A = opmath_t<T>;
+  // Rows of more than 32 vectors take whole warps: a constant width turns offsets into immediates.
+  const int width = ELEMS > kVec<T> ? kWarp : group_width;
+  const unsigned mask = group_mask(width);
+  const int lane = threadIdx.x & (width - 1);
+  const A inv_n = A(1) / static_cast<A>(n);
+  for (int64_t row = first_row(width); row < rows; row += row_stride(width)) {
+    const int64_t off = row * n;
+    A v[ELEMS];
+    A s = 0;
+#pragma unroll
+    for (int j = 0; j < ELEMS / VEC; ++j) {
+      const int i = (j * width + lane) * VEC;
+      if (i < n) {
+        load<VEC>(v + j * VEC, x + off + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) s += v[j * VEC + k];
+      }
+    }
+    const A mu = group_sum(s, mask, width) * inv_n;
+    A ss = 0;
+#pragma unroll
+    for (int j = 0; j < ELEMS / VEC; ++j)
+      if ((j * width + lane) * VEC < n) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const A d = v[j * VEC + k] - mu;
+          ss += d * d;
+        }
+      }
+    const A rs = A(1) / std::sqrt(group_sum(ss, mask, width) * inv_n + eps);
+#pragma unroll
+    for (int j = 0; j < ELEMS / VEC; ++j) {
+      const int i = (j * width + lane) * VEC;
+      if (i >= n) continue;
+      A o[VEC], p[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) o[k] = (v[j * VEC + k] - mu) * rs;
+      if (w) {
+        load<VEC>(p, w + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o[k] *= p[k];
+      }
+      if (b) {
+        load<VEC>(p, b + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o[k] += p[k];
+      }
+      store<VEC>(y + off + i, o);
+    }
+    if (lane == 0) {
+      mean[row] = mu;
+      rstd[row] = rs;
+    }
+  }
+}
+
+// h = x (+ residual, rounded to T and written to h_out), y = h rstd weight.
+template <class T, int ELEMS, int VEC>
+__global__ void rms_norm_warp_kernel(T* __restrict__ y, opmath_t<T>* __restrict__ rstd,
+                                     T* __restrict__ h_out, const T* __restrict__ x,
+                                     const T* __restrict__ res, const T* __restrict__ w,
+                                     int64_t rows, int n, int group_width, opmath_t<T> eps) {
+  using A = opmath_t<T>;
+  // Rows of more than 32 vectors take whole warps: a constant width turns offsets into immediates.
+  const int width = ELEMS > kVec<T> ? kWarp : group_width;
+  const unsigned mask = group_mask(width);
+  const int lane = threadIdx.x & (width - 1);
+  const A inv_n = A(1) / static_cast<A>(n);
+  for (int64_t row = first_row(width); row < rows; row += row_stride(width)) {
+    const int64_t off = row * n;
+    A v[ELEMS];
+    A ss = 0;
+#pragma unroll
+    for (int j = 0; j < ELEMS / VEC; ++j) {
+      const int i = (j * width + lane) * VEC;
+      if (i >= n) continue;
+      A* h = v + j * VEC;
+      load<VEC>(h, x + off + i);
+      if (res) {
+        A r[VEC];
+        load<VEC>(r, res + off + i);
+        // Rounded before normalising, as the unfused add then rms_norm would.
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) h[k] = static_cast<A>(static_cast<T>(h[k] + r[k]));
+        store<VEC>(h_out + off + i, h);
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) ss += h[k] * h[k];
+    }
+    const A rs = A(1) / std::sqrt(group_sum(ss, mask, width) * inv_n + eps);
+#pragma unroll
+    for (int j = 0; j < ELEMS / VEC; ++j) {
+      const int i = (j * width + lane) * VEC;
+      if (i >= n) continue;
+      A o[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) o[k] = v[j * VEC + k] * rs;
+      if (w) {
+        A p[VEC];
+        load<VEC>(p, w + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o[k] *= p[k];
+      }
+      store<VEC>(y + off + i, o);
+    }
+    if (lane == 0) rstd[row] = rs;
+  }
+}
+
+// ---- forward, long rows: one block per row ----
+
+template <class T, int VEC>
+__global__ void __launch_bounds__(kMaxThreads)
+    layer_norm_block_kernel(T* __restrict__ y, opmath_t<T>* __restrict__ mean,
+                            opmath_t<T>* __restrict__ rstd, const T* __restrict__ x,
+                            const T* __restrict__ w, const T* __restrict__ b, int64_t n,
+                            opmath_t<T> eps) {
+  using A = opmath_t<T>;
+  const int64_t off = int64_t{blockIdx.x} * n;
+  const T* xr = x + off;
+  const A inv_n = A(1) / static_cast<A>(n);
+  A s = 0;
+  for_each_chunk<VEC>(xr, n, [&](int64_t i, auto c) {
+    constexpr int W = decltype(c)::value;
+    A v[W];
+    load<W>(v, xr + i);
+#pragma unroll
+    for (int k = 0; k < W; ++k) s += v[k];
+  });
+  const A mu = block_sum(s) * inv_n;
+  A ss = 0;
+  for_each_chunk<VEC>(xr, n, [&](int64_t i, auto c) {
+    constexpr int W = decltype(c)::value;
+    A v[W];
+    load<W>(v, xr + i);
+#pragma unroll
+    for (int k = 0; k < W; ++k) ss += (v[k] - mu) * (v[k] - mu);
+  });
+  const A rs = A(1) / std::sqrt(block_sum(ss) * inv_n + eps);
+  for_each_chunk<VEC>(xr, n, [&](int64_t i, auto c) {
+    constexpr int W = decltype(c)::value;
+    A v[W], p[W];
+    load<W>(v, xr + i);
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] = (v[k] - mu) * rs;
+    if (w) {
+      load<W>(p, w + i);
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[k] *= p[k];
+    }
+    if (b) {
+      load<W>(p, b + i);
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[k] += p[k];
+    }
+    store<W>(y + off + i, v);
+  });
+  if (threadIdx.x == 0) {
+    mean[blockIdx.x] = mu;
+    rstd[blockIdx.x] = rs;
+  }
+}
+
+// The second pass reads h back from h_out when there is a residual (each thread re-reads what
+// it wrote), so no operand is __restrict__ here.
+template <class T, int VEC>
+__global__ void __launch_bounds__(kMaxThreads)
+    rms_norm_block_kernel(T* y, opmath_t<T>* rstd, T* h_out, const T* x, const T* res, const T* w,
+                          int64_t n, opmath_t<T> eps) {
+  using A = opmath_t<T>;
+  const int64_t off = int64_t{blockIdx.x} * n;
+  const A inv_n = A(1) / static_cast<A>(n);
+  A ss = 0;
+  for_each_chunk<VEC>(x + off, n, [&](int64_t i, auto c) {
+    constexpr int W = decltype(c)::value;
+    A h[W];
+    load<W>(h, x + off + i);
+    if (res) {
+      A r[W];
+      load<W>(r, res + off + i);
+      // Rounded before normalising, as the unfused add then rms_norm would.
+#pragma unroll
+      for (int k = 0; k < W; ++k) h[k] = static_cast<A>(static_cast<T>(h[k] + r[k]));
+      store<W>(h_out + off + i, h);
+    }
+#pragma unroll
+    for (int k = 0; k < W; ++k) ss += h[k] * h[k];
+  });
+  const A rs = A(1) / std::sqrt(block_sum(ss) * inv_n + eps);
+  const T* hr = (res ? h_out : x) + off;
+  for_each_chunk<VEC>(hr, n, [&](int64_t i, auto c) {
+    constexpr int W = decltype(c)::value;
+    A v[W];
+    load<W>(v, hr + i);
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] *= rs;
+    if (w) {
+      A p[W];
+      load<W>(p, w + i);
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[k] *= p[k];
+    }
+    store<W>(y + off + i, v);
+  });
+  if (threadIdx.x == 0) rstd[blockIdx.x] = rs;
+}
+
+// ---- backward dx, both norms ----
+// With xhat = (x - mean) rstd (mean null: RMS norm, xhat = h rstd) and gw = dy weight:
+//   dx = rstd (gw - mean(gw) - xhat mean(gw xhat)) (+ dh), the mean(gw) term for layer norm only.
+
+template <class T, int ELEMS, int VEC>
+__global__ void norm_backward_warp_kernel(T* __restrict__ dx, const T* __restrict__ dy,
+                                          const T* __restrict__ x, const T* __restrict__ dh,
+                                          const opmath_t<T>* __restrict__ mean,
+                                          const opmath_t<T>* __restrict__ rstd,
+                                          const T* __restrict__ w, int64_t rows, int n,
+                                          int group_width) {
+  using A = opmath_t<T>;
+  // Rows of more than 32 vectors take whole warps: a constant width turns offsets into immediates.
+  const int width = ELEMS > kVec<T> ? kWarp : group_width;
+  const unsigned mask = group_mask(width);
+  const int lane = threadIdx.x & (width - 1);
+  const A inv_n = A(1) / static_cast<A>(n);
+  for (int64_t row = first_row(width); row < rows; row += row_stride(width)) {
+    const int64_t off = row * n;
+    const A mu = mean ? mean[row] : A(0), rs = rstd[row];
+    A gw[ELEMS], xh[ELEMS];
+    A sg = 0, sgx = 0;
+#pragma unroll
+    for (int j = 0; j < ELEMS / VEC; ++j) {
+      const int i = (j * width + lane) * VEC;
+      if (i >= n) continue;
+      A* g = gw + j * VEC;
+      A* h = xh + j * VEC;
+      load<VEC>(g, dy + off + i);
+      load<VEC>(h, x + off + i);
+      if (w) {
+        A p[VEC];
+        load<VEC>(p, w + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) g[k] *= p[k];
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        h[k] = (h[k] - mu) * rs;
+        sg += g[k];
+        sgx += g[k] * h[k];
+      }
+    }
+    sg = mean ? group_sum(sg, mask, width) * inv_n : A(0);
+    sgx = group_sum(sgx, mask, width) * inv_n;
+#pragma unroll
+    for (int j = 0; j < ELEMS / VEC; ++j) {
+      const int i = (j * width + lane) * VEC;
+      if (i >= n) continue;
+      A o[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) o[k] = rs * (gw[j * VEC + k] - sg - xh[j * VEC + k] * sgx);
+      if (dh) {
+        A p[VEC];
+        load<VEC>(p, dh + off + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o[k] += p[k];
+      }
+      store<VEC>(dx + off + i, o);
+    }
+  }
+}
+
+template <class T, int VEC>
+__global__ void __launch_bounds__(kMaxThreads)
+    norm_backward_block_kernel(T* __restrict__ dx, const T* __restrict__ dy,
+                               const T* __restrict__ x, const T* __restrict__ dh,
+                               const opmath_t<T>* __restrict__ mean,
+                               const opmath_t<T>* __restrict__ rstd, const T* __restrict__ w,
+                               int64_t n) {
+  using A = opmath_t<T>;
+  const int64_t off = int64_t{blockIdx.x} * n;
+  const A mu = mean ? mean[blockIdx.x] : A(0), rs = rstd[blockIdx.x];
+  const A inv_n = A(1) / static_cast<A>(n);
+  // gw and xhat of the chunk at i, recomputed by both passes.
+  auto terms = [&]<int W>(int64_t i, A* g, A* h) {
+    load<W>(g, dy + off + i);
+    load<W>(h, x + off + i);
+    if (w) {
+      A p[W];
+      load<W>(p, w + i);
+#pragma unroll
+      for (int k = 0; k < W; ++k) g[k] *= p[k];
+    }
+#pragma unroll
+    for (int k = 0; k < W; ++k) h[k] = (h[k] - mu) * rs;
+  };
+  A sums[2] = {A(0), A(0)};  // sum gw, sum gw xhat
+  for_each_chunk<VEC>(dy + off, n, [&](int64_t i, auto c) {
+    constexpr int W = decltype(c)::value;
+    A g[W], h[W];
+    terms.template operator()<W>(i, g, h);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      sums[0] += g[k];
+      sums[1] += g[k] * h[k];
+    }
+  });
+  block_sum(sums);
+  const A sg = mean ? sums[0] * inv_n : A(0), sgx = sums[1] * inv_n;
+  for_each_chunk<VEC>(dy + off, n, [&](int64_t i, auto c) {
+    constexpr int W = decltype(c)::value;
+    A g[W], h[W];
+    terms.template operator()<W>(i, g, h);
+#pragma unroll
+    for (int k = 0; k < W; ++k) g[k] = rs * (g[k] - sg - h[k] * sgx);
+    if (dh) {
+      A p[W];
+      load<W>(p, dh + off + i);
+#pragma unroll
+      for (int k = 0; k < W; ++k) g[k] += p[k];
+    }
+    store<W>(dx + off + i, g);
+  });
+}
+
+// ---- backward dweight / dbias ----
+
+// Block (32, 8) sums rows [r0, r1) of chunk blockIdx.y for 32 * VEC adjacent columns, VEC per
+// lane as one vector load: dweight += dy xhat, dbias += dy (either pointer null when not
+// wanted). With one chunk the sums are the gradients and go to dw/db as T; otherwise they go to
+// the partial buffers pw/pb [chunks, n].
+template <class T, int VEC>
+__global__ void norm_param_grad_kernel(T* __restrict__ dw, T* __restrict__ db,
+                                       opmath_t<T>* __restrict__ pw, opmath_t<T>* __restrict__ pb,
+                                       const T* __restrict__ dy, const T* __restrict__ x,
+                                       const opmath_t<T>* __restrict__ mean,
+                                       const opmath_t<T>* __restrict__ rstd, int64_t rows,
+                                       int64_t n) {
+  using A = opmath_t<T>;
+  constexpr int kCols = kWarp * VEC;
+  __shared__ A sw[kRowThreads][kCols], sb[kRowThreads][kCols];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t tile0 = int64_t{blockIdx.x} * kCols, c = tile0 + tx * VEC;
+  const int64_t r0 = rows * blockIdx.y / gridDim.y, r1 = rows * (blockIdx.y + 1) / gridDim.y;
+  A aw[VEC] = {}, ab[VEC] = {};
+  if (c < n) {  // n is a multiple of VEC, so the whole vector is in range
+#pragma unroll 2
+    for (int64_t r = r0 + ty; r < r1; r += kRowThreads) {
+      A g[VEC], xv[VEC];
+      load<VEC>(g, dy + r * n + c);
+      load<VEC>(xv, x + r * n + c);
+      const A mu = mean ? mean[r] : A(0), rs = rstd[r];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        aw[k] += g[k] * ((xv[k] - mu) * rs);
+        ab[k] += g[k];
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    sw[ty][tx * VEC + k] = aw[k];
+    sb[ty][tx * VEC + k] = ab[k];
+  }
+  __syncthreads();
+  // The block's threads share out the tile's columns, each adding its column over ty.
+  for (int j = ty * kWarp + tx; j < kCols; j += kWarp * kRowThreads) {
+    const int64_t col = tile0 + j;
+    if (col >= n) break;
+    A w = 0, b = 0;
+    for (int k = 0; k < kRowThreads; ++k) {
+      w += sw[k][j];
+      b += sb[k][j];
+    }
+    if (gridDim.y == 1) {
+      if (dw) dw[col] = static_cast<T>(w);
+      if (db) db[col] = static_cast<T>(b);
+    } else {
+      if (pw) pw[blockIdx.y * n + col] = w;
+      if (pb) pb[blockIdx.y * n + col] = b;
+    }
+  }
+}
+
+// Adds the chunk partials [chunks, n] in chunk order into dw/db [n].
+template <class T>
+__global__ void sum_partials_kernel(T* __restrict__ dw, T* __restrict__ db,
+                                    const opmath_t<T>* __restrict__ pw,
+                                    const opmath_t<T>* __restrict__ pb, int64_t chunks, int64_t n) {
+  using A = opmath_t<T>;
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < n;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    if (dw) {
+      A s = 0;
+      for (int64_t k = 0; k < chunks; ++k) s += pw[k * n + c];
+      dw[c] = static_cast<T>(s);
+    }
+    if (db) {
+      A s = 0;
+      for (int64_t k = 0; k < chunks; ++k) s += pb[k * n + c];
+      db[c] = static_cast<T>(s);
+    }
+  }
+}
+
+// ---- launch configuration ----
+
+int pow2_ceil(int64_t v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+template <class T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+template <class T>
+T* mut_ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// Whether rows of n elements load as 16-byte vectors: every operand aligned (null ones count as
+// aligned) and n a multiple of the vector width.
+template <class T, class... P>
+bool vectorizable(int64_t n, const P*... p) {
+  return n % kVec<T> == 0 && ((reinterpret_cast<uintptr_t>(p) % kVecBytes == 0) && ...);
+}
+
+// Calls f.template operator()<ELEMS, VEC>(width) for a row of n <= kMaxWarpRow<T> spread over
+// `width` lanes holding ELEMS values each, loaded VEC at a time when `aligned` (16-byte aligned
+// operands). Lanes get a full 16-byte vector before the group widens past one lane, and whole
+// vectors before it widens past 32 (so n = 128 bf16 takes 16 lanes of 8, not 32 of 4).
+template <class T, class F>
+void with_warp_config(int64_t n, bool aligned, F&& f) {
+  const int p = pow2_ceil(n), width = std::clamp(p / kVec<T>, 1, kWarp);
+  auto go = [&]<int ELEMS>() {
+    constexpr int V = std::min(ELEMS, kVec<T>);
+    if constexpr (ELEMS * kWarp <= kMaxWarpRow<T>) {
+      if (V > 1 && aligned && n % V == 0)
+        f.template operator()<ELEMS, V>(width);
+      else
+        f.template operator()<ELEMS, 1>(width);
+    }
+  };
+  const int elems = p / width;
+  [&]<int... E>(std::integer_sequence<int, E...>) {
+    ((elems == E && (go.template operator()<E>(), true)) || ...);
+  }
+  (std::integer_sequence<int, 1, 2, 4, 8, 16, 32>{});
+}
+
+// Calls f.template operator()<VEC>(threads) for a one-block-per-row kernel: 16-byte vectors
+// when `vec`, about 8 of them per thread, 128 to 1024 threads.
+template <class T, class F>
+void with_block_config(int64_t n, bool vec, F&& f) {
+  auto threads = [&](int w) { return std::clamp(pow2_ceil((n / w + 7) / 8), 128, kMaxThreads); };
+  if (vec)
+    f.template operator()<kVec<T>>(threads(kVec<T>));
+  else
+    f.template operator()<1>(threads(1));
+}
+
+// One block per row (rows this long cannot be numerous enough to pass the grid's 2^31 limit).
+unsigned rows_grid(int64_t rows) { return static_cast<unsigned>(rows); }
+
+void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                const Tensor& weight, const Tensor& bias, double eps) {
+  dispatch<kFloatingTypes>(x.dtype(), "layer_norm", [&]<class T>() {
+    using A = opmath_t<T>;
+    const int64_t rows = x.size(0), n = x.size(1);
+    if (rows == 0) return;
+    const T* xp = x.data_ptr<T>();
+    const T* w = ptr_or_null<T>(weight);
+    const T* b = ptr_or_null<T>(bias);
+    T* yp = y.data_ptr<T>();
+    A* mp = mean.data_ptr<A>();
+    A* rp = rstd.data_ptr<A>();
+    const A e = static_cast<A>(eps);
+    cudaStream_t stream = current_stream();
+    const bool vec = vectorizable<T>(n, xp, yp, w, b);
+    if (n <= kMaxWarpRow<T>) {
+      with_warp_config<T>(n, vec, [&]<int ELEMS, int VEC>(int width) {
+        layer_norm_warp_kernel<T, ELEMS, VEC>
+            <<<grid_size(rows * width, kRowsBlock), kRowsBlock, 0, stream>>>(
+                yp, mp, rp, xp, w, b, rows, static_cast<int>(n), width, e);
+      });
+    } else {
+      with_block_config<T>(n, vec, [&]<int VEC>(int threads) {
+        layer_norm_block_kernel<T, VEC>
+            <<<rows_grid(rows), threads, 0, stream>>>(yp, mp, rp, xp, w, b, n, e);
+      });
+    }
+    TESSERA_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& h_out, const Tensor& x,
+              const Tensor& residual, const Tensor& weight, double eps) {
+  dispatch<kFloatingTypes>(x.dtype(), "rms_norm", [&]<class T>() {
+    using A = opmath_t<T>;
+    const int64_t rows = x.size(0), n = x.size(1);
+    if (rows == 0) return;
+    const T* xp = x.data_ptr<T>();
+    const T* res = ptr_or_null<T>(residual);
+    T* hp = res ? h_out.data_ptr<T>() : nullptr;  // h_out is written only with a residual
+    const T* w = ptr_or_null<T>(weight);
+    T* yp = y.data_ptr<T>();
+    A* rp = rstd.data_ptr<A>();
+    const A e = static_cast<A>(eps);
+    cudaStream_t stream = current_stream();
+    const bool vec = vectorizable<T>(n, xp, yp, hp, res, w);
+    if (n <= kMaxWarpRow<T>) {
+      with_warp_config<T>(n, vec, [&]<int ELEMS, int VEC>(int width) {
+        rms_norm_warp_kernel<T, ELEMS, VEC>
+            <<<grid_size(rows * width, kRowsBlock), kRowsBlock, 0, stream>>>(
+                yp, rp, hp, xp, res, w, rows, static_cast<int>(n), width, e);
+      });
+    } else {
+      with_block_config<T>(n, vec, [&]<int VEC>(int threads) {
+        rms_norm_block_kernel<T, VEC>
+            <<<rows_grid(rows), threads, 0, stream>>>(yp, rp, hp, xp, res, w, n, e);
+      });
+    }
+    TESSERA_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// dx (when defined) for either norm (mean null: RMS norm, x is h), then dweight/dbias (when
+// defined) as a column reduction.
+template <class T>
+void norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                   const Tensor& x, const Tensor& dh, const opmath_t<T>* mean, const Tensor& rstd,
+                   const Tensor& weight) {
+  using A = opmath_t<T>;
+  const int64_t rows = x.size(0), n = x.size(1);
+  if (n == 0) return;
+  const T* xp = x.data_ptr<T>();
+  const T* gp = dy.data_ptr<T>();
+  const A* rp = rstd.data_ptr<A>();
+  cudaStream_t stream = current_stream();
+  if (dx.defined() && rows > 0) {
+    T* dxp = dx.data_ptr<T>();
+    const T* dhp = ptr_or_null<T>(dh);
+    const T* w = ptr_or_null<T>(weight);
+    const bool vec = vectorizable<T>(n, dxp, gp, xp, dhp, w);
+    if (n <= kMaxWarpRow<T>) {
+      with_warp_config<T>(n, vec, [&]<int ELEMS, int VEC>(int width) {
+        norm_backward_warp_kernel<T, ELEMS, VEC>
+            <<<grid_size(rows * width, kRowsBlock), kRowsBlock, 0, stream>>>(
+                dxp, gp, xp, dhp, mean, rp, w, rows, static_cast<int>(n), width);
+      });
+    } else {
+      with_block_config<T>(n, vec, [&]<int VEC>(int threads) {
+        norm_backward_block_kernel<T, VEC>
+            <<<rows_grid(rows), threads, 0, stream>>>(dxp, gp, xp, dhp, mean, rp, w, n);
+      });
+    }
+    TESSERA_CUDA_CHECK_LAUNCH();
+  }
+  T* dw = mut_ptr_or_null<T>(dweight);
+  T* db = mut_ptr_or_null<T>(dbias);
+  if (!dw && !db) return;
+  const bool vec = vectorizable<T>(n, gp, xp);
+  const int tile = kWarp * (vec ? kVec<T> : 1);
+  // Enough chunks of rows for ~8 blocks per SM, each chunk at least 64 rows.
+  const int64_t tiles = (n + tile - 1) / tile;
+  const int64_t target = int64_t{device_properties().multiProcessorCount} * 8;
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min({(target + tiles - 1) / tiles, rows / 64, int64_t{65535}}));
+  Tensor part;
+  A *pw = nullptr, *pb = nullptr;
+  if (chunks > 1) {
+    const int64_t wanted = (dw ? 1 : 0) + (db ? 1 : 0);
+    part = empty({wanted * chunks, n}, TensorOptions(dtype_of<A>).with_device(x.device()));
+    pw = dw ? part.data_ptr<A>() : nullptr;
+    pb = db ? part.data_ptr<A>() + (dw ? chunks * n : 0) : nullptr;
+  }
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks));
+  const dim3 block(kWarp, kRowThreads);
+  auto launch = [&]<int VEC>() {
+    norm_param_grad_kernel<T, VEC>
+        <<<grid, block, 0, stream>>>(dw, db, pw, pb, gp, xp, mean, rp, rows, n);
+  };
+  if (vec)
+    launch.template operator()<kVec<T>>();
+  else
+    launch.template operator()<1>();
+  TESSERA_CUDA_CHECK_LAUNCH();
+  if (chunks == 1) return;
+  sum_partials_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(dw, db, pw, pb, chunks, n);
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight) {
+  dispatch<kFloatingTypes>(x.dtype(), "layer_norm_backward", [&]<class T>() {
+    norm_backward<T>(dx, dweight, dbias, dy, x, Tensor(), mean.data_ptr<opmath_t<T>>(), rstd,
+                     weight);
+  });
+}
+
+void rms_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& dh,
+                       const Tensor& h, const Tensor& rstd, const Tensor& weight) {
+  dispatch<kFloatingTypes>(h.dtype(), "rms_norm_backward", [&]<class T>() {
+    norm_backward<T>(dx, dweight, Tensor(), dy, h, dh, nullptr, rstd, weight);
+  });
+}
+
+TESSERA_REGISTER_KERNEL(layer_norm_kernel, DeviceType::CUDA, &layer_norm);
+TESSERA_REGISTER_KERNEL(layer_norm_backward_kernel, DeviceType::CUDA, &layer_norm_backward);
+TESSERA_REGISTER_KERNEL(rms_norm_kernel, DeviceType::CUDA, &rms_norm);
+TESSERA_REGISTER_KERNEL(rms_norm_backward_kernel, DeviceType::CUDA, &rms_norm_backward);
+
+}  // namespace
+}  // namespace tessera::cuda
