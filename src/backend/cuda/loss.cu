@@ -22,7 +22,9 @@ namespace tessera::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kMaxThreads = 1024;  // the most threads any block of this file is launched with
+// The most threads any block of this file is launched with (one such block per SM lets kernels
+// bounded by it keep 64 registers).
+constexpr int kMaxThreads = 1024;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kVecBytes = 16;
 
@@ -156,7 +158,7 @@ struct LossArgs {
 // Per row i with target t (see class_loss_kernel in nn_kernels.h): loss, lse and row weight, all
 // 0 on ignored rows. w (class weights) may be null: all ones.
 template <class T, int VEC>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     loss_forward_kernel(opmath_t<T>* __restrict__ loss, opmath_t<T>* __restrict__ lse,
                         opmath_t<T>* __restrict__ row_weight, const T* __restrict__ x,
                         const int64_t* __restrict__ target, const T* __restrict__ w, int64_t M,
@@ -174,8 +176,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     A m = neg_inf<A>(), s = 0;
     A sums[2] = {A(0), A(0)};  // sum_c w[c] x[c], sum_c w[c]
     if (a.from_logits || smoothing) {
-      for_each_chunk<VEC>(xr, a.C, [&](int64_t c, auto cw) {
-        constexpr int W = decltype(cw)::value;
+      for_each_chunk<VEC>(xr, a.C, [&](int64_t c, auto chunk) {
+        constexpr int W = decltype(chunk)::value;
         A v[W];
         load<W>(v, xr + c);
         if (a.from_logits) online_add<W>(m, s, v);
@@ -205,9 +207,9 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 // Row i of dinput: g ((hard + smooth sum(w)) p[c] - smooth w[c]) minus g hard at the target,
 // with hard = (1 - eps) w[t], smooth = eps / C, p = exp(x - lse) (0 for nll); 0 on ignored rows.
-// w_sum points at sum(w), or is null when w is (sum(w) = C).
+// w_sum points at sum(w); null stands for C (no class weights, or sum(w) is not needed).
 template <class T, int VEC>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     loss_backward_kernel(T* __restrict__ dx, const opmath_t<T>* __restrict__ grad_rows,
                          const T* __restrict__ x, const opmath_t<T>* __restrict__ lse,
                          const int64_t* __restrict__ target, const T* __restrict__ w,
@@ -222,8 +224,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     const T* xr = x + i * a.C;
     T* dr = dx + i * a.C;
     if (t == a.ignore_index) {
-      for_each_chunk<VEC>(dr, a.C, [&](int64_t c, auto cw) {
-        constexpr int W = decltype(cw)::value;
+      for_each_chunk<VEC>(dr, a.C, [&](int64_t c, auto chunk) {
+        constexpr int W = decltype(chunk)::value;
         const A zero[W] = {};
         store<W>(dr + c, zero);
       });
@@ -233,8 +235,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     const A hard = (A(1) - a.eps) * (w ? static_cast<A>(w[t]) : A(1));
     const A cp = g * (hard + smooth * ws), cw = g * smooth, at_t = g * hard;
     const A l = a.from_logits ? lse[i] : A(0);
-    for_each_chunk<VEC>(dr, a.C, [&](int64_t c, auto cwid) {
-      constexpr int W = decltype(cwid)::value;
+    for_each_chunk<VEC>(dr, a.C, [&](int64_t c, auto chunk) {
+      constexpr int W = decltype(chunk)::value;
       A v[W];
       if (a.from_logits) {
         load<W>(v, xr + c);
@@ -256,7 +258,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 // sum(w) in the arithmetic type, by one block.
 template <class T>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     weight_sum_kernel(opmath_t<T>* __restrict__ out, const T* __restrict__ w, int64_t C) {
   using A = opmath_t<T>;
   A s[1] = {A(0)};

@@ -7,10 +7,10 @@
 //    so it is read once and every reduction is a warp shuffle;
 //  - longer rows: one block per row, each pass re-reading the row, which then mostly hits L1/L2.
 // Both load 16-byte vectors when every operand is aligned and n is a multiple of the width.
-// dweight/dbias are a column reduction of their own: blocks of 32 lanes (a vector of columns
-// each) x 8 row-threads each sum one chunk of rows into a [chunks, n] buffer (no atomics), and a
-// second kernel adds the chunks in order, so results are deterministic on a given device (the
-// chunk count follows the shape and the SM count).
+// dweight/dbias are a column reduction of their own: blocks of 32 columns x 8 row-threads each
+// sum one chunk of rows into a [chunks, n] buffer (no atomics), and a second kernel adds the
+// chunks in order, so results are deterministic on a given device (the chunk count follows the
+// shape and the SM count).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -26,7 +26,9 @@ namespace tessera::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kMaxThreads = 1024;  // the most threads any block of this file is launched with
+// The most threads any block of this file is launched with (one such block per SM lets kernels
+// bounded by it keep 64 registers).
+constexpr int kMaxThreads = 1024;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kRowsBlock = 128;  // threads per block of the warp-per-row kernels
 constexpr int kVecBytes = 16;
@@ -239,7 +241,7 @@ __global__ void rms_norm_warp_kernel(T* __restrict__ y, opmath_t<T>* __restrict_
 // ---- forward, long rows: one block per row ----
 
 template <class T, int VEC>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     layer_norm_block_kernel(T* __restrict__ y, opmath_t<T>* __restrict__ mean,
                             opmath_t<T>* __restrict__ rstd, const T* __restrict__ x,
                             const T* __restrict__ w, const T* __restrict__ b, int64_t n,
@@ -293,7 +295,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // The second pass reads h back from h_out when there is a residual (each thread re-reads what
 // it wrote), so no operand is __restrict__ here.
 template <class T, int VEC>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     rms_norm_block_kernel(T* y, opmath_t<T>* rstd, T* h_out, const T* x, const T* res, const T* w,
                           int64_t n, opmath_t<T> eps) {
   using A = opmath_t<T>;
@@ -398,7 +400,7 @@ __global__ void norm_backward_warp_kernel(T* __restrict__ dx, const T* __restric
 }
 
 template <class T, int VEC>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     norm_backward_block_kernel(T* __restrict__ dx, const T* __restrict__ dy,
                                const T* __restrict__ x, const T* __restrict__ dh,
                                const opmath_t<T>* __restrict__ mean,
@@ -452,11 +454,11 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 // ---- backward dweight / dbias ----
 
-// Block (32, 8) sums rows [r0, r1) of chunk blockIdx.y for 32 * VEC adjacent columns, VEC per
-// lane as one vector load: dweight += dy xhat, dbias += dy (either pointer null when not
-// wanted). With one chunk the sums are the gradients and go to dw/db as T; otherwise they go to
-// the partial buffers pw/pb [chunks, n].
-template <class T, int VEC>
+// Block (32, 8) sums rows [r0, r1) of chunk blockIdx.y for 32 columns: dweight += dy xhat,
+// dbias += dy (either pointer null when not wanted). With one chunk the sums are the gradients
+// and go to dw/db as T; otherwise they go to the partial buffers pw/pb [chunks, n]. (Vector
+// loads of several columns per lane measured slower here: fewer, shorter blocks.)
+template <class T>
 __global__ void norm_param_grad_kernel(T* __restrict__ dw, T* __restrict__ db,
                                        opmath_t<T>* __restrict__ pw, opmath_t<T>* __restrict__ pb,
                                        const T* __restrict__ dy, const T* __restrict__ x,
@@ -464,48 +466,34 @@ __global__ void norm_param_grad_kernel(T* __restrict__ dw, T* __restrict__ db,
                                        const opmath_t<T>* __restrict__ rstd, int64_t rows,
                                        int64_t n) {
   using A = opmath_t<T>;
-  constexpr int kCols = kWarp * VEC;
-  __shared__ A sw[kRowThreads][kCols], sb[kRowThreads][kCols];
+  __shared__ A sw[kRowThreads][kWarp], sb[kRowThreads][kWarp];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t tile0 = int64_t{blockIdx.x} * kCols, c = tile0 + tx * VEC;
+  const int64_t c = int64_t{blockIdx.x} * kWarp + tx;
   const int64_t r0 = rows * blockIdx.y / gridDim.y, r1 = rows * (blockIdx.y + 1) / gridDim.y;
-  A aw[VEC] = {}, ab[VEC] = {};
-  if (c < n) {  // n is a multiple of VEC, so the whole vector is in range
-#pragma unroll 2
+  A aw = 0, ab = 0;
+  if (c < n) {
+#pragma unroll 4
     for (int64_t r = r0 + ty; r < r1; r += kRowThreads) {
-      A g[VEC], xv[VEC];
-      load<VEC>(g, dy + r * n + c);
-      load<VEC>(xv, x + r * n + c);
-      const A mu = mean ? mean[r] : A(0), rs = rstd[r];
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        aw[k] += g[k] * ((xv[k] - mu) * rs);
-        ab[k] += g[k];
-      }
+      const A g = static_cast<A>(dy[r * n + c]);
+      const A xv = static_cast<A>(x[r * n + c]);
+      aw += g * ((mean ? xv - mean[r] : xv) * rstd[r]);
+      ab += g;
     }
   }
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) {
-    sw[ty][tx * VEC + k] = aw[k];
-    sb[ty][tx * VEC + k] = ab[k];
-  }
+  sw[ty][tx] = aw;
+  sb[ty][tx] = ab;
   __syncthreads();
-  // The block's threads share out the tile's columns, each adding its column over ty.
-  for (int j = ty * kWarp + tx; j < kCols; j += kWarp * kRowThreads) {
-    const int64_t col = tile0 + j;
-    if (col >= n) break;
-    A w = 0, b = 0;
-    for (int k = 0; k < kRowThreads; ++k) {
-      w += sw[k][j];
-      b += sb[k][j];
-    }
-    if (gridDim.y == 1) {
-      if (dw) dw[col] = static_cast<T>(w);
-      if (db) db[col] = static_cast<T>(b);
-    } else {
-      if (pw) pw[blockIdx.y * n + col] = w;
-      if (pb) pb[blockIdx.y * n + col] = b;
-    }
+  if (ty != 0 || c >= n) return;
+  for (int k = 1; k < kRowThreads; ++k) {
+    aw += sw[k][tx];
+    ab += sb[k][tx];
+  }
+  if (gridDim.y == 1) {
+    if (dw) dw[c] = static_cast<T>(aw);
+    if (db) db[c] = static_cast<T>(ab);
+  } else {
+    if (pw) pw[blockIdx.y * n + c] = aw;
+    if (pb) pb[blockIdx.y * n + c] = ab;
   }
 }
 
@@ -689,10 +677,8 @@ void norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
   T* dw = mut_ptr_or_null<T>(dweight);
   T* db = mut_ptr_or_null<T>(dbias);
   if (!dw && !db) return;
-  const bool vec = vectorizable<T>(n, gp, xp);
-  const int tile = kWarp * (vec ? kVec<T> : 1);
   // Enough chunks of rows for ~8 blocks per SM, each chunk at least 64 rows.
-  const int64_t tiles = (n + tile - 1) / tile;
+  const int64_t tiles = (n + kWarp - 1) / kWarp;
   const int64_t target = int64_t{device_properties().multiProcessorCount} * 8;
   const int64_t chunks =
       std::max<int64_t>(1, std::min({(target + tiles - 1) / tiles, rows / 64, int64_t{65535}}));
@@ -705,15 +691,8 @@ void norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
     pb = db ? part.data_ptr<A>() + (dw ? chunks * n : 0) : nullptr;
   }
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks));
-  const dim3 block(kWarp, kRowThreads);
-  auto launch = [&]<int VEC>() {
-    norm_param_grad_kernel<T, VEC>
-        <<<grid, block, 0, stream>>>(dw, db, pw, pb, gp, xp, mean, rp, rows, n);
-  };
-  if (vec)
-    launch.template operator()<kVec<T>>();
-  else
-    launch.template operator()<1>();
+  norm_param_grad_kernel<T>
+      <<<grid, dim3(kWarp, kRowThreads), 0, stream>>>(dw, db, pw, pb, gp, xp, mean, rp, rows, n);
   TESSERA_CUDA_CHECK_LAUNCH();
   if (chunks == 1) return;
   sum_partials_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(dw, db, pw, pb, chunks, n);

@@ -26,7 +26,9 @@ namespace tessera::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kMaxThreads = 1024;  // the most threads any block of this file is launched with
+// The most threads any block of this file is launched with (one such block per SM lets kernels
+// bounded by it keep 64 registers).
+constexpr int kMaxThreads = 1024;
 constexpr unsigned kFullMask = 0xffffffffu;
 // Longest row a warp keeps in registers: 32 values per lane, 16 for double (whose 32 spill).
 template <class T>
@@ -267,7 +269,7 @@ __global__ void softmax_backward_warp_kernel(T* __restrict__ dx, const T* __rest
 // ---- rows (inner == 1), longer: one block per row ----
 
 template <class T, int VEC>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     softmax_block_kernel(T* __restrict__ y, const T* __restrict__ x, int64_t n, SoftmaxKind kind) {
   using A = opmath_t<T>;
   const T* xr = x + int64_t{blockIdx.x} * n;
@@ -294,7 +296,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 template <class T, int VEC>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     softmax_backward_block_kernel(T* __restrict__ dx, const T* __restrict__ g,
                                   const T* __restrict__ y, int64_t n, bool log) {
   using A = opmath_t<T>;
@@ -329,7 +331,7 @@ __device__ int64_t column_base(int64_t c, int64_t n, int64_t inner) {
 }
 
 template <class T>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     softmax_columns_kernel(T* __restrict__ y, const T* __restrict__ x, int64_t outer, int64_t n,
                            int64_t inner, SoftmaxKind kind) {
   using A = opmath_t<T>;
@@ -373,7 +375,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 template <class T>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     softmax_backward_columns_kernel(T* __restrict__ dx, const T* __restrict__ g,
                                     const T* __restrict__ y, int64_t outer, int64_t n,
                                     int64_t inner, bool log) {
