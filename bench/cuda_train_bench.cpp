@@ -5,7 +5,11 @@
 //
 //   cuda_train_bench --data input.txt [--model gpt2|llama] [--preset gpt2|stories110M]
 //                    [--batch 8] [--seq 1024] [--steps 50] [--dtype float32|bfloat16]
-//                    [--peak-tflops 989]
+//                    [--peak-tflops 989] [--profile STEPS]
+//
+// --profile runs STEPS more steps under the profiler and prints its table; with
+// CUDA_LAUNCH_BLOCKING=1 in the environment every launch waits for its kernel, so an op's host
+// time is its GPU time.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +23,7 @@
 #include "tessera/models/registry.h"
 #include "tessera/optim/adam.h"
 #include "tessera/runtime/cuda.h"
+#include "tessera/runtime/profiler.h"
 #include "tessera/tessera.h"
 #include "tessera/train/trainer.h"
 
@@ -28,7 +33,7 @@ namespace {
 
 struct Args {
   std::string data, model = "gpt2", preset = "gpt2", dtype = "float32";
-  int64_t batch = 8, seq = 1024, steps = 50;
+  int64_t batch = 8, seq = 1024, steps = 50, profile = 0;
   double peak_tflops = 989;  // H100 SXM dense bf16
 };
 
@@ -44,6 +49,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--seq") a.seq = std::stoll(v);
     else if (k == "--steps") a.steps = std::stoll(v);
     else if (k == "--peak-tflops") a.peak_tflops = std::stod(v);
+    else if (k == "--profile") a.profile = std::stoll(v);
     else throw ValueError("[cuda_train_bench] unknown option " + k);
   }
   if (a.data.empty()) throw ValueError("[cuda_train_bench] expected --data FILE");
@@ -73,21 +79,36 @@ int main(int argc, char** argv) try {
   // Windows at fixed pseudo-random offsets, the same for every dtype.
   Generator data_gen(7);
   const int64_t limit = text.numel() - a.seq - 1;
+  Tensor last_starts;  // of the latest batch, printed when its loss jumps
   auto next_batch = [&]() -> data::Batch {
     Tensor starts = randint(0, limit, {a.batch}, TensorOptions(kInt64), &data_gen).to(gpu);
     Tensor offsets = arange(a.seq + 1).to(gpu);
     Tensor rows = index_select(text, 0, (starts.unsqueeze(1) + offsets.unsqueeze(0)).flatten())
                       .reshape({a.batch, a.seq + 1});
+    last_starts = starts;
     return {rows.slice(1, 0, a.seq).contiguous(), rows.slice(1, 1, a.seq + 1).contiguous()};
   };
 
   std::vector<double> times;
+  double prev_loss = 0;
   for (int64_t s = 0; s < a.steps; ++s) {
     cuda::synchronize();
     auto t0 = std::chrono::steady_clock::now();
     train::StepResult r = trainer.step(next_batch);  // reads the loss: waits for the step
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s >= 3) times.push_back(dt);
+    if (s > 0 && r.loss > 2 * prev_loss) {
+      const Tensor starts = last_starts.to(kCPU);
+      std::printf("loss jump at step %lld; window starts %s\n", static_cast<long long>(s),
+                  starts.str().c_str());
+      for (int64_t b = 0; b < a.batch; ++b) {
+        const int64_t st = starts.data_ptr<int64_t>()[b];
+        const std::string head(bytes.begin() + st, bytes.begin() + st + 60);
+        std::printf("  window %lld at %lld: %s\n", static_cast<long long>(b),
+                    static_cast<long long>(st), head.c_str());
+      }
+    }
+    prev_loss = r.loss;
     std::printf("step %3lld loss %.4f grad_norm %.3f time %.1f ms\n", static_cast<long long>(s),
                 r.loss, r.grad_norm, dt * 1e3);
   }
@@ -105,6 +126,12 @@ int main(int argc, char** argv) try {
               static_cast<long long>(a.seq), n_params / 1e6, median * 1e3, tok_s,
               100.0 * flops_per_token * tok_s / (a.peak_tflops * 1e12), a.peak_tflops,
               cuda::memory_stats().peak_bytes / double(1 << 30));
+  if (a.profile > 0) {
+    profiler::Profiler prof;
+    for (int64_t s = 0; s < a.profile; ++s) trainer.step(next_batch);
+    cuda::synchronize();
+    std::printf("%s", prof.stop().table(profiler::SortBy::kSelfTime, 40).c_str());
+  }
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

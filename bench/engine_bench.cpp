@@ -1,11 +1,14 @@
 // Inference engine benchmarks: single-stream decode (infer::generate, static KV cache) and
-// continuous-batching throughput with 1, 4, 16 and 32 concurrent streams (infer::Engine, paged
-// KV cache), with time to first token and time between tokens, for llama2.c's stories260K and a
-// GPT-2 small-sized model (124M parameters, random weights: speed does not depend on them).
-// Greedy decoding without stop tokens, so every stream generates its full budget. Prints one
-// markdown table row per measurement; each number is the median over --reps runs.
+// continuous-batching throughput with 1, 4, 16 and 32 concurrent streams (64 too on a GPU;
+// infer::Engine, paged KV cache), with time to first token and time between tokens, for
+// llama2.c's stories260K and a GPT-2 small-sized model (124M parameters, random weights: speed
+// does not depend on them). Greedy decoding without stop tokens, so every stream generates its
+// full budget. Prints one markdown table row per measurement; each number is the median over
+// --reps runs. --device cuda runs the models on the GPU (bench/torch_cuda_decode.py is the
+// PyTorch peer, with the same prompt length and token budget).
 //
 //   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2] [--streams N]
+//                [--device cpu|cuda[:N]] [--prompt-len N] [--new-tokens N]
 #include <omp.h>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/device.h"
 #include "tessera/infer/engine.h"
 #include "tessera/infer/generate.h"
 #include "tessera/infer/model_loader.h"
@@ -126,7 +130,9 @@ void run_model(const std::string& name, const models::CausalLM& model, int64_t p
 int main(int argc, char** argv) {
   std::string stories = "../shared/data/stories260K.bin", only;
   int reps = 5;
-  std::vector<int> streams = {1, 4, 16, 32};
+  std::vector<int> streams;
+  Device device = kCPU;
+  int64_t gpt2_prompt = 16, gpt2_tokens = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--stories"))
       stories = argv[i + 1];
@@ -136,7 +142,16 @@ int main(int argc, char** argv) {
       only = argv[i + 1];
     else if (!std::strcmp(argv[i], "--streams"))  // one batch size only (for profiling)
       streams = {std::atoi(argv[i + 1])};
+    else if (!std::strcmp(argv[i], "--device"))
+      device = Device(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--prompt-len"))
+      gpt2_prompt = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--new-tokens"))
+      gpt2_tokens = std::atoll(argv[i + 1]);
   }
+  if (streams.empty())
+    streams = device.is_cpu() ? std::vector<int>{1, 4, 16, 32} : std::vector<int>{1, 4, 16, 32, 64};
+  std::fprintf(stderr, "device: %s\n", device.str().c_str());
   std::fprintf(stderr, "threads: %d\n", omp_get_max_threads());
   std::printf(
       "| model | mode | tokens per stream | tokens/s | vs single | TTFT ms (median) | "
@@ -144,6 +159,7 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "stories") {
     if (std::filesystem::exists(stories)) {
       auto model = infer::load_model(stories);
+      model->to(device);
       // A 200-token run takes milliseconds: many more single-stream runs for a stable median.
       run_model("stories260K", *model, /*prompt_len=*/1, /*n=*/200, reps, 8 * reps, streams);
     } else {
@@ -155,8 +171,9 @@ int main(int argc, char** argv) {
     Generator gen(0);
     models::GPT2 gpt2(models::GPT2Config::from_name("gpt2"), &gen);
     gpt2.eval();
+    gpt2.to(device);
     const int r = std::max(1, reps / 2);
-    run_model("GPT-2 124M", gpt2, /*prompt_len=*/16, /*n=*/64, r, r, streams);
+    run_model("GPT-2 124M", gpt2, gpt2_prompt, gpt2_tokens, r, r, streams);
   }
   return 0;
 }

@@ -37,6 +37,15 @@ class GPT(nn.Module):
         self.h = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
         self.layers, self.d = layers, d
+        # GPT-2's initialisation (as Tessera's model): N(0, 0.02), zero biases, residual
+        # projections scaled by 1/sqrt(2 layers). PyTorch's defaults (N(0, 1) tied embeddings)
+        # make the loss diverge.
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
 
     def forward(self, idx, targets):
         pos = torch.arange(idx.shape[1], device=idx.device)

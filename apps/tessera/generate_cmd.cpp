@@ -18,7 +18,7 @@ namespace tessera::cli {
 namespace {
 
 struct Options {
-  std::string model, tokenizer, data_dir, prompt;
+  std::string model, tokenizer, data_dir, prompt, device = "cpu";
   int64_t max_new_tokens = 256, top_k = 0;
   double temperature = 1.0, top_p = 1.0;
   uint64_t seed = 1337;
@@ -39,7 +39,9 @@ infer::GenerationParams generation_params(const Options& o,
 
 int run_generate(const Options& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
+  const Device device = device_option(o.device, "generate");
   LoadedModel loaded = load_model(o.model);
+  loaded.model->to(device);
   std::unique_ptr<tokenizers::Tokenizer> tokenizer =
       model_tokenizer(loaded, o.tokenizer, o.data_dir, "generate");
   const std::vector<int32_t> prompt = prompt_ids(*tokenizer, o.prompt);
@@ -123,6 +125,10 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Seed of the sampler")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: OpenMP's default)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--device", o->device,
+                  "cpu, cuda or cuda:N: where the model and its KV cache live and the forward "
+                  "runs (sampling stays on the CPU)")
       ->capture_default_str();
   return {cmd, [o]() { return run_generate(*o); }};
 }

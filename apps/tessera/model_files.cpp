@@ -104,4 +104,12 @@ std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const LoadedModel& loaded
   return tokenizer;
 }
 
+Device device_option(const std::string& spec, std::string_view op) {
+  const Device device(spec);
+  TESSERA_CHECK(device.index < device_count(device.type), ValueError, "[", op,
+                "] expected --device ", spec, " to name one of this machine's ",
+                device_count(device.type), " ", device.is_cpu() ? "cpu" : "CUDA", " devices");
+  return device;
+}
+
 }  // namespace tessera::cli

@@ -69,6 +69,10 @@ struct LoadedModel {
 // ValueError "[load_model] ..." when path is none of them.
 LoadedModel load_model(const std::string& path);
 
+// The device a --device option names ("cpu", "cuda", "cuda:N"); ValueError naming op when this
+// machine (or build) has no such device.
+Device device_option(const std::string& spec, std::string_view op);
+
 // The tokenizer to use with loaded: `spec` when given (data_dir: where gpt2's files are), else
 // the one the model was trained with. ValueError naming op when there is none, or when its
 // vocabulary is not the model's.

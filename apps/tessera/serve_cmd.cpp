@@ -21,6 +21,7 @@ namespace tessera::cli {
 Command add_serve_command(CLI::App& app) {
   struct Options {
     std::string model, tokenizer, data_dir, host = "127.0.0.1", api_key, model_name;
+    std::string device = "cpu";
     int port = 8000, threads = 0;
     int64_t max_batch = 32, kv_blocks = 0, block_size = 16, max_batched_tokens = 2048;
     int64_t max_concurrent = 64;
@@ -72,6 +73,10 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Seed for requests that bring none")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: OpenMP's default)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device,
+                  "cpu, cuda or cuda:N: where the model and its KV cache live and the forward "
+                  "runs (sampling stays on the CPU)")
+      ->capture_default_str();
   return {cmd, [o]() {
             // SIGINT / SIGTERM stop the server from a watcher thread (sigwait), not from a
             // signal handler: blocked here, before any thread (OpenMP's, the engine's, the
@@ -82,7 +87,9 @@ Command add_serve_command(CLI::App& app) {
             sigaddset(&stop_signals, SIGTERM);
             pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
             if (o->threads > 0) omp_set_num_threads(o->threads);
+            const Device device = device_option(o->device, "serve");
             LoadedModel loaded = load_model(o->model);
+            loaded.model->to(device);
             std::shared_ptr<tokenizers::Tokenizer> tokenizer =
                 model_tokenizer(loaded, o->tokenizer, o->data_dir, "serve");
 
@@ -113,10 +120,11 @@ Command add_serve_command(CLI::App& app) {
             }).detach();
             const infer::EngineStats stats = engine->stats();
             std::fprintf(
-                stderr, "serve: %s as '%s' on http://%s:%d (batch %lld, %lld KV blocks of %lld)\n",
+                stderr,
+                "serve: %s as '%s' on http://%s:%d (%s, batch %lld, %lld KV blocks of %lld)\n",
                 loaded.source.c_str(), sc.model_name.c_str(), sc.host.c_str(), port,
-                static_cast<long long>(ec.max_num_seqs), static_cast<long long>(stats.blocks_total),
-                static_cast<long long>(ec.block_size));
+                device.str().c_str(), static_cast<long long>(ec.max_num_seqs),
+                static_cast<long long>(stats.blocks_total), static_cast<long long>(ec.block_size));
             server.run();
             std::fprintf(stderr, "serve: stopped\n");
             return 0;

@@ -205,10 +205,7 @@ void TrainingRun::setup_training() {
   manual_seed(o_.seed);
   model_ = init_from_ ? init_from_->model : build_model(spec_, &default_generator(), "train");
   init_from_.reset();
-  const Device device(o_.device);
-  TESSERA_CHECK(device.index < device_count(device.type), ValueError, "[train] expected --device ",
-                o_.device, " to name one of this machine's ", device_count(device.type), " ",
-                device.is_cpu() ? "cpu" : "CUDA", " devices");
+  const Device device = device_option(o_.device, "train");
   model_->to(device);
   model_->train();
   seq_len_ = o_.seq_len > 0 ? o_.seq_len : model_->max_seq_len();

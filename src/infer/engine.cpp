@@ -26,8 +26,8 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
         (runner_.max_seq_len() + config_.block_size - 1) / std::max<int64_t>(config_.block_size, 1);
     config_.num_blocks = config_.max_num_seqs * per_seq;
   }
-  cache_ =
-      std::make_unique<PagedKVCache>(runner_.kv_spec(), config_.num_blocks, config_.block_size);
+  cache_ = std::make_unique<PagedKVCache>(runner_.kv_spec(), config_.num_blocks, config_.block_size,
+                                          runner_.device());
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens}, *cache_);
   logits_.resize(runner_.vocab_size());

@@ -20,7 +20,7 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
       static_cast<uint64_t>(philox(default_generator().seed(), default_generator().reserve(1))[0]));
   const int64_t capacity = std::min(runner.max_seq_len(), P + params.stopping.max_tokens);
 
-  StaticKVCache cache(runner.kv_spec(), capacity);
+  StaticKVCache cache(runner.kv_spec(), capacity, runner.device());
   StepBatch batch;
   batch.clear();
   batch.add_sequence(prompt, 0, cache.table(), cache.block_size(), /*want_logits=*/true);

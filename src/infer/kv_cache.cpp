@@ -47,7 +47,8 @@ int32_t BlockManager::ref_count(int32_t block) const {
   return refs_[block];
 }
 
-KVCache::KVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size, const char* op)
+KVCache::KVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size, Device device,
+                 const char* op)
     : spec_(spec), num_blocks_(num_blocks), block_size_(block_size) {
   TESSERA_CHECK(spec.num_layers > 0 && spec.num_kv_heads > 0 && spec.head_dim > 0, ValueError, "[",
                 op, "] expected positive layers, KV heads and head dim, got ", spec.num_layers,
@@ -57,8 +58,9 @@ KVCache::KVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size
                 ", got ", block_size);
   TESSERA_CHECK(num_blocks > 0, ValueError, "[", op, "] expected at least one block, got ",
                 num_blocks);
-  keys_ = empty({spec.num_layers, num_blocks, spec.num_kv_heads, spec.head_dim, block_size});
-  values_ = empty({spec.num_layers, num_blocks, spec.num_kv_heads, spec.head_dim, block_size});
+  const Shape shape{spec.num_layers, num_blocks, spec.num_kv_heads, spec.head_dim, block_size};
+  keys_ = empty(shape, TensorOptions(kFloat32).with_device(device));
+  values_ = empty(shape, TensorOptions(kFloat32).with_device(device));
 }
 
 Tensor KVCache::key_cache(int64_t layer) const { return keys_.select(0, layer); }
@@ -74,8 +76,9 @@ float* KVCache::value_data(int64_t layer) const {
   return values_.data_ptr<float>() + layer * values_.stride(0);
 }
 
-PagedKVCache::PagedKVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size)
-    : KVCache(spec, num_blocks, block_size, "PagedKVCache"), blocks_(num_blocks) {}
+PagedKVCache::PagedKVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size,
+                           Device device)
+    : KVCache(spec, num_blocks, block_size, device, "PagedKVCache"), blocks_(num_blocks) {}
 
 int64_t PagedKVCache::blocks_for(int64_t num_tokens) const {
   return (num_tokens + block_size() - 1) / block_size();
@@ -111,7 +114,7 @@ int64_t static_block_size(int64_t capacity) {
 
 }  // namespace
 
-StaticKVCache::StaticKVCache(const KVCacheSpec& spec, int64_t capacity)
-    : KVCache(spec, 1, static_block_size(capacity), "StaticKVCache") {}
+StaticKVCache::StaticKVCache(const KVCacheSpec& spec, int64_t capacity, Device device)
+    : KVCache(spec, 1, static_block_size(capacity), device, "StaticKVCache") {}
 
 }  // namespace tessera::infer

@@ -8,6 +8,7 @@
 
 #include "backend/common/paged_attention_kernels.h"
 #include "backend/common/vec_math.h"
+#include "infer/device_runner.h"
 #include "infer/packed_linear.h"
 #include "infer/parallel.h"
 
@@ -139,6 +140,13 @@ ModelRunner::ModelRunner(const models::CausalLM& model) {
   hidden_ = layout.hidden;
   max_seq_ = layout.max_seq_len;
   eps_ = layout.eps;
+  head_dim_ = dim_ / n_heads_;
+  vocab_ = model.vocab_size();
+  device_ = model.device();
+  if (!device_.is_cpu()) {
+    device_runner_ = std::make_unique<detail::DeviceRunner>(layout, device_);
+    return;
+  }
   auto opt_f32 = [](const Tensor& t, const char* what) { return t.defined() ? f32(t, what) : t; };
   wte_ = f32(layout.token_embedding, "token embedding");
   wpe_ = opt_f32(layout.position_embedding, "position embedding");
@@ -159,8 +167,6 @@ ModelRunner::ModelRunner(const models::CausalLM& model) {
   }
   final_norm_ = norm(layout.final_norm);
   lm_head_ = std::make_unique<PackedLinear>(std::vector<Tensor>{layout.lm_head});
-  head_dim_ = dim_ / n_heads_;
-  vocab_ = model.vocab_size();
   for (const Layer& L : layers_)
     for (const PackedLinear* p : {&L.qkv, &L.o, &L.fc1, &L.fc2})
       weight_bytes_ += p->in_features() * p->out_features() * static_cast<int64_t>(sizeof(float));
@@ -201,6 +207,8 @@ std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCach
       ValueError, "[ModelRunner.forward] expected a cache of ", num_layers_, " layers, ",
       n_kv_heads_, " KV heads of dim ", head_dim_, ", got ", cs.num_layers, ", ", cs.num_kv_heads,
       ", ", cs.head_dim);
+  TESSERA_CHECK(cache.device() == device_, ValueError, "[ModelRunner.forward] expected a cache on ",
+                device_.str(), " (the model's device), got one on ", cache.device().str());
   const int64_t N = batch.num_tokens(), R = static_cast<int64_t>(batch.logit_rows.size());
   for (int64_t n = 0; n < N; ++n) {
     TESSERA_CHECK(batch.positions[n] >= 0 && batch.positions[n] < max_seq_, IndexError,
@@ -210,6 +218,7 @@ std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCach
                   "[ModelRunner.forward] expected token ids in [0, ", vocab_, "), got ",
                   batch.tokens[n]);
   }
+  if (device_runner_) return device_runner_->forward(batch, cache);
   grow(logits_, R * vocab_);
   const int64_t split = split_point(batch);
   if (split == 0) {

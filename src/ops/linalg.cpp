@@ -67,6 +67,43 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// linear as one GEMM with the bias added in its epilogue, on backends that have one; the
+// gradient is written with public ops, so it differentiates again.
+bool fused_linear_supported(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const DType dt = x.dtype();
+  return x.dim() >= 2 && (dt == kFloat32 || dt == kBFloat16 || dt == kFloat16) &&
+         weight.dtype() == dt && bias.dtype() == dt &&
+         has_kernel<gemm_bias_kernel>(x.device().type);
+}
+
+Tensor fused_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const int64_t K = x.size(-1), N = weight.size(0);
+  Shape out_shape = x.sizes();
+  out_shape.back() = N;
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    const Tensor x3 = reshape(x, {1, -1, K});
+    out = empty({1, x3.size(1), N}, options_of(x));
+    call_kernel<gemm_bias_kernel>(x.device(), out, x3, unsqueeze(weight.t(), 0),
+                                  contiguous(bias));
+    out = reshape(out, out_shape);
+  }
+  if (needs_grad({x, weight, bias})) {
+    record("LinearBackward", {x, weight, bias}, {out}, {x, weight},
+           [](BackwardContext& ctx, const TensorList& g) {
+             const Tensor x = ctx.saved(0), w = ctx.saved(1);
+             const Tensor g2 = flatten(g[0], 0, -2);
+             TensorList r(3);
+             if (ctx.needs_input_grad(0)) r[0] = matmul(g[0], w);
+             if (ctx.needs_input_grad(1)) r[1] = matmul(g2.mT(), flatten(x, 0, -2));
+             if (ctx.needs_input_grad(2)) r[2] = sum(g2, {0});
+             return r;
+           });
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a_, const Tensor& b_) {
@@ -143,13 +180,11 @@ Tensor linear(const Tensor& x_, const Tensor& weight_, const std::optional<Tenso
   TESSERA_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError,
                 "[linear] expected input features ", weight.size(1), ", got input shape ",
                 x.sizes());
-  Tensor y = matmul(x, weight.t());
-  if (bias) {
-    TESSERA_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), ValueError,
-                  "[linear] expected a bias of shape [", weight.size(0), "], got ", bias->sizes());
-    y = y + *bias;
-  }
-  return y;
+  if (!bias) return matmul(x, weight.t());
+  TESSERA_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), ValueError,
+                "[linear] expected a bias of shape [", weight.size(0), "], got ", bias->sizes());
+  if (fused_linear_supported(x, weight, *bias)) return fused_linear(x, weight, *bias);
+  return matmul(x, weight.t()) + *bias;
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {

@@ -85,8 +85,9 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interlea
 }
 
 std::tuple<Tensor, Tensor> rope_tables(int64_t seq_len, int64_t head_dim, double theta,
-                                       DType dtype) {
+                                       TensorOptions options) {
   TESSERA_OP_SCOPE("rope_tables");
+  const DType dtype = options.dtype;
   TESSERA_CHECK(seq_len >= 0, ValueError, "[rope_tables] expected seq_len >= 0, got ", seq_len);
   TESSERA_CHECK(head_dim > 0 && head_dim % 2 == 0, ValueError,
                 "[rope_tables] expected a positive even head_dim, got ", head_dim);
@@ -104,8 +105,9 @@ std::tuple<Tensor, Tensor> rope_tables(int64_t seq_len, int64_t head_dim, double
       s[t * half + i] = std::sin(a);
     }
   }
-  return {cast_raw(tensor(c, Shape{seq_len, half}), dtype),
-          cast_raw(tensor(s, Shape{seq_len, half}), dtype)};
+  // Computed on the host in double, then rounded and moved once.
+  return {cast_raw(tensor(c, Shape{seq_len, half}), dtype).to(options.device),
+          cast_raw(tensor(s, Shape{seq_len, half}), dtype).to(options.device)};
 }
 
 TESSERA_REGISTER_OPS({"dropout", "nn", kFloatingTypes, true},

@@ -1,6 +1,7 @@
 // Unary elementwise ops and their gradients.
 #include <cmath>
 
+#include "backend/common/activation_grad_functors.h"
 #include "ops/op_utils.h"
 #include "tessera/ops/registry.h"
 #include "tessera/runtime/op_scope.h"
@@ -24,6 +25,14 @@ Tensor unary_op(const Tensor& x, const char* node, bool float_only, GradFn grad_
            });
   }
   return out;
+}
+
+// g f'(x) for an activation f: the fused kernel GradFn, or under create_graph the composite
+// formula, which is differentiable again.
+template <class GradFn, class Composite>
+Tensor activation_grad(const Tensor& g, const Tensor& x, const Composite& composite) {
+  if (autograd::GradMode::is_enabled()) return composite();
+  return run_elementwise<GradFn>(GradFn::name, g.dtype(), {g, cast_raw(x, g.dtype())});
 }
 
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
@@ -133,21 +142,25 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   if (approximate == "none") {
     return unary_op<fn::GeluFn>(x, "GeluBackward", true,
                                 [](const Tensor& g, const Tensor& x, const Tensor&) {
-                                  // d/dx x Phi(x) = Phi(x) + x phi(x)
-                                  Tensor cdf = (1.0 + erf(x * 0.70710678118654752440)) * 0.5;
-                                  Tensor pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
-                                  return g * (cdf + x * pdf);
+                                  return activation_grad<fn::GeluGradFn>(g, x, [&] {
+                                    // d/dx x Phi(x) = Phi(x) + x phi(x)
+                                    Tensor cdf = (1.0 + erf(x * 0.70710678118654752440)) * 0.5;
+                                    Tensor pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
+                                    return g * (cdf + x * pdf);
+                                  });
                                 });
   }
   TESSERA_CHECK(approximate == "tanh", ValueError,
                 "[gelu] expected approximate 'none' or 'tanh', got '", approximate, "'");
   return unary_op<fn::GeluTanhFn>(
       x, "GeluTanhBackward", true, [](const Tensor& g, const Tensor& x, const Tensor&) {
-        // u = k (x + c x^3), y = x (1 + tanh u) / 2
-        Tensor x2 = x * x;
-        Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
-        Tensor du = (1.0 + x2 * (3.0 * 0.044715)) * kSqrt2OverPi;
-        return g * ((1.0 + t) * 0.5 + x * (1.0 - t * t) * du * 0.5);
+        return activation_grad<fn::GeluTanhGradFn>(g, x, [&] {
+          // u = k (x + c x^3), y = x (1 + tanh u) / 2
+          Tensor x2 = x * x;
+          Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
+          Tensor du = (1.0 + x2 * (3.0 * 0.044715)) * kSqrt2OverPi;
+          return g * ((1.0 + t) * 0.5 + x * (1.0 - t * t) * du * 0.5);
+        });
       });
 }
 
@@ -155,8 +168,10 @@ Tensor silu(const Tensor& x) {
   TESSERA_OP_SCOPE("silu", x);
   return unary_op<fn::SiluFn>(x, "SiluBackward", true,
                               [](const Tensor& g, const Tensor& x, const Tensor&) {
-                                Tensor s = sigmoid(x);
-                                return g * s * (1.0 + x * (1.0 - s));
+                                return activation_grad<fn::SiluGradFn>(g, x, [&] {
+                                  Tensor s = sigmoid(x);
+                                  return g * s * (1.0 + x * (1.0 - s));
+                                });
                               });
 }
 

@@ -3,6 +3,8 @@
 #include <numeric>
 
 #include "ops/op_utils.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/index.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
@@ -304,11 +306,15 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
   TESSERA_CHECK(x.is_contiguous() || !needs_grad({x}), NotImplementedError,
                 "[as_strided] expected a contiguous input when differentiating, got strides ",
                 x.strides());
+  // Windows may overlap, so the gradient is accumulated by element position with index_add
+  // (an in-place add through the overlapping view would race on parallel backends).
   return record_view(x, make_view(x, sizes, strides, offset), "AsStridedBackward",
                      [in, sizes, strides, rel](const Tensor& g) {
-                       return view_backward_scatter(g, in, [=](const Tensor& t) {
-                         return as_strided(t, sizes, strides, t.storage_offset() + rel);
-                       });
+                       const int64_t n = shape_numel(in);
+                       Tensor positions = as_strided(arange(n).to(g.device()), sizes, strides, rel);
+                       return index_add(zeros({n}, options_of(g)), 0, positions.reshape({-1}),
+                                        g.reshape({-1}))
+                           .view(in);
                      });
 }
 

@@ -23,16 +23,16 @@ std::vector<OpCase> creation_cases() {
       [](auto& x) { return full_like(x[0], 1.5); }));
   v.push_back(one(
       "scalar_tensor", "dtype", {constant({1})},
-      [](auto& x) { return scalar_tensor(2.5, x[0].dtype()); },
+      [](auto& x) { return scalar_tensor(2.5, options_like(x[0])); },
       [](auto& x) { return full({}, 2.5, x[0].dtype()); }));
   v.push_back(one(
-      "eye", "rectangular", {constant({1})}, [](auto& x) { return eye(3, 4, x[0].dtype()); },
+      "eye", "rectangular", {constant({1})}, [](auto& x) { return eye(3, 4, options_like(x[0])); },
       [](auto& x) {
         return build({3, 4}, x[0].dtype(), [](const Shape& c) { return c[0] == c[1]; });
       }));
   v.push_back(one(
       "linspace", "endpoints", {constant({1})},
-      [](auto& x) { return linspace(-1.0, 2.0, 7, x[0].dtype()); },
+      [](auto& x) { return linspace(-1.0, 2.0, 7, options_like(x[0])); },
       [](auto& x) {
         return build({7}, x[0].dtype(), [](const Shape& c) { return -1.0 + 0.5 * c[0]; });
       }));
@@ -62,13 +62,13 @@ std::vector<OpCase> random_cases() {
     v.push_back(one(std::move(op), "seeded", {constant({3, 4})}, seeded(draw), seeded(fill)));
   };
   seeded_case(
-      "rand", [](const Tensor& t, Generator* gen) { return rand(t.sizes(), t.dtype(), gen); },
+      "rand", [](const Tensor& t, Generator* gen) { return rand(t.sizes(), options_like(t), gen); },
       [](const Tensor& t, Generator* gen) {
         Tensor e = empty_like(t);
         return uniform_(e, 0.0, 1.0, gen);
       });
   seeded_case(
-      "randn", [](const Tensor& t, Generator* gen) { return randn(t.sizes(), t.dtype(), gen); },
+      "randn", [](const Tensor& t, Generator* gen) { return randn(t.sizes(), options_like(t), gen); },
       [](const Tensor& t, Generator* gen) {
         Tensor e = empty_like(t);
         return normal_(e, 0.0, 1.0, gen);
@@ -88,16 +88,16 @@ std::vector<OpCase> random_cases() {
       "randint", "in_range", {constant({4, 5})},
       [](auto& x) {
         Generator gen(7);
-        Tensor r = randint(2, 5, x[0].sizes(), kInt64, &gen);
+        Tensor r = randint(2, 5, x[0].sizes(), TensorOptions(kInt64).with_device(x[0].device()), &gen);
         return logical_and(r >= 2, r < 5);
       },
       [](auto& x) { return ones_like(x[0], kBool); }));
   // Each of 0..n-1 exactly once.
   v.push_back(one(
       "randperm", "permutation", {constant({1})},
-      [](auto&) {
+      [](auto& x) {
         Generator gen(7);
-        return sum(one_hot(randperm(6, &gen), 6), {0});
+        return sum(one_hot(randperm(6, &gen).to(x[0].device()), 6), {0});
       },
       [](auto&) { return ones({6}, kInt64); }));
   for (auto& c : v) c.gradcheck = false;

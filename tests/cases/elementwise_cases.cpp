@@ -160,7 +160,7 @@ std::vector<OpCase> logic_cases() {
       "allclose", {constant({3, 4})},
       [](auto& x) {
         bool near = allclose(x[0], x[0] + 1e-9), far = allclose(x[0], x[0] + 0.01);
-        return full({}, near && !far, kBool);
+        return full({}, near && !far, TensorOptions(kBool).with_device(x[0].device()));
       },
       [](auto&) { return full({}, true, kBool); });
   return v;

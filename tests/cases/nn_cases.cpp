@@ -24,7 +24,7 @@ std::vector<int64_t> ints(const Tensor& t) {
 
 // Targets equal to `from` replaced by `to` (to plant ignore_index values).
 Tensor replace(const Tensor& t, int64_t from, int64_t to) {
-  return where(t == wrap_scalar(from), full_like(t, to), t);
+  return where(t == from, full_like(t, to), t);
 }
 
 // ---- softmax ----
@@ -385,8 +385,8 @@ std::vector<OpCase> misc_cases() {
     v.push_back(one(
         "rope", style + "_bthd_noncontiguous", {real({2, 5, 3, 6}, true)},
         [=](auto& x) {
-          auto [c, s] = rope_tables(5, 6, 10000.0, x[0].dtype());
-          return rope(x[0], c.unsqueeze(1).to(x[0].device()), s.unsqueeze(1).to(x[0].device()), inter);
+          auto [c, s] = rope_tables(5, 6, 10000.0, options_like(x[0]));
+          return rope(x[0], c.unsqueeze(1), s.unsqueeze(1), inter);
         },
         [=](auto& x) {
           auto [c, s] = rope_tables(5, 6, 10000.0, x[0].dtype());
@@ -397,7 +397,7 @@ std::vector<OpCase> misc_cases() {
                 "theta_500",
                 {constant({1})},
                 [](const TensorList& x) {
-                  auto [c, s] = rope_tables(6, 8, 500.0, x[0].dtype());
+                  auto [c, s] = rope_tables(6, 8, 500.0, options_like(x[0]));
                   return TensorList{c, s};
                 },
                 [](const TensorList& x) {

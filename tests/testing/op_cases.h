@@ -58,6 +58,12 @@ OpCase one(std::string op, std::string label, std::vector<InputSpec> inputs,
 std::vector<size_t> op_case_indices();
 std::string op_case_test_name(size_t index);
 
+// x's dtype and device: for cases whose op creates a tensor beside its inputs, so that the case
+// runs on whichever device the harness put the inputs.
+inline TensorOptions options_like(const Tensor& x) {
+  return TensorOptions(x.dtype()).with_device(x.device());
+}
+
 // Inputs for a case in dtype (floating kinds) with a fixed seed per case.
 TensorList make_inputs(const OpCase& c, DType dtype, uint64_t seed);
 

@@ -14,37 +14,16 @@
 #include "tessera/models/llama.h"
 #include "tessera/tessera.h"
 #include "testing/expect_error.h"
+#include "testing/small_models.h"
 
 namespace tessera {
 namespace {
 
+using testing::small_gpt2;
+using testing::small_llama;
+
 using infer::ModelRunner;
 using infer::StepBatch;
-
-std::shared_ptr<models::CausalLM> small_llama() {
-  models::LlamaConfig c;
-  c.vocab_size = 61;
-  c.dim = 48;
-  c.n_layers = 2;
-  c.n_heads = 6;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 72;
-  c.max_seq_len = 80;
-  c.rope_scaling = models::RopeScaling{8.0, 1.0, 4.0, 32};
-  manual_seed(11);
-  return std::make_shared<models::Llama>(c);
-}
-
-std::shared_ptr<models::CausalLM> small_gpt2() {
-  models::GPT2Config c;
-  c.vocab_size = 70;
-  c.block_size = 80;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 40;
-  manual_seed(12);
-  return std::make_shared<models::GPT2>(c);
-}
 
 std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
   manual_seed(seed);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "tessera/core/philox.h"
+
 namespace tessera {
 
 class Generator {
@@ -26,14 +28,6 @@ class Generator {
   uint64_t seed_;
   uint64_t offset_ = 0;
 };
-
-// Philox4x32-10 on counter (block, subsequence 0) with key = seed.
-std::array<uint32_t, 4> philox(uint64_t seed, uint64_t block);
-// Uniform float in [0, 1) from 24 random bits / double from 53 bits.
-inline float uint_to_unit_float(uint32_t x) { return (x >> 8) * (1.0f / 16777216.0f); }
-inline double uint_to_unit_double(uint32_t hi, uint32_t lo) {
-  return ((static_cast<uint64_t>(hi) << 21) ^ (lo >> 11)) * (1.0 / 9007199254740992.0);
-}
 
 Generator& default_generator();
 // Seeds the default generator (torch.manual_seed).

@@ -1,8 +1,8 @@
 #pragma once
-// Attention over a paged KV cache (float32, CPU), for batches that mix prefill and decode: the
-// query tokens of all sequences are flattened into rows, and each sequence reads its cached keys
-// and values through its block table. Cache layouts are those of infer::KVCache (keys and
-// values [num_blocks, Hkv, D, bs]).
+// Attention over a paged KV cache (float32, on the CPU or a CUDA device: every tensor of a call
+// on one device), for batches that mix prefill and decode: the query tokens of all sequences are
+// flattened into rows, and each sequence reads its cached keys and values through its block
+// table. Cache layouts are those of infer::KVCache (keys and values [num_blocks, Hkv, D, bs]).
 //
 //   infer::paged_caching(k, v, cache.key_cache(l), cache.value_cache(l), slots);
 //   Tensor y = infer::paged_attention(q, cache.key_cache(l), cache.value_cache(l), tables,

@@ -6,8 +6,9 @@
 //  - PagedKVCache: a pool of fixed-size blocks shared by all running sequences. A BlockManager
 //    hands out blocks from a free list with reference counts; each sequence owns a block table
 //    (block of positions [i bs, (i + 1) bs) = table[i]) that grows one block at a time without
-//    copying. The pool is reserved up front but only blocks that are written are backed by
-//    memory (the OS commits pages on first touch, and freed blocks are reused first).
+//    copying. On the CPU the pool is reserved up front but only blocks that are written are
+//    backed by memory (the OS commits pages on first touch, and freed blocks are reused first);
+//    on a CUDA device it is allocated whole.
 //  - StaticKVCache: one sequence's keys and values in a single block of `capacity` positions,
 //    for single-stream generation (no block bookkeeping).
 //
@@ -56,22 +57,26 @@ class BlockManager {
   std::vector<int32_t> refs_;
 };
 
-// Storage shared by both caches: per-layer key and value blocks.
+// Storage shared by both caches: per-layer key and value blocks, on one device (the model
+// runner's: its forward runs there).
 class KVCache {
  public:
   const KVCacheSpec& spec() const { return spec_; }
+  Device device() const { return keys_.device(); }
   int64_t block_size() const { return block_size_; }
   int64_t num_blocks() const { return num_blocks_; }
   // Views of one layer's storage: keys and values [num_blocks, Hkv, D, bs].
   Tensor key_cache(int64_t layer) const;
   Tensor value_cache(int64_t layer) const;
+  // Raw pointers to the same storage (device memory for a cache on a CUDA device).
   float* key_data(int64_t layer) const;
   float* value_data(int64_t layer) const;
 
  protected:
   // ValueError unless the spec's sizes are positive and block_size is a positive multiple of
   // kAttentionKeyChunk (16).
-  KVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size, const char* op);
+  KVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size, Device device,
+          const char* op);
 
  private:
   KVCacheSpec spec_;
@@ -82,7 +87,8 @@ class KVCache {
 class PagedKVCache : public KVCache {
  public:
   // block_size must be a multiple of 16.
-  PagedKVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size = 16);
+  PagedKVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size = 16,
+               Device device = kCPU);
   BlockManager& blocks() { return blocks_; }
   const BlockManager& blocks() const { return blocks_; }
   // Blocks needed to hold num_tokens positions.
@@ -102,7 +108,7 @@ class PagedKVCache : public KVCache {
 class StaticKVCache : public KVCache {
  public:
   // Room for capacity positions (rounded up to a multiple of 16).
-  StaticKVCache(const KVCacheSpec& spec, int64_t capacity);
+  StaticKVCache(const KVCacheSpec& spec, int64_t capacity, Device device = kCPU);
   int64_t capacity() const { return block_size(); }
   // The single block's table, {0}.
   const BlockTable& table() const { return table_; }

@@ -1,5 +1,5 @@
 #pragma once
-// The inference forward pass of a decoder-only model (GPT-2 or LLaMA, float32, CPU) over a
+// The inference forward pass of a decoder-only model (GPT-2 or LLaMA, float32) over a
 // flattened batch of tokens from many sequences, some in prefill and some in decode, in one
 // pass: every linear layer runs once over all N tokens (the batching win), attention runs per
 // sequence over its cached keys (infer::paged_attention's kernel), and logits are computed only
@@ -12,6 +12,11 @@
 // the batch, so results are bit-identical whatever the batch. When the weights fit in a core's
 // L2 cache (small models, whose steps are too short for per-op threading), a batch of several
 // sequences is split in two halves that run the whole forward on two threads, one fork per step.
+//
+// A model on a CUDA device runs on that device instead (detail::DeviceRunner,
+// src/infer/device_runner.cpp): library ops on device tensors plus the paged kernels, with the
+// cache on the same device and only the step's index arrays and the sampled rows' logits
+// crossing to and from the host.
 //
 //   infer::ModelRunner runner(model);
 //   infer::StaticKVCache cache(runner.kv_spec(), 256);
@@ -30,7 +35,8 @@ namespace tessera::infer {
 
 namespace detail {
 class PackedLinear;
-}
+class DeviceRunner;
+}  // namespace detail
 
 // The tokens of one step. Build with clear() + add_sequence() per sequence; vectors keep their
 // capacity between steps.
@@ -57,9 +63,10 @@ struct StepBatch {
 
 class ModelRunner {
  public:
-  // Takes the weights the model's inference_layout() lists (float32, CPU): the linear layers
-  // are repacked, embeddings and norms held by reference. Later changes to the model's parameters
-  // are not seen. TypeError for other dtypes or devices.
+  // Takes the weights the model's inference_layout() lists (float32), on the model's device: on
+  // the CPU the linear layers are repacked and embeddings and norms held by reference; on a CUDA
+  // device the fused projections are concatenated there. Later changes to the model's
+  // parameters are not seen. TypeError for other dtypes or weights on mixed devices.
   explicit ModelRunner(const models::CausalLM& model);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
@@ -69,10 +76,13 @@ class ModelRunner {
   KVCacheSpec kv_spec() const { return {num_layers_, n_kv_heads_, head_dim_}; }
   int64_t vocab_size() const { return vocab_; }
   int64_t max_seq_len() const { return max_seq_; }
+  // Where the forward runs (the model's device); caches passed to forward() must be there.
+  Device device() const { return device_; }
 
   // Runs the batch: writes each token's keys and values into cache at its slot, and returns the
-  // logits of batch.logit_rows as [rows, vocab] (valid until the next call). IndexError for
-  // positions at or beyond max_seq_len() or out-of-vocabulary tokens.
+  // logits of batch.logit_rows as [rows, vocab] on the host (valid until the next call).
+  // IndexError for positions at or beyond max_seq_len() or out-of-vocabulary tokens; ValueError
+  // for a cache of another shape or device.
   std::span<const float> forward(const StepBatch& batch, const KVCache& cache);
 
  private:
@@ -92,6 +102,8 @@ class ModelRunner {
   // threads, else 0.
   int64_t split_point(const StepBatch& batch) const;
 
+  Device device_ = kCPU;
+  std::unique_ptr<detail::DeviceRunner> device_runner_;  // set on CUDA devices
   bool rms_norm_ = false, swiglu_ = false;
   double eps_ = 1e-5;
   int64_t num_layers_ = 0, dim_ = 0, n_heads_ = 0, n_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0;

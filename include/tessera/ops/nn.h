@@ -6,6 +6,7 @@
 
 #include "tessera/core/generator.h"
 #include "tessera/core/tensor.h"
+#include "tessera/ops/creation.h"
 
 namespace tessera {
 
@@ -68,7 +69,7 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interlea
 // Cos/sin tables [T, D/2] for positions t = 0..T-1 and base theta: angle[t, i] =
 // t * theta^(-2i / D), computed in double and rounded to dtype.
 std::tuple<Tensor, Tensor> rope_tables(int64_t seq_len, int64_t head_dim, double theta = 10000.0,
-                                       DType dtype = kFloat32);
+                                       TensorOptions options = {kFloat32});
 // silu(gate) * up.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 

@@ -7,5 +7,10 @@ namespace tessera {
 // out [B, M, N] (contiguous) = a [B, M, K] @ b [Bb, K, N] with Bb in {1, B}; a and b may be
 // arbitrarily strided (transposed operands are passed to the GEMM as strides).
 TESSERA_DECLARE_KERNEL(gemm_kernel, void(const Tensor& out, const Tensor& a, const Tensor& b));
+// The same with bias [N] (contiguous, out's dtype) added to every row in the GEMM's epilogue;
+// floating dtypes other than float64. Only backends with such an epilogue register it (linear
+// checks), the others run linear as a GEMM and a broadcast add.
+TESSERA_DECLARE_KERNEL(gemm_bias_kernel, void(const Tensor& out, const Tensor& a, const Tensor& b,
+                                              const Tensor& bias));
 
 }  // namespace tessera

@@ -79,6 +79,31 @@ TESSERA_DECLARE_KERNEL(class_loss_backward_kernel,
                             const Tensor& lse, const Tensor& target, const Tensor& weight,
                             const ClassLossParams& params));
 
+// Flash attention (fused, no [Tq, Tk] score matrix) on q [B, Hq, Tq, D] and k, v [B, Hkv, Tk, D]
+// of one 16-bit dtype (bfloat16 or float16), Hq % Hkv == 0: query head h reads KV head
+// h / (Hq / Hkv). With s = scale q k^T (scale > 0), causal top-left aligned (query i sees keys
+// j <= i):
+//   out = softmax(s) v [B, Hq, Tq, D],  lse = logsumexp(s) float [B, Hq, Tq]
+// (a row that sees no key gives out 0 and lse -inf). Layout contract, unlike the rest of this
+// file: q, k, v and dout need only their last dim contiguous, their other strides multiples of 8
+// elements and their data 16-byte aligned (a [B, T, H, D] tensor transposed to [B, H, T, D]
+// qualifies); out, lse, dq, dk and dv are contiguous. head_dim must pass
+// flash_attention_head_dim.
+TESSERA_DECLARE_KERNEL(flash_attention_kernel,
+                       void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                            const Tensor& v, double scale, bool is_causal));
+// The FlashAttention-2 backward from the forward's out and lse, with delta = rowsum(dout out):
+//   p = exp(s - lse), dv = p^T dout, ds = p (dout v^T - delta), dq = scale ds k,
+//   dk = scale ds^T q (summed over the Hq / Hkv query heads of a KV head).
+TESSERA_DECLARE_KERNEL(flash_attention_backward_kernel,
+                       void(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                            const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& out, const Tensor& lse, double scale, bool is_causal));
+// Head dims the flash kernels are built for.
+constexpr bool flash_attention_head_dim(int64_t d) {
+  return d == 32 || d == 64 || d == 96 || d == 128;
+}
+
 namespace detail {
 
 

@@ -1,4 +1,5 @@
 // CPU kernels for every elementwise functor, plus dtype conversion and fill.
+#include "backend/common/activation_grad_functors.h"
 #include "backend/common/elementwise_kernels.h"
 #include "backend/cpu/loops.h"
 
@@ -104,7 +105,8 @@ using namespace fn;
                    ReciprocalFn, SinFn, CosFn, TanhFn, SigmoidFn, ReluFn, GeluFn, GeluTanhFn,
                    SiluFn, ErfFn, LogicalNotFn, IsnanFn, IsinfFn, IsfiniteFn>() &&
     register_binary<AddFn, SubFn, MulFn, DivFn, PowFn, MaximumFn, MinimumFn, EqFn, NeFn, LtFn,
-                    LeFn, GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn>() &&
+                    LeFn, GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn, GeluGradFn,
+                    GeluTanhGradFn, SiluGradFn>() &&
     register_kernel<ElementwiseKernel<WhereFn>>(DeviceType::CPU, &where) &&
     register_kernel<ElementwiseKernel<LerpFn>>(DeviceType::CPU, &lerp) &&
     register_kernel<copy_kernel>(DeviceType::CPU, &copy) &&

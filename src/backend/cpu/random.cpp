@@ -1,9 +1,7 @@
 // Philox-based sampling kernels.
-#include <cmath>
-
 #include "backend/common/random_kernels.h"
 #include "tessera/core/dispatch.h"
-#include "tessera/core/generator.h"
+#include "tessera/core/philox.h"
 
 namespace tessera::cpu {
 namespace {
@@ -15,15 +13,11 @@ void for_each_block(int64_t n, uint64_t seed, uint64_t offset, Body body) {
   for (int64_t i = 0; i < n; ++i) body(i, philox(seed, offset + static_cast<uint64_t>(i)));
 }
 
-double unit(const std::array<uint32_t, 4>& r, int k) {
-  return uint_to_unit_double(r[k], r[k + 1]);
-}
-
 void uniform(const Tensor& t, double low, double high, uint64_t seed, uint64_t offset) {
   dispatch<kFloatingTypes>(t.dtype(), "uniform_", [&]<class T>() {
     T* p = t.data_ptr<T>();
     for_each_block(t.numel(), seed, offset, [&](int64_t i, const std::array<uint32_t, 4>& r) {
-      p[i] = static_cast<T>(low + (high - low) * unit(r, 0));
+      p[i] = static_cast<T>(sample_uniform(r, low, high));
     });
   });
 }
@@ -32,21 +26,17 @@ void normal(const Tensor& t, double mean, double std, uint64_t seed, uint64_t of
   dispatch<kFloatingTypes>(t.dtype(), "normal_", [&]<class T>() {
     T* p = t.data_ptr<T>();
     for_each_block(t.numel(), seed, offset, [&](int64_t i, const std::array<uint32_t, 4>& r) {
-      // Box-Muller on two 53-bit uniforms; 1 - u keeps the log argument in (0, 1].
-      double u1 = 1.0 - unit(r, 0), u2 = unit(r, 2);
-      double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-      p[i] = static_cast<T>(mean + std * z);
+      p[i] = static_cast<T>(sample_normal(r, mean, std));
     });
   });
 }
 
 void randint(const Tensor& t, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
-  const uint64_t range = static_cast<uint64_t>(high - low);
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   dispatch<kNumericTypes>(t.dtype(), "randint", [&]<class T>() {
     T* p = t.data_ptr<T>();
     for_each_block(t.numel(), seed, offset, [&](int64_t i, const std::array<uint32_t, 4>& r) {
-      uint64_t bits = (static_cast<uint64_t>(r[0]) << 32) | r[1];
-      p[i] = static_cast<T>(low + static_cast<int64_t>(bits % range));
+      p[i] = static_cast<T>(sample_randint(r, low, range));
     });
   });
 }
@@ -56,7 +46,7 @@ void bernoulli(const Tensor& out, const Tensor& prob, uint64_t seed, uint64_t of
     T* p = out.data_ptr<T>();
     const T* q = prob.data_ptr<T>();
     for_each_block(out.numel(), seed, offset, [&](int64_t i, const std::array<uint32_t, 4>& r) {
-      p[i] = static_cast<T>(unit(r, 0) < static_cast<double>(q[i]) ? 1.0 : 0.0);
+      p[i] = static_cast<T>(sample_bernoulli(r, static_cast<double>(q[i])) ? 1.0 : 0.0);
     });
   });
 }

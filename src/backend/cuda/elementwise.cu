@@ -1,5 +1,6 @@
 // CUDA kernels for every elementwise functor of backend/common, plus dtype conversion and fill.
 // The functors are the CPU's own (TESSERA_HD), so both backends compute the same formulas.
+#include "backend/common/activation_grad_functors.h"
 #include "backend/common/elementwise_kernels.h"
 #include "backend/cuda/loops.cuh"
 
@@ -78,7 +79,8 @@ using namespace fn;
                    ReciprocalFn, SinFn, CosFn, TanhFn, SigmoidFn, ReluFn, GeluFn, GeluTanhFn,
                    SiluFn, ErfFn, LogicalNotFn, IsnanFn, IsinfFn, IsfiniteFn>() &&
     register_binary<AddFn, SubFn, MulFn, DivFn, PowFn, MaximumFn, MinimumFn, EqFn, NeFn, LtFn,
-                    LeFn, GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn>() &&
+                    LeFn, GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn, GeluGradFn,
+                    GeluTanhGradFn, SiluGradFn>() &&
     register_kernel<ElementwiseKernel<WhereFn>>(DeviceType::CUDA, &where) &&
     register_kernel<ElementwiseKernel<LerpFn>>(DeviceType::CUDA, &lerp) &&
     register_kernel<copy_kernel>(DeviceType::CUDA, &copy) &&

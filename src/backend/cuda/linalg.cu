@@ -73,10 +73,11 @@ struct Problem {
   int64_t batch, m, n, k;
   Operand a, b;  // cuBLASLt's first (our b) and second (our a) operands
   bool tf32;
+  bool bias;  // a bias epilogue (its pointer is set per call)
   auto tie() const {
     return std::tie(device, dtype, batch, m, n, k, a.rows, a.cols, a.ld, a.batch_stride,
                     a.transpose, a.alignment, b.rows, b.cols, b.ld, b.batch_stride, b.transpose,
-                    b.alignment, tf32);
+                    b.alignment, tf32, bias);
   }
   bool operator<(const Problem& o) const { return tie() < o.tie(); }
 };
@@ -116,6 +117,11 @@ Plan make_plan(const Problem& p) {
       cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   TESSERA_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (p.bias) {  // column-major out^T has N rows: the bias runs down them, one per feature
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                        &epilogue, sizeof(epilogue)));
+  }
   plan.a = make_layout(type, p.a.rows, p.a.cols, p.a.ld, p.batch, p.a.batch_stride);
   plan.b = make_layout(type, p.b.rows, p.b.cols, p.b.ld, p.batch, p.b.batch_stride);
   plan.c = make_layout(type, p.n, p.m, p.n, p.batch, p.m * p.n);
@@ -164,10 +170,20 @@ void* workspace() {
 }
 
 void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Operand& va,
-               const Operand& vb) {
+               const Operand& vb, const Tensor& bias) {
   Problem p{current_device(), out.dtype(), out.size(0), out.size(1), out.size(2), a.size(2),
-            vb,               va,          g_allow_tf32.load(std::memory_order_relaxed)};
+            vb,               va,          g_allow_tf32.load(std::memory_order_relaxed),
+            bias.defined()};
   const Plan& plan = plan_for(p);
+  // A plan's descriptor is shared, so setting its bias pointer and enqueueing are one step.
+  static std::mutex bias_mutex;
+  std::unique_lock<std::mutex> bias_lock;
+  if (bias.defined()) {
+    bias_lock = std::unique_lock(bias_mutex);
+    const void* bias_ptr = bias.data_ptr();
+    TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
+  }
   const double one64 = 1, zero64 = 0;
   const float one32 = 1, zero32 = 0;
   const bool f64 = out.dtype() == kFloat64;
@@ -179,18 +195,22 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Operan
                                       kWorkspaceBytes, current_stream()));
 }
 
-void gemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+// out = a @ b (+ bias along each row when defined).
+void gemm_with_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in,
+                    const Tensor& bias) {
   autograd::NoGradGuard no_grad;
   if (out.numel() == 0) return;
   if (a_in.size(2) == 0) {
     Tensor o = out;
-    fill_(o, 0);
+    if (bias.defined()) o.copy_(bias.expand(out.sizes()));
+    else fill_(o, 0);
     return;
   }
   const DType dt = out.dtype();
   if (!is_floating(dt)) {  // integers: exact in float64 up to 2^53
+    TESSERA_ASSERT(!bias.defined());
     Tensor tmp = empty(out.sizes(), TensorOptions(kFloat64).with_device(out.device()));
-    gemm(tmp, cast(a_in, kFloat64), cast(b_in, kFloat64));
+    gemm_with_bias(tmp, cast(a_in, kFloat64), cast(b_in, kFloat64), Tensor());
     Tensor o = out;
     copy_(o, tmp);
     return;
@@ -202,10 +222,15 @@ void gemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   auto vb = transposed_view(b_in, broadcast_b);
   Tensor b = vb ? b_in : contiguous(b_in);
   if (!vb) vb = transposed_view(b, broadcast_b);
-  lt_matmul(out, a, b, *va, *vb);
+  lt_matmul(out, a, b, *va, *vb, bias);
+}
+
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b) {
+  gemm_with_bias(out, a, b, Tensor());
 }
 
 TESSERA_REGISTER_KERNEL(gemm_kernel, DeviceType::CUDA, &gemm);
+TESSERA_REGISTER_KERNEL(gemm_bias_kernel, DeviceType::CUDA, &gemm_with_bias);
 
 }  // namespace
 

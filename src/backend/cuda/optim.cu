@@ -1,80 +1,144 @@
-// CUDA fused optimizer updates: one grid-stride kernel per parameter reading p, g and the state
-// once and writing p and the state once, with the CPU's formulas and constants (computed on the
-// host in double, rounded to the state dtype) so both backends step identically.
+// CUDA fused optimizer updates (the counterpart of cpu/optim.cpp): one grid-stride kernel per
+// parameter reading p, g and the state once and writing p and the state once, with the CPU's
+// formulas and constants (computed on the host in double, rounded to the state dtype) and the
+// arithmetic in the state dtype, so both backends step alike up to float rounding. Every tensor
+// is contiguous; when all pointers allow it, elements move in 16-byte state vectors.
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "backend/common/optim_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/vectorized.cuh"
 #include "tessera/core/dispatch.h"
 
 namespace tessera::cuda {
 namespace {
+
+// Elements per vector: 16 bytes of state (4 floats, 2 doubles); param and grad move W of theirs.
+template <class S>
+constexpr int kVec = 16 / sizeof(S);
 
 template <class S>
 S* state_ptr(const Tensor& t) {
   return t.defined() ? t.data_ptr<S>() : nullptr;
 }
 
+// Runs body(i, integral_constant<W>) over [0, n) grid-stride: vectors of W elements, then the
+// n % W tail one by one.
+template <int W, class Body>
+__device__ void for_each_vector(int64_t n, const Body& body) {
+  const int64_t n_vec = n / W, stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  for (int64_t k = first; k < n_vec; k += stride) body(k * W, std::integral_constant<int, W>{});
+  for (int64_t i = n_vec * W + first; i < n; i += stride) body(i, std::integral_constant<int, 1>{});
+}
+
 template <class S>
 struct SgdConstants {
   S lr, wd, momentum, keep;
   bool use_momentum, nesterov, first, maximize;
+
+  // One element: returns the new parameter, updating the momentum buffer value b.
+  __device__ S operator()(S p, S d, S& b) const {
+    if (maximize) d = -d;
+    d += wd * p;
+    if (use_momentum) {
+      b = first ? d : b * momentum + keep * d;
+      d = nesterov ? d + momentum * b : b;
+    }
+    return p - lr * d;
+  }
 };
 
-template <class T, class S>
+template <int W, class T, class S>
 __global__ void sgd_kernel(T* p, const T* g, S* buf, int64_t n, SgdConstants<S> c) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    S pi = static_cast<S>(p[i]);
-    S d = static_cast<S>(g[i]);
-    if (c.maximize) d = -d;
-    d += c.wd * pi;
-    if (c.use_momentum) {
-      S b = c.first ? d : buf[i] * c.momentum + c.keep * d;
-      buf[i] = b;
-      d = c.nesterov ? d + c.momentum * b : b;
-    }
-    p[i] = static_cast<T>(pi - c.lr * d);
-  }
+  for_each_vector<W>(n, [&]<int V>(int64_t i, std::integral_constant<int, V>) {
+    Pack<T, V> pv = load<V>(p + i);
+    const Pack<T, V> gv = load<V>(g + i);
+    Pack<S, V> bv{};
+    if (c.use_momentum && !c.first) bv = load<V>(buf + i);  // the first step only writes it
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      pv.v[j] = static_cast<T>(c(static_cast<S>(pv.v[j]), static_cast<S>(gv.v[j]), bv.v[j]));
+    store<V>(p + i, pv);
+    if (c.use_momentum) store<V>(buf + i, bv);
+  });
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
               const SgdStepParams& h) {
   dispatch<kFloatingTypes>(param.dtype(), "sgd_step", [&]<class T>() {
     using S = opmath_t<T>;
+    constexpr int W = kVec<S>;
     const int64_t n = param.numel();
     if (n == 0) return;
-    SgdConstants<S> c{static_cast<S>(h.lr), static_cast<S>(h.weight_decay),
-                      static_cast<S>(h.momentum), static_cast<S>(1.0 - h.dampening),
-                      h.momentum != 0.0, h.nesterov, h.first_step, h.maximize};
-    sgd_kernel<<<grid_size(n), kBlockSize, 0, current_stream()>>>(
-        param.data_ptr<T>(), grad.data_ptr<T>(), state_ptr<S>(momentum_buffer), n, c);
+    T* p = param.data_ptr<T>();
+    const T* g = grad.data_ptr<T>();
+    S* buf = state_ptr<S>(momentum_buffer);
+    const SgdConstants<S> c{static_cast<S>(h.lr),
+                            static_cast<S>(h.weight_decay),
+                            static_cast<S>(h.momentum),
+                            static_cast<S>(1.0 - h.dampening),
+                            h.momentum != 0.0,
+                            h.nesterov,
+                            h.first_step,
+                            h.maximize};
+    if (aligned<W>(p) && aligned<W>(g) && aligned<W>(buf))
+      sgd_kernel<W>
+          <<<grid_size((n + W - 1) / W), kBlockSize, 0, current_stream()>>>(p, g, buf, n, c);
+    else
+      sgd_kernel<1><<<grid_size(n), kBlockSize, 0, current_stream()>>>(p, g, buf, n, c);
     TESSERA_CUDA_CHECK_LAUNCH();
   });
 }
 
+// maximize and the two weight-decay forms are folded into constants as on the CPU (sign = -1
+// negates exactly, decay = 1 and l2 = 0 leave values unchanged).
 template <class S>
 struct AdamConstants {
   S beta1, beta2, one_minus_beta1, one_minus_beta2, step_size, bias_correction2_sqrt, eps, sign,
       decay, l2;
 };
 
+template <bool Amsgrad, int W, class T, class S>
+__global__ void adam_kernel(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, AdamConstants<S> c) {
+  for_each_vector<W>(n, [&]<int V>(int64_t i, std::integral_constant<int, V>) {
+    Pack<T, V> pv = load<V>(p + i);
+    const Pack<T, V> gv = load<V>(g + i);
+    Pack<S, V> mv = load<V>(m + i), vv = load<V>(v + i), vmaxv{};
+    if constexpr (Amsgrad) vmaxv = load<V>(vmax + i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const S pi = static_cast<S>(pv.v[j]) * c.decay;             // AdamW: p *= 1 - lr * wd
+      const S gi = c.sign * static_cast<S>(gv.v[j]) + c.l2 * pi;  // Adam: g += wd * p
+      const S mi = mv.v[j] * c.beta1 + c.one_minus_beta1 * gi;
+      S vi = vv.v[j] * c.beta2 + c.one_minus_beta2 * gi * gi;
+      mv.v[j] = mi;
+      vv.v[j] = vi;
+      // std::max's choice: the old maximum unless the new value is larger (a nan keeps it).
+      if constexpr (Amsgrad) vi = vmaxv.v[j] = vmaxv.v[j] < vi ? vi : vmaxv.v[j];
+      const S denom = std::sqrt(vi) / c.bias_correction2_sqrt + c.eps;
+      pv.v[j] = static_cast<T>(pi - c.step_size * (mi / denom));
+    }
+    store<V>(p + i, pv);
+    store<V>(m + i, mv);
+    store<V>(v + i, vv);
+    if constexpr (Amsgrad) store<V>(vmax + i, vmaxv);
+  });
+}
+
 template <bool Amsgrad, class T, class S>
-__global__ void adam_kernel(T* p, const T* g, S* m, S* v, S* vmax, int64_t n,
-                            AdamConstants<S> c) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    S pi = static_cast<S>(p[i]) * c.decay;             // AdamW: p *= 1 - lr * wd
-    S gi = c.sign * static_cast<S>(g[i]) + c.l2 * pi;  // Adam: g += wd * p
-    S mi = m[i] * c.beta1 + c.one_minus_beta1 * gi;
-    S vi = v[i] * c.beta2 + c.one_minus_beta2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    if constexpr (Amsgrad) vi = vmax[i] = vmax[i] > vi ? vmax[i] : vi;
-    S denom = sqrt(vi) / c.bias_correction2_sqrt + c.eps;
-    p[i] = static_cast<T>(pi - c.step_size * (mi / denom));
-  }
+void launch_adam(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, const AdamConstants<S>& c) {
+  constexpr int W = kVec<S>;
+  if (aligned<W>(p) && aligned<W>(g) && aligned<W>(m) && aligned<W>(v) && aligned<W>(vmax))
+    adam_kernel<Amsgrad, W>
+        <<<grid_size((n + W - 1) / W), kBlockSize, 0, current_stream()>>>(p, g, m, v, vmax, n, c);
+  else
+    adam_kernel<Amsgrad, 1>
+        <<<grid_size(n), kBlockSize, 0, current_stream()>>>(p, g, m, v, vmax, n, c);
+  TESSERA_CUDA_CHECK_LAUNCH();
 }
 
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
@@ -85,21 +149,20 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
     if (n == 0) return;
     const double t = static_cast<double>(h.step);
     const bool decoupled = h.decoupled_weight_decay;
-    AdamConstants<S> c{static_cast<S>(h.beta1),
-                       static_cast<S>(h.beta2),
-                       static_cast<S>(1.0 - h.beta1),
-                       static_cast<S>(1.0 - h.beta2),
-                       static_cast<S>(h.lr / (1.0 - std::pow(h.beta1, t))),
-                       static_cast<S>(std::sqrt(1.0 - std::pow(h.beta2, t))),
-                       static_cast<S>(h.eps),
-                       static_cast<S>(h.maximize ? -1.0 : 1.0),
-                       static_cast<S>(decoupled ? 1.0 - h.lr * h.weight_decay : 1.0),
-                       static_cast<S>(decoupled ? 0.0 : h.weight_decay)};
-    auto* kernel = h.amsgrad ? &adam_kernel<true, T, S> : &adam_kernel<false, T, S>;
-    kernel<<<grid_size(n), kBlockSize, 0, current_stream()>>>(
-        param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<S>(), exp_avg_sq.data_ptr<S>(),
-        state_ptr<S>(max_exp_avg_sq), n, c);
-    TESSERA_CUDA_CHECK_LAUNCH();
+    // Scalars as torch computes them (in double, then rounded to the state dtype).
+    const AdamConstants<S> c{static_cast<S>(h.beta1),
+                             static_cast<S>(h.beta2),
+                             static_cast<S>(1.0 - h.beta1),
+                             static_cast<S>(1.0 - h.beta2),
+                             static_cast<S>(h.lr / (1.0 - std::pow(h.beta1, t))),
+                             static_cast<S>(std::sqrt(1.0 - std::pow(h.beta2, t))),
+                             static_cast<S>(h.eps),
+                             static_cast<S>(h.maximize ? -1.0 : 1.0),
+                             static_cast<S>(decoupled ? 1.0 - h.lr * h.weight_decay : 1.0),
+                             static_cast<S>(decoupled ? 0.0 : h.weight_decay)};
+    auto* launch = h.amsgrad ? &launch_adam<true, T, S> : &launch_adam<false, T, S>;
+    launch(param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<S>(), exp_avg_sq.data_ptr<S>(),
+           state_ptr<S>(max_exp_avg_sq), n, c);
   });
 }
 

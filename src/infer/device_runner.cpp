@@ -1,0 +1,227 @@
+#include "infer/device_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "backend/common/elementwise_kernels.h"
+#include "backend/common/index_kernels.h"
+#include "backend/common/paged_attention_kernels.h"
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/linalg.h"
+#include "tessera/ops/nn.h"
+#include "tessera/ops/shape.h"
+
+namespace tessera::infer::detail {
+
+using Layout = models::InferenceLayout;
+
+DeviceRunner::DeviceRunner(const Layout& layout, Device device) : device_(device) {
+  rms_norm_ = layout.norm == Layout::Norm::kRMSNorm;
+  swiglu_ = layout.mlp == Layout::Mlp::kSwiGLU;
+  eps_ = layout.eps;
+  dim_ = layout.dim;
+  n_heads_ = layout.n_heads;
+  n_kv_heads_ = layout.n_kv_heads;
+  head_dim_ = dim_ / n_heads_;
+  hidden_ = layout.hidden;
+  std::optional<cuda::DeviceGuard> guard;
+  if (device_.is_cuda()) guard.emplace(device_.index);
+  autograd::NoGradGuard no_grad;
+  auto optional = [&](const Tensor& t, const char* what) {
+    return t.defined() ? weight(t, what) : t;
+  };
+  auto norm = [&](const Layout::NormWeights& n) {
+    return Norm{weight(n.weight, "norm weight"), optional(n.bias, "norm bias")};
+  };
+  wte_ = weight(layout.token_embedding, "token embedding");
+  wpe_ = optional(layout.position_embedding, "position embedding");
+  rope_cos_ = optional(layout.rope_cos, "rotary cos");
+  rope_sin_ = optional(layout.rope_sin, "rotary sin");
+  for (const Layout::Layer& l : layout.layers)
+    layers_.push_back(
+        {norm(l.norm1), norm(l.norm2), fused(l.qkv), fused(l.o), fused(l.fc1), fused(l.fc2)});
+  final_norm_ = norm(layout.final_norm);
+  lm_head_ = weight(layout.lm_head, "lm_head");
+  vocab_ = lm_head_.size(0);
+  host_ = empty({0}, TensorOptions(kInt32));
+  staged_ = empty({0}, TensorOptions(kInt32).with_device(device_));
+}
+
+Tensor DeviceRunner::weight(const Tensor& t, const char* what) const {
+  TESSERA_CHECK(
+      t.defined() && t.dtype() == kFloat32 && t.device() == device_, TypeError,
+      "[ModelRunner] expected float32 weights on ", device_.str(), ", got ", what, " ",
+      t.defined() ? tessera::detail::str(t.dtype(), " on ", t.device().str()) : "undefined");
+  return t.detach().contiguous();
+}
+
+// Weights stacked along their outputs into one [sum O_i, K] matrix (made once, so a step runs
+// one GEMM for q|k|v and one for gate|up); undefined biases of a stack with some are zeros.
+DeviceRunner::Linear DeviceRunner::fused(const Layout::Linear& l) const {
+  TensorList ws, bs;
+  bool any_bias = false;
+  for (size_t i = 0; i < l.weights.size(); ++i) {
+    ws.push_back(weight(l.weights[i], "linear weight"));
+    const bool has_bias = i < l.biases.size() && l.biases[i].defined();
+    bs.push_back(has_bias
+                     ? weight(l.biases[i], "linear bias")
+                     : zeros({ws.back().size(0)}, TensorOptions(kFloat32).with_device(device_)));
+    any_bias = any_bias || has_bias;
+  }
+  Linear out;
+  out.weight = ws.size() == 1 ? ws[0] : cat(ws, 0);
+  if (any_bias) out.bias = bs.size() == 1 ? bs[0] : cat(bs, 0);
+  return out;
+}
+
+Tensor DeviceRunner::norm(const Norm& n, const Tensor& x) const {
+  if (rms_norm_) return rms_norm(x, n.weight, eps_);
+  return layer_norm(x, {dim_}, n.weight,
+                    n.bias.defined() ? std::optional<Tensor>(n.bias) : std::nullopt, eps_);
+}
+
+Tensor DeviceRunner::linear(const Tensor& x, const Linear& l) {
+  return tessera::linear(x, l.weight,
+                         l.bias.defined() ? std::optional<Tensor>(l.bias) : std::nullopt);
+}
+
+// The index kernel itself, not index_select: the op would read the indices back to range-check
+// them (a device sync per gather), and ModelRunner has checked them on the host already.
+Tensor DeviceRunner::rows(const Tensor& table, int64_t offset, int64_t n) const {
+  const int64_t C = table.size(1);
+  Tensor out = empty({n, C}, TensorOptions(table.dtype()).with_device(device_));
+  call_kernel<index_select_kernel>(device_, out, table, staged_.narrow(0, offset, n), int64_t{1},
+                                   C);
+  return out;
+}
+
+DeviceRunner::StepLayout DeviceRunner::stage(const StepBatch& batch) {
+  const int64_t N = batch.num_tokens(), S = batch.num_seqs();
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+  StepLayout at{};
+  int64_t words = 0;
+  auto take = [&](int64_t n) { return std::exchange(words, words + n); };
+  at.slots = take(2 * N);  // first, so the int64 slots stay 8-byte aligned
+  at.tokens = take(N);
+  at.positions = take(N);
+  at.query_start = take(S + 1);
+  at.seq_lens = take(S);
+  at.block_tables = take(S * batch.max_blocks);
+  at.logit_rows = take(R);
+  at.words = words;
+  if (host_.numel() < words) {  // grown with headroom, so steady decode never reallocates
+    const int64_t cap = std::max<int64_t>(words, 2 * host_.numel());
+    host_ = empty({cap}, TensorOptions(kInt32));
+    staged_ = empty({cap}, TensorOptions(kInt32).with_device(device_));
+  }
+  int32_t* h = host_.data_ptr<int32_t>();
+  auto put = [&](int64_t at_word, const auto& v) {
+    std::memcpy(h + at_word, v.data(), v.size() * sizeof(v[0]));
+  };
+  put(at.slots, batch.slots);
+  put(at.tokens, batch.tokens);
+  put(at.positions, batch.positions);
+  put(at.query_start, batch.query_start);
+  put(at.seq_lens, batch.seq_lens);
+  put(at.block_tables, batch.block_tables);
+  put(at.logit_rows, batch.logit_rows);
+  // Pageable host memory: the copy returns once the source is staged, so host_ is free again.
+  call_kernel<device_copy_kernel>(device_, staged_.data_ptr(), device_, host_.data_ptr(), kCPU,
+                                  static_cast<size_t>(words) * sizeof(int32_t));
+  return at;
+}
+
+std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCache& cache) {
+  const int64_t N = batch.num_tokens(), D = head_dim_;
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+  if (N == 0) return {};
+  std::optional<cuda::DeviceGuard> guard;
+  if (device_.is_cuda()) guard.emplace(device_.index);
+  autograd::NoGradGuard no_grad;
+  const StepLayout at = stage(batch);
+  const int32_t* words = staged_.data_ptr<int32_t>();
+  const int64_t q_width = n_heads_ * D, kv_width = n_kv_heads_ * D;
+  const int64_t qkv_width = q_width + 2 * kv_width;
+  const TensorOptions f32 = TensorOptions(kFloat32).with_device(device_);
+
+  // Embeddings: wte[token] (+ wpe[position] for GPT-2).
+  Tensor x = rows(wte_, at.tokens, N);
+  if (wpe_.defined()) x.add_(rows(wpe_, at.positions, N));
+  // Each token's rotary angles, [N, 1, D/2]: broadcast over the heads of its row.
+  Tensor cos, sin;
+  if (rope_cos_.defined()) {
+    cos = rows(rope_cos_, at.positions, N).unsqueeze(1);
+    sin = rows(rope_sin_, at.positions, N).unsqueeze(1);
+  }
+
+  PagedCachingArgs cache_args;
+  cache_args.slots = reinterpret_cast<const int64_t*>(words + at.slots);
+  cache_args.num_tokens = N;
+  cache_args.num_kv_heads = n_kv_heads_;
+  cache_args.head_dim = D;
+  cache_args.block_size = cache.block_size();
+  PagedAttentionArgs attn_args;
+  attn_args.block_tables = words + at.block_tables;
+  attn_args.max_blocks = batch.max_blocks;
+  attn_args.query_start = words + at.query_start;
+  attn_args.seq_lens = words + at.seq_lens;
+  attn_args.num_seqs = batch.num_seqs();
+  attn_args.num_heads = n_heads_;
+  attn_args.num_kv_heads = n_kv_heads_;
+  attn_args.head_dim = D;
+  attn_args.block_size = cache.block_size();
+  attn_args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    const Tensor qkv = linear(norm(L.norm1, x), L.qkv);  // [N, q | k | v]
+    // q and k rows (rotated together for LLaMA; read in place from qkv otherwise).
+    Tensor qk = qkv;
+    int64_t qk_stride = qkv_width;
+    if (cos.defined()) {
+      qk = rope(qkv.narrow(1, 0, q_width + kv_width).reshape({N, n_heads_ + n_kv_heads_, D}), cos,
+                sin)
+               .contiguous();
+      qk_stride = q_width + kv_width;
+    }
+    Tensor attn = empty({N, q_width}, f32);
+    const float* qk_data = qk.data_ptr<float>();
+    cache_args.k = qk_data + q_width;
+    cache_args.k_stride = qk_stride;
+    cache_args.v = qkv.data_ptr<float>() + q_width + kv_width;
+    cache_args.v_stride = qkv_width;
+    cache_args.k_cache = cache.key_data(static_cast<int64_t>(l));
+    cache_args.v_cache = cache.value_data(static_cast<int64_t>(l));
+    attn_args.q = qk_data;
+    attn_args.q_stride = qk_stride;
+    attn_args.out = attn.data_ptr<float>();
+    attn_args.out_stride = q_width;
+    attn_args.k_cache = cache_args.k_cache;
+    attn_args.v_cache = cache_args.v_cache;
+    call_kernel<paged_caching_kernel>(device_, cache_args);
+    call_kernel<paged_attention_kernel>(device_, attn_args);
+    x.add_(linear(attn, L.o));
+
+    const Tensor ff = linear(norm(L.norm2, x), L.fc1);
+    const Tensor act = swiglu_ ? swiglu(ff.narrow(1, 0, hidden_), ff.narrow(1, hidden_, hidden_))
+                               : gelu(ff, "tanh");
+    x.add_(linear(act, L.fc2));
+  }
+  if (R == 0) return {};
+
+  // Final norm and lm_head only for the rows that sample; their logits back to the host (the
+  // copy waits for the step).
+  const Tensor out = matmul(norm(final_norm_, rows(x, at.logit_rows, R)), lm_head_.t());
+  const size_t bytes = static_cast<size_t>(R * vocab_) * sizeof(float);
+  if (logits_.size() < bytes) logits_ = cuda::PinnedBuffer(std::max(bytes, 2 * logits_.size()));
+  call_kernel<device_copy_kernel>(device_, logits_.data(), kCPU, out.contiguous().data_ptr(),
+                                  device_, bytes);
+  return {static_cast<const float*>(logits_.data()), static_cast<size_t>(R * vocab_)};
+}
+
+}  // namespace tessera::infer::detail

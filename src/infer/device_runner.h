@@ -1,0 +1,67 @@
+#pragma once
+// ModelRunner's forward on an accelerator (CUDA): the same fused step as the CPU path, built
+// from library ops on device tensors (linear on cuBLASLt, layer_norm / rms_norm, rope, gelu /
+// swiglu) and the paged caching / attention kernels called with device pointers. Per step, the
+// batch's small host arrays go to the device in one staged copy, and only the logits of the
+// sampled rows come back; everything else stays on the device.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tessera/infer/kv_cache.h"
+#include "tessera/infer/model_runner.h"
+#include "tessera/models/inference_layout.h"
+#include "tessera/runtime/cuda.h"
+
+namespace tessera::infer::detail {
+
+class DeviceRunner {
+ public:
+  // Holds the layout's weights (float32, all on device; TypeError otherwise), with q|k|v and
+  // gate|up concatenated once into single projections.
+  DeviceRunner(const models::InferenceLayout& layout, Device device);
+
+  // The forward of a batch ModelRunner validated, over a cache on this device: writes each
+  // token's keys and values at its slot and returns the logits of batch.logit_rows, [rows,
+  // vocab] in host memory (valid until the next call).
+  std::span<const float> forward(const StepBatch& batch, const KVCache& cache);
+
+ private:
+  struct Norm {
+    Tensor weight, bias;  // bias undefined for RMSNorm (and bias-free LayerNorm)
+  };
+  struct Linear {
+    Tensor weight, bias;  // [out, in] and [out] or undefined
+  };
+  struct Layer {
+    Norm norm1, norm2;
+    Linear qkv, o, fc1, fc2;
+  };
+  // Word offsets of the step's arrays in staged_ (int32 words; slots are int64 pairs).
+  struct StepLayout {
+    int64_t slots, tokens, positions, query_start, seq_lens, block_tables, logit_rows, words;
+  };
+
+  Tensor weight(const Tensor& t, const char* what) const;
+  Linear fused(const models::InferenceLayout::Linear& l) const;
+  Tensor norm(const Norm& n, const Tensor& x) const;
+  static Tensor linear(const Tensor& x, const Linear& l);
+  // table rows at the staged int32 indices [offset, offset + n): [n, table.size(1)].
+  Tensor rows(const Tensor& table, int64_t offset, int64_t n) const;
+  // Packs the batch's arrays into host_ and copies them to staged_ in one transfer.
+  StepLayout stage(const StepBatch& batch);
+
+  Device device_;
+  bool rms_norm_ = false, swiglu_ = false;
+  double eps_ = 1e-5;
+  int64_t dim_ = 0, n_heads_ = 0, n_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0, vocab_ = 0;
+  Tensor wte_, wpe_, rope_cos_, rope_sin_, lm_head_;  // wpe for GPT-2, rope tables for LLaMA
+  std::vector<Layer> layers_;
+  Norm final_norm_;
+  Tensor host_;    // int32 host staging buffer (pageable: the copy returns once it is read)
+  Tensor staged_;  // its device copy
+  // Logits come back to pinned memory: at [64, 50257] a pageable copy would take milliseconds.
+  cuda::PinnedBuffer logits_;
+};
+
+}  // namespace tessera::infer::detail
