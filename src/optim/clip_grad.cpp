@@ -1,7 +1,10 @@
 #include "tessera/optim/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "backend/common/optim_kernels.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -20,6 +23,39 @@ TensorList defined_grads(const TensorList& params) {
   return grads;
 }
 
+// The grads grouped by dtype when the fused list kernels can take them: all contiguous, floating,
+// on one device that has the kernels; else empty.
+std::vector<TensorList> fused_groups(const TensorList& grads) {
+  std::vector<TensorList> groups;
+  if (grads.empty()) return groups;
+  const Device device = grads[0].device();
+  if (!has_kernel<sum_squares_kernel>(device.type) || !has_kernel<scale_by_kernel>(device.type))
+    return groups;
+  for (const Tensor& g : grads) {
+    if (g.device() != device || !g.is_contiguous() || !is_floating(g.dtype())) return {};
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const TensorList& l) { return l[0].dtype() == g.dtype(); });
+    if (it == groups.end())
+      groups.push_back({g});
+    else
+      it->push_back(g);
+  }
+  return groups;
+}
+
+// The 2-norm of all grads: one sum-of-squares pass per dtype group, no per-tensor launches.
+Tensor fused_two_norm(const std::vector<TensorList>& groups, DType dtype) {
+  Tensor total = zeros({}, TensorOptions(dtype).with_device(groups[0][0].device()));
+  for (const TensorList& group : groups) {
+    const DType acc = group[0].dtype() == kFloat64 ? kFloat64 : kFloat32;
+    Tensor sums = empty({static_cast<int64_t>(group.size())},
+                        TensorOptions(acc).with_device(group[0].device()));
+    call_kernel<sum_squares_kernel>(sums.device(), group, sums);
+    total = total + sum(sums).to(dtype);
+  }
+  return sqrt(total);
+}
+
 }  // namespace
 
 Tensor grad_norm(const TensorList& params, double norm_type) {
@@ -31,6 +67,10 @@ Tensor grad_norm(const TensorList& params, double norm_type) {
     if (g.dtype() == kFloat64) dtype = kFloat64;
   }
   if (grads.empty()) return zeros({}, dtype);
+  if (norm_type == 2.0) {
+    if (const std::vector<TensorList> groups = fused_groups(grads); !groups.empty())
+      return fused_two_norm(groups, dtype);
+  }
   TensorList norms;
   for (const Tensor& g : grads) norms.push_back(norm(g, norm_type).to(dtype));
   return norm(stack(norms), norm_type);
@@ -46,7 +86,15 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
                   norm_type, "-norm of the gradients, got ", t);
   }
   Tensor coef = clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
-  for (Tensor g : defined_grads(params)) g.mul_(coef.to(g.dtype()));
+  const TensorList grads = defined_grads(params);
+  if (const std::vector<TensorList> groups = fused_groups(grads); !groups.empty()) {
+    for (const TensorList& group : groups) {
+      const DType acc = group[0].dtype() == kFloat64 ? kFloat64 : kFloat32;
+      call_kernel<scale_by_kernel>(coef.device(), group, coef.to(acc));
+    }
+    return total;
+  }
+  for (Tensor g : grads) g.mul_(coef.to(g.dtype()));
   return total;
 }
 

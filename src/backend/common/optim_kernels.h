@@ -32,4 +32,12 @@ TESSERA_DECLARE_KERNEL(adam_step_kernel,
                             const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
                             const AdamStepParams& params));
 
+// Gradient clipping over a list of tensors (contiguous, one floating dtype T, one device), one
+// pass each and, on CUDA, one launch for the whole list:
+//   sums[i] = sum of tensors[i]^2, accumulated in opmath_t<T>; sums is [n] of opmath_t<T>
+//   tensors[i] *= scale, with scale a 0-d opmath_t<T> tensor on the device (read there, so the
+//   clip coefficient never comes back to the host).
+TESSERA_DECLARE_KERNEL(sum_squares_kernel, void(const TensorList& tensors, const Tensor& sums));
+TESSERA_DECLARE_KERNEL(scale_by_kernel, void(const TensorList& tensors, const Tensor& scale));
+
 }  // namespace tessera

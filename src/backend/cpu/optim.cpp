@@ -85,7 +85,39 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
+void sum_squares(const TensorList& tensors, const Tensor& sums) {
+  dispatch<kFloatingTypes>(tensors[0].dtype(), "sum_squares", [&]<class T>() {
+    using S = opmath_t<T>;
+    S* out = sums.data_ptr<S>();
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const T* x = tensors[k].data_ptr<T>();
+      const int64_t n = tensors[k].numel();
+      // A double accumulator: a float one loses digits over a long serial sum (a 38M-element
+      // embedding gradient).
+      double acc = 0;
+#pragma omp parallel for simd reduction(+ : acc) schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      out[k] = static_cast<S>(acc);
+    }
+  });
+}
+
+void scale_by(const TensorList& tensors, const Tensor& scale) {
+  dispatch<kFloatingTypes>(tensors[0].dtype(), "scale_by", [&]<class T>() {
+    using S = opmath_t<T>;
+    const S c = *scale.data_ptr<S>();
+    for (const Tensor& t : tensors) {
+      T* x = t.data_ptr<T>();
+      const int64_t n = t.numel();
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(static_cast<S>(x[i]) * c);
+    }
+  });
+}
+
 TESSERA_REGISTER_KERNEL(sgd_step_kernel, DeviceType::CPU, &sgd_step);
+TESSERA_REGISTER_KERNEL(sum_squares_kernel, DeviceType::CPU, &sum_squares);
+TESSERA_REGISTER_KERNEL(scale_by_kernel, DeviceType::CPU, &scale_by);
 TESSERA_REGISTER_KERNEL(adam_step_kernel, DeviceType::CPU, &adam_step);
 
 }  // namespace

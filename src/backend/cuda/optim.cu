@@ -3,15 +3,21 @@
 // formulas and constants (computed on the host in double, rounded to the state dtype) and the
 // arithmetic in the state dtype, so both backends step alike up to float rounding. Every tensor
 // is contiguous; when all pointers allow it, elements move in 16-byte state vectors.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "backend/common/optim_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/vectorized.cuh"
+#include "backend/cuda/warp.cuh"
 #include "tessera/core/dispatch.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
 
 namespace tessera::cuda {
 namespace {
@@ -166,7 +172,81 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
+// ---- gradient clipping over a list: one launch, one thread block per chunk of a tensor ----
+
+constexpr int64_t kChunk = 65536;
+
+struct Chunk {
+  void* data;
+  int64_t n;  // elements in this chunk (<= kChunk)
+  int64_t tensor;
+};
+
+// The chunk table of a list, copied to the device (a tensor that lives until the launches that
+// read it are done: the caching allocator reuses it only after the stream gets there).
+Tensor chunk_table(const TensorList& tensors, int64_t* count) {
+  std::vector<Chunk> chunks;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    char* base = static_cast<char*>(tensors[k].data_ptr());
+    const int64_t n = tensors[k].numel(), item = tensors[k].element_size();
+    for (int64_t start = 0; start < n; start += kChunk)
+      chunks.push_back({base + start * item, std::min(kChunk, n - start), static_cast<int64_t>(k)});
+  }
+  *count = static_cast<int64_t>(chunks.size());
+  Tensor host = empty({static_cast<int64_t>(chunks.size() * sizeof(Chunk))}, kUInt8);
+  std::memcpy(host.data_ptr(), chunks.data(), chunks.size() * sizeof(Chunk));
+  return host.to(tensors[0].device());
+}
+
+template <class T, class S>
+__global__ void sum_squares_chunks(const Chunk* chunks, S* sums) {
+  const Chunk c = chunks[blockIdx.x];
+  const T* x = static_cast<const T*>(c.data);
+  S acc = 0;
+  for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x)
+    acc += static_cast<S>(x[i]) * static_cast<S>(x[i]);
+  acc = warp_sum(acc);
+  if (threadIdx.x % kWarpSize == 0) atomicAdd(sums + c.tensor, acc);
+}
+
+template <class T, class S>
+__global__ void scale_chunks(const Chunk* chunks, const S* scale) {
+  const Chunk c = chunks[blockIdx.x];
+  T* x = static_cast<T*>(c.data);
+  const S s = *scale;
+  for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x)
+    x[i] = static_cast<T>(static_cast<S>(x[i]) * s);
+}
+
+void sum_squares(const TensorList& tensors, const Tensor& sums) {
+  Tensor zeroed = sums;
+  fill_(zeroed, 0);
+  int64_t count = 0;
+  const Tensor table = chunk_table(tensors, &count);
+  if (count == 0) return;
+  dispatch<kFloatingTypes>(tensors[0].dtype(), "sum_squares", [&]<class T>() {
+    using S = opmath_t<T>;
+    sum_squares_chunks<T, S><<<count, kBlockSize, 0, current_stream()>>>(
+        static_cast<const Chunk*>(table.data_ptr()), sums.data_ptr<S>());
+  });
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
+void scale_by(const TensorList& tensors, const Tensor& scale) {
+  int64_t count = 0;
+  const Tensor table = chunk_table(tensors, &count);
+  if (count == 0) return;
+  dispatch<kFloatingTypes>(tensors[0].dtype(), "scale_by", [&]<class T>() {
+    using S = opmath_t<T>;
+    scale_chunks<T, S><<<count, kBlockSize, 0, current_stream()>>>(
+        static_cast<const Chunk*>(table.data_ptr()), scale.data_ptr<S>());
+  });
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
 TESSERA_REGISTER_KERNEL(sgd_step_kernel, DeviceType::CUDA, &sgd_step);
+TESSERA_REGISTER_KERNEL(sum_squares_kernel, DeviceType::CUDA, &sum_squares);
+TESSERA_REGISTER_KERNEL(scale_by_kernel, DeviceType::CUDA, &scale_by);
 TESSERA_REGISTER_KERNEL(adam_step_kernel, DeviceType::CUDA, &adam_step);
 
 }  // namespace

@@ -1,0 +1,111 @@
+// Optimizer steps and gradient clipping on CUDA against the same calls on the CPU: the fused
+// AdamW / SGD kernels and the one-launch list kernels behind clip_grad_norm_. Skipped without a
+// GPU.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "tessera/optim/adam.h"
+#include "tessera/optim/clip_grad.h"
+#include "tessera/optim/sgd.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/tessera.h"
+
+namespace tessera {
+namespace {
+
+const Device kCuda{DeviceType::CUDA, 0};
+
+class CudaOptimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device here";
+  }
+};
+
+// Parameters of several sizes (one spans several 65536-element chunks, one is empty) with
+// gradients, in dtype, on the CPU and the same values on the GPU.
+struct Params {
+  TensorList cpu, gpu;
+};
+
+Params make_params(DType dtype, uint64_t seed) {
+  Generator gen(seed);
+  Params p;
+  for (int64_t n : {1, 7, 300, 70000, 0, 131073}) {
+    Tensor w = randn({n}, TensorOptions(kFloat32), &gen).to(dtype);
+    Tensor g = (randn({n}, TensorOptions(kFloat32), &gen) * 3.0).to(dtype);
+    Tensor wc = w.clone().requires_grad_(true), wg = w.to(kCuda).requires_grad_(true);
+    wc.set_grad(g.clone());
+    wg.set_grad(g.to(kCuda));
+    p.cpu.push_back(wc);
+    p.gpu.push_back(wg);
+  }
+  return p;
+}
+
+void expect_close(const TensorList& gpu, const TensorList& cpu, double tol, const char* what) {
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_TRUE(allclose(gpu[i].detach().to(kCPU).to(kFloat64), cpu[i].detach().to(kFloat64), tol,
+                         tol))
+        << what << " tensor " << i;
+}
+
+TEST_F(CudaOptimTest, ClipGradNormMatchesTheCpu) {
+  for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+    Params p = make_params(dtype, 3);
+    const double cpu_norm = optim::clip_grad_norm_(p.cpu, 1.0).item<double>();
+    const double gpu_norm = optim::clip_grad_norm_(p.gpu, 1.0).item<double>();
+    EXPECT_NEAR(gpu_norm, cpu_norm, 1e-5 * cpu_norm) << dtype;
+    EXPECT_GT(cpu_norm, 1.0) << "the case must clip";
+    TensorList cpu_grads, gpu_grads;
+    for (size_t i = 0; i < p.cpu.size(); ++i) {
+      cpu_grads.push_back(p.cpu[i].grad());
+      gpu_grads.push_back(p.gpu[i].grad());
+    }
+    expect_close(gpu_grads, cpu_grads, dtype == kBFloat16 ? 1e-2 : 1e-6, "clipped grad");
+    // The clipped norm is max_norm.
+    EXPECT_NEAR(optim::grad_norm(p.gpu).item<double>(), 1.0, dtype == kBFloat16 ? 1e-2 : 1e-5);
+  }
+}
+
+// Three steps of an optimizer built by make on both devices, the gradients set anew each step.
+void expect_steps_match(const std::function<std::unique_ptr<optim::Optimizer>(TensorList)>& make,
+                        DType dtype, double tol) {
+  Params p = make_params(dtype, 5);
+  auto cpu = make(p.cpu), gpu = make(p.gpu);
+  for (int step = 0; step < 3; ++step) {
+    cpu->step();
+    gpu->step();
+    Params next = make_params(dtype, 10 + step);
+    for (size_t i = 0; i < p.cpu.size(); ++i) {
+      p.cpu[i].set_grad(next.cpu[i].grad());
+      p.gpu[i].set_grad(next.gpu[i].grad());
+    }
+  }
+  expect_close(p.gpu, p.cpu, tol, "parameter");
+}
+
+TEST_F(CudaOptimTest, AdamWAndSgdStepLikeTheCpu) {
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    const double tol = dtype == kBFloat16 ? 1e-2 : 1e-5;
+    for (bool amsgrad : {false, true}) {
+      expect_steps_match(
+          [&](TensorList ps) {
+            return std::make_unique<optim::AdamW>(
+                ps, optim::AdamOptions{.lr = 1e-2, .weight_decay = 0.1, .amsgrad = amsgrad});
+          },
+          dtype, tol);
+    }
+    expect_steps_match(
+        [](TensorList ps) {
+          return std::make_unique<optim::SGD>(
+              ps, optim::SGDOptions{.lr = 1e-2, .momentum = 0.9, .weight_decay = 1e-3,
+                                    .nesterov = true});
+        },
+        dtype, tol);
+  }
+}
+
+}  // namespace
+}  // namespace tessera
