@@ -1,5 +1,5 @@
 // CPU kernels for every elementwise functor, plus dtype conversion and fill.
-#include "backend/common/activation_grad_functors.h"
+#include "backend/common/elementwise_functor_lists.h"
 #include "backend/common/elementwise_kernels.h"
 #include "backend/cpu/loops.h"
 
@@ -91,22 +91,17 @@ void fill(const Tensor& t, const Scalar& value) {
 }
 
 template <class... Fns>
-bool register_unary() {
+bool register_unary(fn::FunctorList<Fns...>) {
   return (register_kernel<ElementwiseKernel<Fns>>(DeviceType::CPU, &unary<Fns>) && ...);
 }
 template <class... Fns>
-bool register_binary() {
+bool register_binary(fn::FunctorList<Fns...>) {
   return (register_kernel<ElementwiseKernel<Fns>>(DeviceType::CPU, &binary<Fns>) && ...);
 }
 
 using namespace fn;
 [[maybe_unused]] const bool registered =
-    register_unary<NegFn, AbsFn, SignFn, SquareFn, ExpFn, LogFn, Log1pFn, SqrtFn, RsqrtFn,
-                   ReciprocalFn, SinFn, CosFn, TanhFn, SigmoidFn, ReluFn, GeluFn, GeluTanhFn,
-                   SiluFn, ErfFn, LogicalNotFn, IsnanFn, IsinfFn, IsfiniteFn>() &&
-    register_binary<AddFn, SubFn, MulFn, DivFn, PowFn, MaximumFn, MinimumFn, EqFn, NeFn, LtFn,
-                    LeFn, GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn, GeluGradFn,
-                    GeluTanhGradFn, SiluGradFn>() &&
+    register_unary(UnaryFunctors{}) && register_binary(BinaryFunctors{}) &&
     register_kernel<ElementwiseKernel<WhereFn>>(DeviceType::CPU, &where) &&
     register_kernel<ElementwiseKernel<LerpFn>>(DeviceType::CPU, &lerp) &&
     register_kernel<copy_kernel>(DeviceType::CPU, &copy) &&

@@ -1,6 +1,6 @@
 // CUDA kernels for every elementwise functor of backend/common, plus dtype conversion and fill.
 // The functors are the CPU's own (TESSERA_HD), so both backends compute the same formulas.
-#include "backend/common/activation_grad_functors.h"
+#include "backend/common/elementwise_functor_lists.h"
 #include "backend/common/elementwise_kernels.h"
 #include "backend/cuda/loops.cuh"
 
@@ -65,22 +65,17 @@ void fill(const Tensor& t, const Scalar& value) {
 }
 
 template <class... Fns>
-bool register_unary() {
+bool register_unary(fn::FunctorList<Fns...>) {
   return (register_kernel<ElementwiseKernel<Fns>>(DeviceType::CUDA, &unary<Fns>) && ...);
 }
 template <class... Fns>
-bool register_binary() {
+bool register_binary(fn::FunctorList<Fns...>) {
   return (register_kernel<ElementwiseKernel<Fns>>(DeviceType::CUDA, &binary<Fns>) && ...);
 }
 
 using namespace fn;
 [[maybe_unused]] const bool registered =
-    register_unary<NegFn, AbsFn, SignFn, SquareFn, ExpFn, LogFn, Log1pFn, SqrtFn, RsqrtFn,
-                   ReciprocalFn, SinFn, CosFn, TanhFn, SigmoidFn, ReluFn, GeluFn, GeluTanhFn,
-                   SiluFn, ErfFn, LogicalNotFn, IsnanFn, IsinfFn, IsfiniteFn>() &&
-    register_binary<AddFn, SubFn, MulFn, DivFn, PowFn, MaximumFn, MinimumFn, EqFn, NeFn, LtFn,
-                    LeFn, GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn, GeluGradFn,
-                    GeluTanhGradFn, SiluGradFn>() &&
+    register_unary(UnaryFunctors{}) && register_binary(BinaryFunctors{}) &&
     register_kernel<ElementwiseKernel<WhereFn>>(DeviceType::CUDA, &where) &&
     register_kernel<ElementwiseKernel<LerpFn>>(DeviceType::CUDA, &lerp) &&
     register_kernel<copy_kernel>(DeviceType::CUDA, &copy) &&
