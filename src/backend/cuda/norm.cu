@@ -19,101 +19,23 @@
 #include "backend/common/nn_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/vectorized.cuh"
+#include "backend/cuda/warp.cuh"
 #include "tessera/core/dispatch.h"
 #include "tessera/ops/creation.h"
 
 namespace tessera::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 // The most threads any block of this file is launched with (one such block per SM lets kernels
 // bounded by it keep 64 registers).
 constexpr int kMaxThreads = 1024;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kRowsBlock = 128;  // threads per block of the warp-per-row kernels
-constexpr int kVecBytes = 16;
-constexpr int kRowThreads = 8;  // threads along rows per block of the parameter-gradient kernel
+constexpr int kRowThreads = 8;   // threads along rows per block of the parameter-gradient kernel
 
 // Longest row a warp keeps in registers: 32 values per lane, 16 for double (whose 32 spill).
 template <class T>
 constexpr int64_t kMaxWarpRow = sizeof(T) == 8 ? 512 : 1024;
-
-template <class T>
-constexpr int kVec = kVecBytes / sizeof(T);
-
-// W consecutive elements moved by one load or store.
-template <class T, int W>
-struct alignas(sizeof(T) * W) Pack {
-  T v[W];
-};
-
-template <int W, class T, class A>
-__device__ void load(A* out, const T* p) {
-  const Pack<T, W> pk = *reinterpret_cast<const Pack<T, W>*>(p);
-#pragma unroll
-  for (int k = 0; k < W; ++k) out[k] = static_cast<A>(pk.v[k]);
-}
-
-template <int W, class T, class A>
-__device__ void store(T* p, const A* in) {
-  Pack<T, W> pk;
-#pragma unroll
-  for (int k = 0; k < W; ++k) pk.v[k] = static_cast<T>(in[k]);
-  *reinterpret_cast<Pack<T, W>*>(p) = pk;
-}
-
-// Calls f(i, integral_constant<int, W>) on chunks [i, i + W) that cover a row of n elements,
-// spread over the block: W = VEC over the 16-byte aligned body, 1 over the head before it and
-// the tail after it. Operands indexed alongside `row` need the same address residue mod 16.
-template <int VEC, class T, class F>
-__device__ void for_each_chunk(const T* row, int64_t n, F&& f) {
-  int64_t head = 0;
-  if constexpr (VEC > 1)
-    head = std::min<int64_t>(n, (0 - reinterpret_cast<uintptr_t>(row) / sizeof(T)) & (VEC - 1));
-  const int64_t body = (n - head) / VEC, tail = head + body * VEC;
-  for (int64_t i = threadIdx.x; i < head; i += blockDim.x) f(i, std::integral_constant<int, 1>{});
-#pragma unroll 4
-  for (int64_t k = threadIdx.x; k < body; k += blockDim.x)
-    f(head + k * VEC, std::integral_constant<int, VEC>{});
-  for (int64_t i = tail + threadIdx.x; i < n; i += blockDim.x)
-    f(i, std::integral_constant<int, 1>{});
-}
-
-// The lanes [base, base + width) of this thread's row group; width is a power of 2 <= 32.
-__device__ unsigned group_mask(int width) {
-  return width == kWarp ? kFullMask
-                        : ((1u << width) - 1) << ((threadIdx.x % kWarp) & ~unsigned(width - 1));
-}
-
-template <class A>
-__device__ A group_sum(A v, unsigned mask, int width) {
-  for (int o = width / 2; o > 0; o /= 2) v += __shfl_xor_sync(mask, v, o, width);
-  return v;
-}
-
-// Block-wide sums of K values (blockDim.x a multiple of 32); every thread gets the results.
-template <int K, class A>
-__device__ void block_sum(A (&v)[K]) {
-  __shared__ A part[K][kWarp];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-#pragma unroll
-  for (int k = 0; k < K; ++k) v[k] = group_sum(v[k], kFullMask, kWarp);
-  __syncthreads();  // a previous call's readers are done with the slots
-  if (lane == 0)
-    for (int k = 0; k < K; ++k) part[k][warp] = v[k];
-  __syncthreads();
-  // Every warp adds the per-warp parts itself, so no broadcast round is needed.
-  const bool has = lane < static_cast<int>(blockDim.x / kWarp);
-#pragma unroll
-  for (int k = 0; k < K; ++k) v[k] = group_sum(has ? part[k][lane] : A(0), kFullMask, kWarp);
-}
-
-template <class A>
-__device__ A block_sum(A v) {
-  A a[1] = {v};
-  block_sum(a);
-  return a[0];
-}
 
 // Grid-stride loop over rows in the warp-per-row kernels, `width` lanes per row.
 __device__ int64_t first_row(int width) {

@@ -22,10 +22,6 @@
 namespace tessera::cuda {
 namespace {
 
-// Elements per vector: 16 bytes of state (4 floats, 2 doubles); param and grad move W of theirs.
-template <class S>
-constexpr int kVec = 16 / sizeof(S);
-
 template <class S>
 S* state_ptr(const Tensor& t) {
   return t.defined() ? t.data_ptr<S>() : nullptr;
@@ -206,7 +202,7 @@ __global__ void sum_squares_chunks(const Chunk* chunks, S* sums) {
   for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x)
     acc += static_cast<S>(x[i]) * static_cast<S>(x[i]);
   acc = warp_sum(acc);
-  if (threadIdx.x % kWarpSize == 0) atomicAdd(sums + c.tensor, acc);
+  if (threadIdx.x % kWarp == 0) atomicAdd(sums + c.tensor, acc);
 }
 
 template <class T, class S>

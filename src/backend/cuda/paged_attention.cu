@@ -18,13 +18,12 @@
 #include "backend/common/paged_attention_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/warp.cuh"
 #include "tessera/core/error.h"
 
 namespace tessera::cuda {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 // Threads of an attention block: one warp per 32 dims, at least 4 warps.
 constexpr int kMinWarps = 4;
 constexpr int kMaxThreads = 512;
@@ -56,16 +55,6 @@ void paged_caching(const PagedCachingArgs& a) {
   if (total == 0) return;
   caching_kernel<<<grid_size(total), kBlockSize, 0, current_stream()>>>(a);
   TESSERA_CUDA_CHECK_LAUNCH();
-}
-
-__device__ float warp_max(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
-  return v;
-}
-
-__device__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
 }
 
 // Shared memory of a block of T threads: two buffers (alternate tiles, so one barrier less per

@@ -20,95 +20,21 @@
 #include "backend/common/nn_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/online_softmax.cuh"
+#include "backend/cuda/vectorized.cuh"
+#include "backend/cuda/warp.cuh"
 #include "tessera/core/dispatch.h"
 
 namespace tessera::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 // The most threads any block of this file is launched with (one such block per SM lets kernels
 // bounded by it keep 64 registers).
 constexpr int kMaxThreads = 1024;
-constexpr unsigned kFullMask = 0xffffffffu;
 // Longest row a warp keeps in registers: 32 values per lane, 16 for double (whose 32 spill).
 template <class T>
 constexpr int64_t kMaxWarpRow = sizeof(T) == 8 ? 512 : 1024;
 constexpr int kRowsBlock = 128;  // threads per block of the warp-per-row kernels
-constexpr int kVecBytes = 16;
-
-template <class T>
-constexpr int kVec = kVecBytes / sizeof(T);  // elements per 16-byte vector
-
-template <class A>
-__device__ A neg_inf() {
-  return -std::numeric_limits<A>::infinity();
-}
-
-// W consecutive elements moved by one load or store.
-template <class T, int W>
-struct alignas(sizeof(T) * W) Pack {
-  T v[W];
-};
-
-template <int W, class T, class A>
-__device__ void load(A* out, const T* p) {
-  const Pack<T, W> pk = *reinterpret_cast<const Pack<T, W>*>(p);
-#pragma unroll
-  for (int k = 0; k < W; ++k) out[k] = static_cast<A>(pk.v[k]);
-}
-
-template <int W, class T, class A>
-__device__ void store(T* p, const A* in) {
-  Pack<T, W> pk;
-#pragma unroll
-  for (int k = 0; k < W; ++k) pk.v[k] = static_cast<T>(in[k]);
-  *reinterpret_cast<Pack<T, W>*>(p) = pk;
-}
-
-// Calls f(i, integral_constant<int, W>) on chunks [i, i + W) that cover a row of n elements,
-// spread over the block: W = VEC over the 16-byte aligned body, 1 over the head before it and
-// the tail after it. Operands indexed alongside `row` need the same address residue mod 16.
-template <int VEC, class T, class F>
-__device__ void for_each_chunk(const T* row, int64_t n, F&& f) {
-  int64_t head = 0;
-  if constexpr (VEC > 1)
-    head = std::min<int64_t>(n, (0 - reinterpret_cast<uintptr_t>(row) / sizeof(T)) & (VEC - 1));
-  const int64_t body = (n - head) / VEC, tail = head + body * VEC;
-  for (int64_t i = threadIdx.x; i < head; i += blockDim.x) f(i, std::integral_constant<int, 1>{});
-#pragma unroll 4
-  for (int64_t k = threadIdx.x; k < body; k += blockDim.x)
-    f(head + k * VEC, std::integral_constant<int, VEC>{});
-  for (int64_t i = tail + threadIdx.x; i < n; i += blockDim.x)
-    f(i, std::integral_constant<int, 1>{});
-}
-
-// The lanes [base, base + width) of this thread's row group; width is a power of 2 <= 32.
-__device__ unsigned group_mask(int width) {
-  return width == kWarp ? kFullMask
-                        : ((1u << width) - 1) << ((threadIdx.x % kWarp) & ~unsigned(width - 1));
-}
-
-template <class A>
-__device__ A group_sum(A v, unsigned mask, int width) {
-  for (int o = width / 2; o > 0; o /= 2) v += __shfl_xor_sync(mask, v, o, width);
-  return v;
-}
-
-template <class A>
-__device__ A group_max(A v, unsigned mask, int width) {  // no operand is nan
-  for (int o = width / 2; o > 0; o /= 2) {
-    const A u = __shfl_xor_sync(mask, v, o, width);
-    v = u > v ? u : v;
-  }
-  return v;
-}
-
-// exp(x - m), with -inf giving 0 even when m is -inf: an all -inf slice then sums to exactly 0
-// (the safe softmax's marker), while a nan still makes the sum nan.
-template <class A>
-__device__ A exp_from(A x, A m) {
-  return x == neg_inf<A>() ? A(0) : std::exp(x - m);
-}
 
 // One forward output from the slice's max m and exponential sum s (log_s = log s, inv = 1 / s);
 // `zero` marks an all -inf slice of the safe softmax.
@@ -116,62 +42,6 @@ template <class A>
 __device__ A softmax_value(A v, A m, A log_s, A inv, bool log, bool zero) {
   if (log) return v - m - log_s;
   return zero ? A(0) : exp_from(v, m) * inv;
-}
-
-// Online max/sum: folds W values into (m, s), s = sum exp(x - m) over the values seen and m
-// their max (nan skipped, as the CPU's max does; it reaches s through exp instead).
-template <int W, class A>
-__device__ void online_add(A& m, A& s, const A* v) {
-  A vm = m;
-#pragma unroll
-  for (int k = 0; k < W; ++k) vm = v[k] > vm ? v[k] : vm;
-  if (vm > m) {
-    s *= std::exp(m - vm);  // 0 while m is -inf, so s keeps only a nan
-    m = vm;
-  }
-#pragma unroll
-  for (int k = 0; k < W; ++k) s += exp_from(v[k], m);
-}
-
-template <class A>
-__device__ void online_merge(A& m, A& s, A m2, A s2) {
-  const A mx = m2 > m ? m2 : m;
-  // A part whose max is -inf holds 0 (or nan): it adds as is rather than through exp(nan).
-  s = (m == neg_inf<A>() ? s : s * std::exp(m - mx)) +
-      (m2 == neg_inf<A>() ? s2 : s2 * std::exp(m2 - mx));
-  m = mx;
-}
-
-// Block-wide online max/sum (blockDim.x a multiple of 32); every thread gets the result.
-template <class A>
-__device__ void block_max_sum(A& m, A& s) {
-  __shared__ A pm[kWarp], ps[kWarp];
-  for (int o = kWarp / 2; o > 0; o /= 2)
-    online_merge(m, s, __shfl_xor_sync(kFullMask, m, o), __shfl_xor_sync(kFullMask, s, o));
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  __syncthreads();  // a previous call's readers are done with the slots
-  if (lane == 0) {
-    pm[warp] = m;
-    ps[warp] = s;
-  }
-  __syncthreads();
-  // Every warp folds the per-warp parts itself, so no broadcast round is needed.
-  m = neg_inf<A>();
-  s = 0;
-  for (int w = 0; w < static_cast<int>(blockDim.x / kWarp); ++w) online_merge(m, s, pm[w], ps[w]);
-}
-
-// Block-wide sum (blockDim.x a multiple of 32); every thread gets the result.
-template <class A>
-__device__ A block_sum(A v) {
-  __shared__ A part[kWarp];
-  v = group_sum(v, kFullMask, kWarp);
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  __syncthreads();  // a previous call's readers are done with the slots
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / kWarp) ? part[lane] : A(0);
-  return group_sum(v, kFullMask, kWarp);
 }
 
 // Grid-stride loop over rows in the warp-per-row kernels, `width` lanes per row.
