@@ -15,6 +15,7 @@ PACKAGES=(
   libsentencepiece-dev                  # SentencePiece .model tokenizers (pkg-config only)
   libicu-dev                            # Unicode letter/number classes for the GPT-2 pre-tokenizer
   libcpp-httplib-dev                    # the OpenAI-compatible HTTP server (pkg-config only)
+  libopenmpi-dev openmpi-bin            # dist: ProcessGroupMPI and the mpirun test suite
 )
 
 missing=()
