@@ -16,6 +16,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/online_softmax.cuh"
+#include "backend/cuda/row_launch.cuh"
 #include "backend/cuda/vectorized.cuh"
 #include "backend/cuda/warp.cuh"
 #include "tessera/core/dispatch.h"
@@ -150,12 +151,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 }
 
 // ---- launch configuration ----
-
-int pow2_ceil(int64_t v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
 
 // Threads per row block: about 8 vectors each, 32 to 1024.
 int row_threads(int64_t C, int vec) {

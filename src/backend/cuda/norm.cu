@@ -19,6 +19,7 @@
 #include "backend/common/nn_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/row_launch.cuh"
 #include "backend/cuda/vectorized.cuh"
 #include "backend/cuda/warp.cuh"
 #include "tessera/core/dispatch.h"
@@ -30,18 +31,7 @@ namespace {
 // The most threads any block of this file is launched with (one such block per SM lets kernels
 // bounded by it keep 64 registers).
 constexpr int kMaxThreads = 1024;
-constexpr int kRowsBlock = 128;  // threads per block of the warp-per-row kernels
-constexpr int kRowThreads = 8;   // threads along rows per block of the parameter-gradient kernel
-
-// Longest row a warp keeps in registers: 32 values per lane, 16 for double (whose 32 spill).
-template <class T>
-constexpr int64_t kMaxWarpRow = sizeof(T) == 8 ? 512 : 1024;
-
-// Grid-stride loop over rows in the warp-per-row kernels, `width` lanes per row.
-__device__ int64_t first_row(int width) {
-  return int64_t{blockIdx.x} * (blockDim.x / width) + threadIdx.x / width;
-}
-__device__ int64_t row_stride(int width) { return int64_t{gridDim.x} * (blockDim.x / width); }
+constexpr int kRowThreads = 8;  // threads along rows per block of the parameter-gradient kernel
 
 // ---- forward, short rows: `width` lanes per row, ELEMS values each ----
 
@@ -442,12 +432,6 @@ __global__ void sum_partials_kernel(T* __restrict__ dw, T* __restrict__ db,
 
 // ---- launch configuration ----
 
-int pow2_ceil(int64_t v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
 template <class T>
 const T* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
@@ -463,29 +447,6 @@ T* mut_ptr_or_null(const Tensor& t) {
 template <class T, class... P>
 bool vectorizable(int64_t n, const P*... p) {
   return n % kVec<T> == 0 && ((reinterpret_cast<uintptr_t>(p) % kVecBytes == 0) && ...);
-}
-
-// Calls f.template operator()<ELEMS, VEC>(width) for a row of n <= kMaxWarpRow<T> spread over
-// `width` lanes holding ELEMS values each, loaded VEC at a time when `aligned` (16-byte aligned
-// operands). Lanes get a full 16-byte vector before the group widens past one lane, and whole
-// vectors before it widens past 32 (so n = 128 bf16 takes 16 lanes of 8, not 32 of 4).
-template <class T, class F>
-void with_warp_config(int64_t n, bool aligned, F&& f) {
-  const int p = pow2_ceil(n), width = std::clamp(p / kVec<T>, 1, kWarp);
-  auto go = [&]<int ELEMS>() {
-    constexpr int V = std::min(ELEMS, kVec<T>);
-    if constexpr (ELEMS * kWarp <= kMaxWarpRow<T>) {
-      if (V > 1 && aligned && n % V == 0)
-        f.template operator()<ELEMS, V>(width);
-      else
-        f.template operator()<ELEMS, 1>(width);
-    }
-  };
-  const int elems = p / width;
-  [&]<int... E>(std::integer_sequence<int, E...>) {
-    ((elems == E && (go.template operator()<E>(), true)) || ...);
-  }
-  (std::integer_sequence<int, 1, 2, 4, 8, 16, 32>{});
 }
 
 // Calls f.template operator()<VEC>(threads) for a one-block-per-row kernel: 16-byte vectors

@@ -21,6 +21,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/online_softmax.cuh"
+#include "backend/cuda/row_launch.cuh"
 #include "backend/cuda/vectorized.cuh"
 #include "backend/cuda/warp.cuh"
 #include "tessera/core/dispatch.h"
@@ -31,10 +32,6 @@ namespace {
 // The most threads any block of this file is launched with (one such block per SM lets kernels
 // bounded by it keep 64 registers).
 constexpr int kMaxThreads = 1024;
-// Longest row a warp keeps in registers: 32 values per lane, 16 for double (whose 32 spill).
-template <class T>
-constexpr int64_t kMaxWarpRow = sizeof(T) == 8 ? 512 : 1024;
-constexpr int kRowsBlock = 128;  // threads per block of the warp-per-row kernels
 
 // One forward output from the slice's max m and exponential sum s (log_s = log s, inv = 1 / s);
 // `zero` marks an all -inf slice of the safe softmax.
@@ -43,12 +40,6 @@ __device__ A softmax_value(A v, A m, A log_s, A inv, bool log, bool zero) {
   if (log) return v - m - log_s;
   return zero ? A(0) : exp_from(v, m) * inv;
 }
-
-// Grid-stride loop over rows in the warp-per-row kernels, `width` lanes per row.
-__device__ int64_t first_row(int width) {
-  return int64_t{blockIdx.x} * (blockDim.x / width) + threadIdx.x / width;
-}
-__device__ int64_t row_stride(int width) { return int64_t{gridDim.x} * (blockDim.x / width); }
 
 // ---- rows (inner == 1), n <= kMaxWarpRow<T>: `width` lanes per row, ELEMS values each ----
 
@@ -284,12 +275,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 
 // ---- launch configuration ----
 
-int pow2_ceil(int64_t v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
 template <class... P>
 bool all_aligned(const P*... p) {
   return ((reinterpret_cast<uintptr_t>(p) % kVecBytes == 0) && ...);
@@ -299,29 +284,6 @@ template <class P0, class... P>
 bool same_residue(const P0* p0, const P*... p) {
   const uintptr_t r = reinterpret_cast<uintptr_t>(p0) % kVecBytes;
   return ((reinterpret_cast<uintptr_t>(p) % kVecBytes == r) && ...);
-}
-
-// Calls f.template operator()<ELEMS, VEC>(width) for a row of n <= kMaxWarpRow<T> spread over
-// `width` lanes holding ELEMS values each, loaded VEC at a time when `aligned` (16-byte aligned
-// operands). Lanes get a full 16-byte vector before the group widens past one lane, and whole
-// vectors before it widens past 32 (so n = 128 bf16 takes 16 lanes of 8, not 32 of 4).
-template <class T, class F>
-void with_warp_config(int64_t n, bool aligned, F&& f) {
-  const int p = pow2_ceil(n), width = std::clamp(p / kVec<T>, 1, kWarp);
-  auto go = [&]<int ELEMS>() {
-    constexpr int V = std::min(ELEMS, kVec<T>);
-    if constexpr (ELEMS * kWarp <= kMaxWarpRow<T>) {
-      if (V > 1 && aligned && n % V == 0)
-        f.template operator()<ELEMS, V>(width);
-      else
-        f.template operator()<ELEMS, 1>(width);
-    }
-  };
-  const int elems = p / width;
-  [&]<int... E>(std::integer_sequence<int, E...>) {
-    ((elems == E && (go.template operator()<E>(), true)) || ...);
-  }
-  (std::integer_sequence<int, 1, 2, 4, 8, 16, 32>{});
 }
 
 // Threads of a one-block-per-row kernel: about 8 vectors each, 128 to 1024.
