@@ -40,6 +40,7 @@ ProgressBar::ProgressBar(int64_t total, bool enabled)
 bool ProgressBar::stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
 
 void ProgressBar::log(std::string_view text) {
+  if (muted_) return;
   const bool redraw = drawn_;
   clear();
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -49,6 +50,7 @@ void ProgressBar::log(std::string_view text) {
 }
 
 void ProgressBar::update(int64_t done, std::string_view status) {
+  if (muted_) return;
   const Clock::time_point now = Clock::now();
   if (first_done_ < 0) {
     first_done_ = done;

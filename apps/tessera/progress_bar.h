@@ -24,6 +24,11 @@ class ProgressBar {
   static bool stderr_is_terminal();
 
   void set_total(int64_t total) { total_ = total > 0 ? total : 1; }
+  // Prints nothing from now on (the data-parallel ranks other than 0).
+  void mute() {
+    clear();
+    muted_ = true;
+  }
   // Prints text and a newline on stdout, keeping the bar below it.
   void log(std::string_view text);
   // Redraws the bar at done/total with a short status (e.g. the latest loss).
@@ -40,6 +45,7 @@ class ProgressBar {
   int64_t total_;
   bool enabled_;
   bool drawn_ = false;
+  bool muted_ = false;
   int64_t done_ = 0;
   int64_t first_done_ = -1;  // done at the first update: the rate counts only this run's work
   Clock::time_point start_ = Clock::now();

@@ -101,8 +101,10 @@ Command add_train_command(CLI::App& app) {
       optim)
       ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
       ->capture_default_str();
-  add("--device", o->device, "cpu, cuda or cuda:N: where the model, its batches and the "
-      "optimizer live", optim)
+  add("--device", o->device,
+      "cpu, cuda or cuda:N: where the model, its batches and the "
+      "optimizer live",
+      optim)
       ->capture_default_str();
   CLI::Option* checkpointing =
       cmd->add_flag("--activation-checkpointing", o->activation_checkpointing,
@@ -155,6 +157,28 @@ Command add_train_command(CLI::App& app) {
       "nodes by self time) and trace.json (Chrome/Perfetto trace) into --out",
       run)
       ->check(CLI::NonNegativeNumber);
+
+  const std::string parallel = "Data parallelism (launch with mpirun -np N)";
+  add("--dp", o->dp,
+      "Data-parallel ranks: must equal the launcher's process count; each rank trains on its "
+      "own micro-batches and gradients are averaged (global batch = dp x batch x accum)",
+      parallel)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  add("--zero-stage", o->zero_stage,
+      "0: every rank keeps the whole AdamW state; 1: the state is sharded over the ranks; "
+      "2: gradients are reduce-scattered and sharded too",
+      parallel)
+      ->check(CLI::IsMember({0, 1, 2}))
+      ->capture_default_str();
+  add("--dist-timeout", o->dist_timeout,
+      "Seconds any collective may wait for the other ranks before the job stops with an error",
+      parallel)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  add("--bucket-mb", o->bucket_mb, "Gradient bucket size of the all-reduce (MiB)", parallel)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   return {cmd, [o, given]() {
             std::set<std::string> keys;

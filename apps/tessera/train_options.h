@@ -38,14 +38,20 @@ struct TrainOptions {
   bool activation_checkpointing = false;
   int threads = 0;      // 0: OpenMP's default
   int64_t profile = 0;  // training steps to profile (0: none)
+  // Data parallelism: ranks (the launcher's process count), ZeRO stage, deadline of every
+  // collective in seconds, DDP bucket size.
+  int dp = 1;
+  int zero_stage = 0;
+  double dist_timeout = 600;
+  double bucket_mb = 25;
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     TrainOptions, model, preset, n_layer, n_head, n_kv_head, n_embd, seq_len, dropout, data,
     val_data, tokenizer, data_dir, val_fraction, batch_size, grad_accum, max_steps, warmup_steps,
     lr, min_lr, weight_decay, grad_clip, time_limit, eval_every, eval_steps, sample_every,
-    sample_tokens, sample_prompt, save_every, keep, out, resume, init_from, seed, dtype,
-    device, activation_checkpointing, threads, profile)
+    sample_tokens, sample_prompt, save_every, keep, out, resume, init_from, seed, dtype, device,
+    activation_checkpointing, threads, profile, dp, zero_stage, dist_timeout, bucket_mb)
 
 // Runs `tessera train`; explicit_keys names the options given on the command line (JSON keys),
 // which override a resumed run's saved options. Returns the exit code.

@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 
+#include "data_parallel.h"
 #include "loss_plot.h"
 #include "metrics_log.h"
 #include "model_files.h"
@@ -22,6 +23,8 @@
 #include "tessera/core/error.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/data/lm_dataset.h"
+#include "tessera/dist/ddp.h"
+#include "tessera/dist/zero.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/models/sampling.h"
@@ -67,9 +70,11 @@ std::string fmt(const char* format, auto... args) {
 constexpr std::array<const char*, 7> kModelKeys = {"model",     "preset", "n_layer", "n_head",
                                                    "n_kv_head", "n_embd", "dropout"};
 constexpr std::array<const char*, 3> kTokenKeys = {"seq_len", "tokenizer", "data_dir"};
-// Options of one invocation, never taken from a checkpoint.
-constexpr std::array<const char*, 5> kInvocationKeys = {"out", "resume", "threads", "time_limit",
-                                                        "profile"};
+// Options of one invocation, never taken from a checkpoint (a checkpoint holds the unsharded
+// state, so any data-parallel layout may resume it).
+constexpr std::array<const char*, 9> kInvocationKeys = {"out",        "resume",       "threads",
+                                                        "time_limit", "profile",      "dp",
+                                                        "zero_stage", "dist_timeout", "bucket_mb"};
 
 // A short description of the architecture for the log and the plot title.
 std::string describe(const ModelSpec& spec, int64_t params) {
@@ -86,13 +91,18 @@ std::string describe(const ModelSpec& spec, int64_t params) {
 
 class TrainingRun {
  public:
-  TrainingRun(TrainOptions options, const std::set<std::string>& explicit_keys);
+  TrainingRun(TrainOptions options, const std::set<std::string>& explicit_keys,
+              const DataParallel& dp);
   int run();
 
  private:
   void setup_resume(const std::set<std::string>& explicit_keys);
   void setup_new_run(const std::set<std::string>& explicit_keys);
   void setup_training();
+  void setup_data(const Corpus& corpus);
+  void setup_optimizer();
+  // --warmup-steps, shortened to end before --max-steps.
+  int64_t warmup_steps() const { return std::min(o_.warmup_steps, o_.max_steps - 1); }
   double evaluate(int64_t step);
   void sample(int64_t step);
   void save(int64_t step);
@@ -100,6 +110,7 @@ class TrainingRun {
   void write_profile(const profiler::Profile& profile);
 
   TrainOptions o_;
+  const DataParallel& dp_;
   std::string out_;
   std::optional<io::Checkpoint> resume_from_;
   std::optional<LoadedModel> init_from_;
@@ -110,7 +121,8 @@ class TrainingRun {
   double last_val_loss_ = NAN;
 
   std::shared_ptr<models::CausalLM> model_;  // float32 (the master weights under autocast)
-  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::WarmupCosineLR> scheduler_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
   std::unique_ptr<train::Trainer> trainer_;
@@ -119,10 +131,12 @@ class TrainingRun {
   std::string title_;
 };
 
-TrainingRun::TrainingRun(TrainOptions options, const std::set<std::string>& explicit_keys)
-    : o_(std::move(options)), out_(o_.out) {
+TrainingRun::TrainingRun(TrainOptions options, const std::set<std::string>& explicit_keys,
+                         const DataParallel& dp)
+    : o_(std::move(options)), dp_(dp), out_(o_.out) {
   if (o_.threads > 0) omp_set_num_threads(o_.threads);
   bar_ = std::make_unique<ProgressBar>(o_.max_steps, ProgressBar::stderr_is_terminal());
+  if (!dp_.is_root()) bar_->mute();
   if (o_.resume)
     setup_resume(explicit_keys);
   else
@@ -187,7 +201,7 @@ void TrainingRun::setup_new_run(const std::set<std::string>& explicit_keys) {
   fs::create_directories(out_);
   // A character vocabulary lives beside the checkpoints, so the folder is self-contained.
   if (auto* chars = dynamic_cast<tokenizers::CharTokenizer*>(tokenizer_.get())) {
-    chars->save((fs::path(out_) / "tokenizer.chars").string());
+    if (dp_.is_root()) chars->save((fs::path(out_) / "tokenizer.chars").string());
     chosen.spec = "tokenizer.chars";
   }
   o_.data = fs::absolute(o_.data).lexically_normal().string();
@@ -200,8 +214,9 @@ void TrainingRun::setup_new_run(const std::set<std::string>& explicit_keys) {
 }
 
 void TrainingRun::setup_training() {
-  io::write_file_atomic((fs::path(out_) / "config.json").string(), run_config_.dump(2) + "\n",
-                        "train");
+  if (dp_.is_root())
+    io::write_file_atomic((fs::path(out_) / "config.json").string(), run_config_.dump(2) + "\n",
+                          "train");
   manual_seed(o_.seed);
   model_ = init_from_ ? init_from_->model : build_model(spec_, &default_generator(), "train");
   init_from_.reset();
@@ -212,39 +227,14 @@ void TrainingRun::setup_training() {
   TESSERA_CHECK(seq_len_ <= model_->max_seq_len(), ValueError,
                 "[train] expected --seq-len <= ", "the model's context of ", model_->max_seq_len(),
                 ", got ", seq_len_);
-  Corpus corpus = load_corpus(o_, *tokenizer_, seq_len_);
-
-  // Training windows start at random positions (nanoGPT's get_batch), reproducibly from the seed
-  // and the epoch; an epoch has at least one optimizer step's worth of windows.
-  const int64_t per_step = o_.batch_size * o_.grad_accum;
-  data::LanguageModelOptions train_windows{
-      seq_len_, data::WindowSampling::Random, o_.seed,
-      std::max((corpus.train.size() - 1) / seq_len_, per_step)};
-  train_loader_ = std::make_unique<data::DataLoader>(
-      std::make_shared<data::LanguageModelDataset>(corpus.train, train_windows),
-      data::DataLoaderOptions{.batch_size = o_.batch_size, .drop_last = true, .prefetch = 2});
-  // Validation reads the same consecutive windows every time, so evaluations compare.
-  val_loader_ = std::make_unique<data::DataLoader>(
-      std::make_shared<data::LanguageModelDataset>(
-          corpus.val, data::LanguageModelOptions{seq_len_, data::WindowSampling::Sequential}),
-      data::DataLoaderOptions{.batch_size = o_.batch_size, .prefetch = 0});
-
-  optimizer_ = std::make_unique<optim::AdamW>(
-      optim::weight_decay_param_groups(model_->parameters(), o_.weight_decay),
-      optim::AdamOptions{
-          .lr = o_.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = o_.weight_decay});
-  // Short trial runs would otherwise trip over the default warmup (which must end before the
-  // decay does).
-  const int64_t warmup = std::min(o_.warmup_steps, o_.max_steps - 1);
-  if (warmup < o_.warmup_steps)
-    bar_->log(str("note: warmup shortened to ", warmup, " steps to end before --max-steps"));
-  scheduler_ =
-      std::make_unique<optim::WarmupCosineLR>(*optimizer_, warmup, o_.max_steps, o_.min_lr);
+  setup_data(load_corpus(o_, *tokenizer_, seq_len_));
+  setup_optimizer();
   model_->set_activation_checkpointing(o_.activation_checkpointing);
   train::TrainerOptions options;
   options.grad_accum = o_.grad_accum;
   options.grad_clip = o_.grad_clip;
   options.device = device.type;
+  options.ddp = ddp_.get();
   if (o_.dtype != "float32") options.autocast_dtype = dtype_from_string(o_.dtype);
   trainer_ = std::make_unique<train::Trainer>(*model_, train::causal_lm_loss(*model_), *optimizer_,
                                               scheduler_.get(), train_loader_.get(), options);
@@ -252,28 +242,91 @@ void TrainingRun::setup_training() {
     trainer_->restore(*resume_from_);
     resume_from_.reset();  // drop the mapped checkpoint files
   }
-  metrics_ = std::make_unique<MetricsLog>(
-      (fs::path(out_) / "metrics.jsonl").string(),
-      o_.resume ? std::optional<int64_t>(trainer_->step_count()) : std::nullopt);
+  if (dp_.is_root())
+    metrics_ = std::make_unique<MetricsLog>(
+        (fs::path(out_) / "metrics.jsonl").string(),
+        o_.resume ? std::optional<int64_t>(trainer_->step_count()) : std::nullopt);
 
   title_ =
       str(describe(spec_, model_->num_parameters()), " on ", fs::path(o_.data).filename().string());
   bar_->log("model: " + describe(spec_, model_->num_parameters()) +
             str(", context ", model_->max_seq_len()));
-  bar_->log(str("data: ", corpus.description, " (tokenizer ", tokenizer_->name(), ", ",
-                tokenizer_->vocab_size(), " tokens)"));
-  bar_->log(
-      fmt("batch %lld x %lld tokens x %lld accum = %lld tokens/step | AdamW lr %g -> %g, "
-          "warmup %lld, weight decay %g, clip %g | %s, %d threads",
-          static_cast<long long>(o_.batch_size), static_cast<long long>(seq_len_),
-          static_cast<long long>(o_.grad_accum), static_cast<long long>(per_step * seq_len_), o_.lr,
-          o_.min_lr, static_cast<long long>(warmup), o_.weight_decay, o_.grad_clip,
-          o_.dtype.c_str(), omp_get_max_threads()));
+  const int64_t per_step = o_.batch_size * o_.grad_accum * dp_.size;
+  bar_->log(fmt(
+      "batch %lld x %lld tokens x %lld accum x %d ranks = %lld tokens/step | AdamW lr %g -> "
+      "%g, warmup %lld, weight decay %g, clip %g | %s, %d threads",
+      static_cast<long long>(o_.batch_size), static_cast<long long>(seq_len_),
+      static_cast<long long>(o_.grad_accum), dp_.size, static_cast<long long>(per_step * seq_len_),
+      o_.lr, o_.min_lr, static_cast<long long>(warmup_steps()), o_.weight_decay, o_.grad_clip,
+      o_.dtype.c_str(), omp_get_max_threads()));
+  if (dp_.group)
+    bar_->log(str("data parallel: ", dp_.size, " ranks, ZeRO stage ", o_.zero_stage,
+                  ", buckets of ", o_.bucket_mb, " MiB, collectives time out after ",
+                  o_.dist_timeout, " s"));
+}
+
+// Training windows start at random positions (nanoGPT's get_batch), reproducibly from the seed
+// and the epoch; an epoch has at least one optimizer step's worth of windows. Each data-parallel
+// rank takes every dp-th batch of that order (and of validation's).
+void TrainingRun::setup_data(const Corpus& corpus) {
+  const int64_t per_step = o_.batch_size * o_.grad_accum * dp_.size;
+  data::LanguageModelOptions train_windows{
+      seq_len_, data::WindowSampling::Random, o_.seed,
+      std::max((corpus.train.size() - 1) / seq_len_, per_step)};
+  auto train_set = std::make_shared<data::LanguageModelDataset>(corpus.train, train_windows);
+  auto shard = [&](int64_t n) -> std::shared_ptr<data::Sampler> {
+    if (!dp_.group) return nullptr;
+    return std::make_shared<data::BatchShardSampler>(std::make_shared<data::SequentialSampler>(n),
+                                                     o_.batch_size, dp_.rank, dp_.size);
+  };
+  train_loader_ = std::make_unique<data::DataLoader>(
+      train_set,
+      data::DataLoaderOptions{.batch_size = o_.batch_size, .drop_last = true, .prefetch = 2},
+      shard(train_set->size()));
+  // Validation reads the same consecutive windows every time, so evaluations compare.
+  auto val_set = std::make_shared<data::LanguageModelDataset>(
+      corpus.val, data::LanguageModelOptions{seq_len_, data::WindowSampling::Sequential});
+  val_loader_ = std::make_unique<data::DataLoader>(
+      val_set, data::DataLoaderOptions{.batch_size = o_.batch_size, .prefetch = 0},
+      val_set->size() >= o_.batch_size * dp_.size ? shard(val_set->size()) : nullptr);
+  TESSERA_CHECK(train_loader_->num_batches() >= o_.grad_accum, ValueError,
+                "[train] expected at least ", o_.grad_accum, " training batches per rank, got ",
+                train_loader_->num_batches());
+}
+
+void TrainingRun::setup_optimizer() {
+  TESSERA_CHECK(o_.zero_stage == 0 || dp_.group, ValueError,
+                "[train] expected --zero-stage with --dp > 1, got --zero-stage ", o_.zero_stage,
+                " on one process");
+  if (dp_.group)
+    ddp_ = std::make_unique<dist::DistributedDataParallel>(
+        *model_, dp_.group,
+        dist::DDPOptions{.bucket_cap_mb = o_.bucket_mb, .reduce_scatter = o_.zero_stage == 2});
+  const optim::AdamOptions adam{
+      .lr = o_.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = o_.weight_decay};
+  auto make_adamw = [adam](std::vector<optim::ParamGroup> groups) {
+    return std::unique_ptr<optim::Optimizer>(new optim::AdamW(std::move(groups), adam));
+  };
+  auto groups = optim::weight_decay_param_groups(model_->parameters(), o_.weight_decay);
+  if (o_.zero_stage > 0)
+    optimizer_ = std::make_unique<dist::ZeroOptimizer>(*ddp_, std::move(groups), make_adamw);
+  else
+    optimizer_ = make_adamw(std::move(groups));
+  // Short trial runs would otherwise trip over the default warmup (which must end before the
+  // decay does).
+  const int64_t warmup = warmup_steps();
+  if (warmup < o_.warmup_steps)
+    bar_->log(str("note: warmup shortened to ", warmup, " steps to end before --max-steps"));
+  scheduler_ =
+      std::make_unique<optim::WarmupCosineLR>(*optimizer_, warmup, o_.max_steps, o_.min_lr);
 }
 
 double TrainingRun::evaluate(int64_t step) {
   const Clock::time_point start = Clock::now();
-  const double loss = last_val_loss_ = trainer_->evaluate(*val_loader_, o_.eval_steps);
+  // --eval-steps batches in all, split over the data-parallel ranks.
+  const int64_t batches = (o_.eval_steps + dp_.size - 1) / dp_.size;
+  const double loss = last_val_loss_ = trainer_->evaluate(*val_loader_, batches);
+  if (!metrics_) return loss;
   metrics_->write({{"step", step}, {"val_loss", loss}});
   bar_->log(fmt("step %5lld/%lld | val loss %.4f | %.0f ms", static_cast<long long>(step),
                 static_cast<long long>(o_.max_steps), loss, seconds_since(start) * 1e3));
@@ -282,7 +335,7 @@ double TrainingRun::evaluate(int64_t step) {
 }
 
 void TrainingRun::sample(int64_t step) {
-  if (o_.sample_tokens <= 0) return;
+  if (o_.sample_tokens <= 0 || !dp_.is_root()) return;
   // A generator of its own, so that sampling never changes the training run's random numbers.
   Generator gen(o_.seed + static_cast<uint64_t>(step));
   std::vector<int32_t> prompt = prompt_ids(*tokenizer_, o_.sample_prompt);
@@ -300,7 +353,9 @@ void TrainingRun::sample(int64_t step) {
 
 void TrainingRun::save(int64_t step) {
   const Clock::time_point start = Clock::now();
+  // Every rank takes part (ZeRO gathers its shards); rank 0 writes.
   const io::Checkpoint ckpt = trainer_->checkpoint(run_config_.dump());
+  if (!dp_.is_root()) return;
   const std::string folder = io::save_checkpoint(out_, ckpt, static_cast<int>(o_.keep));
   bar_->log(fmt("saved %s (%.0f ms)", folder.c_str(), seconds_since(start) * 1e3));
 }
@@ -310,6 +365,7 @@ void TrainingRun::replot() {
 }
 
 void TrainingRun::write_profile(const profiler::Profile& profile) {
+  if (!dp_.is_root()) return;
   const fs::path txt = fs::path(out_) / "profile.txt", trace = fs::path(out_) / "trace.json";
   io::write_file_atomic(txt.string(), profile.table(profiler::SortBy::kSelfTime), "train");
   profile.export_chrome_trace(trace.string());
@@ -323,7 +379,7 @@ int TrainingRun::run() {
                   ": nothing to train (raise --max-steps to continue)"));
     return 0;
   }
-  const int64_t tokens_per_step = o_.batch_size * o_.grad_accum * seq_len_;
+  const int64_t tokens_per_step = o_.batch_size * o_.grad_accum * dp_.size * seq_len_;
   g_stop_requested = false;
   auto previous_handler = std::signal(SIGINT, on_interrupt);
   bar_->set_time_limit(o_.time_limit);
@@ -340,12 +396,12 @@ int TrainingRun::run() {
   std::string stop_reason;
   double step_seconds = 0.0;  // moving average, to stop before the time limit is overrun
   while (step < o_.max_steps) {
-    if (g_stop_requested) {
-      stop_reason = "interrupted";
-      break;
-    }
-    if (o_.time_limit > 0 && seconds_since(start) + step_seconds > o_.time_limit) {
-      stop_reason = fmt("time limit of %g s reached", o_.time_limit);
+    // Rank 0 decides, so that every rank stops after the same step.
+    const bool out_of_time =
+        o_.time_limit > 0 && seconds_since(start) + step_seconds > o_.time_limit;
+    if (dp_.agree(g_stop_requested || out_of_time)) {
+      stop_reason =
+          g_stop_requested ? "interrupted" : fmt("time limit of %g s reached", o_.time_limit);
       break;
     }
     if (o_.profile > 0 && step == profile_from) profiling.emplace();
@@ -359,12 +415,13 @@ int TrainingRun::run() {
     }
     step_seconds = step_seconds == 0.0 ? dt : 0.9 * step_seconds + 0.1 * dt;
     const double tok_s = static_cast<double>(tokens_per_step) / dt;
-    metrics_->write({{"step", step},
-                     {"train_loss", result.loss},
-                     {"lr", result.lr},
-                     {"grad_norm", result.grad_norm},
-                     {"ms", dt * 1e3},
-                     {"tok_per_s", tok_s}});
+    if (metrics_)
+      metrics_->write({{"step", step},
+                       {"train_loss", result.loss},
+                       {"lr", result.lr},
+                       {"grad_norm", result.grad_norm},
+                       {"ms", dt * 1e3},
+                       {"tok_per_s", tok_s}});
     bar_->update(step, fmt("loss %.3f", result.loss));  // before the line, which redraws the bar
     bar_->log(
         fmt("step %5lld/%lld | train loss %.4f | norm %.3f | lr %.2e | %.1f ms | %.0f tok/s%s",
@@ -391,8 +448,20 @@ int TrainingRun::run() {
 }  // namespace
 
 int run_training(const TrainOptions& options, const std::set<std::string>& explicit_keys) {
-  TrainingRun run(options, explicit_keys);
-  return run.run();
+  DataParallel dp = start_data_parallel(options);
+  if (!dp.group) {
+    TrainingRun run(options, explicit_keys, dp);
+    return run.run();
+  }
+  int rc = 0;
+  try {
+    TrainingRun run(options, explicit_keys, dp);
+    rc = run.run();
+  } catch (const std::exception& e) {
+    abort_data_parallel(dp, e);  // the peers may be waiting in a collective: end them too
+  }
+  stop_data_parallel(dp);
+  return rc;
 }
 
 }  // namespace tessera::cli

@@ -5,17 +5,42 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/autocast_cast.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/autograd/node.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/reduce.h"
-#include "runtime/autocast_cast.h"
 #include "tessera/runtime/profiler.h"
 
 namespace tessera::autograd {
 
 namespace {
+
+// Nesting depth of backward passes on this thread, and the callbacks of the outermost one.
+thread_local int t_backward_depth = 0;
+thread_local std::vector<std::function<void()>> t_callbacks;
+
+// Counts a pass; the outermost one runs the queued callbacks when it completes and drops them
+// when it throws.
+class BackwardPassScope {
+ public:
+  BackwardPassScope() { ++t_backward_depth; }
+  ~BackwardPassScope() {
+    if (--t_backward_depth == 0) t_callbacks.clear();
+  }
+  BackwardPassScope(const BackwardPassScope&) = delete;
+  BackwardPassScope& operator=(const BackwardPassScope&) = delete;
+  void complete() {
+    if (t_backward_depth != 1) return;
+    // A callback may queue another (run in order); depth stays 1 so they may run backward too.
+    for (size_t i = 0; i < t_callbacks.size(); ++i) {
+      std::function<void()> fn = std::move(t_callbacks[i]);
+      fn();
+    }
+    t_callbacks.clear();
+  }
+};
 
 struct GraphTask {
   std::unordered_map<Node*, int> dependencies;
@@ -80,6 +105,7 @@ void check_grad_shape(Node* target, uint32_t input_nr, const Tensor& grad, Node*
 // and runs only the nodes on a path to one; otherwise accumulates into leaves.
 TensorList execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool keep_graph,
                    bool create_graph, const std::vector<Edge>* captures) {
+  BackwardPassScope pass;
   GradModeGuard grad_mode(create_graph);
   // Gradients run in the dtypes the forward saved, as in PyTorch; autocast stays off.
   tessera::detail::NoAutocastScope no_autocast;
@@ -129,7 +155,8 @@ TensorList execute(const std::vector<Edge>& roots, const TensorList& root_grads,
     }
     if (!task.exec.count(n)) continue;
     std::optional<profiler::RecordFunction> record;
-    if (profiler::Profiler::is_recording()) record.emplace(n->name(), profiler::EventKind::kBackward);
+    if (profiler::Profiler::is_recording())
+      record.emplace(n->name(), profiler::EventKind::kBackward);
     TensorList outputs = n->apply(std::move(inputs));
     record.reset();
     if (AnomalyMode::is_enabled()) check_anomaly(n, outputs);
@@ -139,7 +166,8 @@ TensorList execute(const std::vector<Edge>& roots, const TensorList& root_grads,
       const Edge& e = edges[i];
       if (!e.valid()) continue;
       Node* next = e.fn.get();
-      auto& buffer = task.buffers.try_emplace(next, TensorList(num_grad_inputs(next))).first->second;
+      auto& buffer =
+          task.buffers.try_emplace(next, TensorList(num_grad_inputs(next))).first->second;
       if (i < outputs.size() && outputs[i].defined()) {
         check_grad_shape(next, e.input_nr, outputs[i], n);
         accumulate(buffer, e.input_nr, std::move(outputs[i]));
@@ -147,13 +175,13 @@ TensorList execute(const std::vector<Edge>& roots, const TensorList& root_grads,
       if (--task.dependencies[next] == 0) ready.push(next);
     }
   }
+  pass.complete();
   return captured;
 }
 
 // Roots and their seed gradients (ones for scalar outputs).
 std::pair<std::vector<Edge>, TensorList> make_roots(const TensorList& tensors,
-                                                    const TensorList& grads,
-                                                    std::string_view op) {
+                                                    const TensorList& grads, std::string_view op) {
   TESSERA_CHECK(grads.empty() || grads.size() == tensors.size(), ValueError, "[", op,
                 "] expected one grad per tensor (", tensors.size(), "), got ", grads.size());
   std::vector<Edge> roots;
@@ -181,15 +209,21 @@ std::pair<std::vector<Edge>, TensorList> make_roots(const TensorList& tensors,
 
 }  // namespace
 
+void queue_callback(std::function<void()> fn) {
+  TESSERA_CHECK(
+      t_backward_depth > 0, RuntimeError,
+      "[autograd.queue_callback] expected a call during a backward pass, got one outside");
+  t_callbacks.push_back(std::move(fn));
+}
+
 void backward(const TensorList& tensors, const TensorList& grad_tensors, bool retain_graph,
               bool create_graph) {
   auto [roots, seeds] = make_roots(tensors, grad_tensors, "backward");
   execute(roots, seeds, retain_graph || create_graph, create_graph, nullptr);
 }
 
-TensorList grad(const TensorList& outputs, const TensorList& inputs,
-                const TensorList& grad_outputs, std::optional<bool> retain_graph,
-                bool create_graph, bool allow_unused) {
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
   auto [roots, seeds] = make_roots(outputs, grad_outputs, "autograd.grad");
   std::vector<Edge> captures;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -63,4 +63,32 @@ std::vector<int64_t> DistributedSampler::indices() const {
   return mine;
 }
 
+BatchShardSampler::BatchShardSampler(std::shared_ptr<Sampler> base, int64_t batch_size,
+                                     int64_t rank, int64_t world)
+    : base_(std::move(base)), batch_size_(batch_size), rank_(rank), world_(world) {
+  TESSERA_CHECK(base_ != nullptr, ValueError,
+                "[BatchShardSampler] expected a base sampler, got null");
+  TESSERA_CHECK(batch_size_ >= 1, ValueError, "[BatchShardSampler] expected batch_size >= 1, got ",
+                batch_size_);
+  TESSERA_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, ValueError,
+                "[BatchShardSampler] expected 0 <= rank < world, got rank ", rank_, " of ", world_);
+}
+
+int64_t BatchShardSampler::size() const {
+  return base_->size() / (batch_size_ * world_) * batch_size_;
+}
+
+std::vector<int64_t> BatchShardSampler::indices() const {
+  base_->set_epoch(epoch_);
+  const std::vector<int64_t> all = base_->indices();
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(size()));
+  const int64_t rounds = size() / batch_size_;
+  for (int64_t k = 0; k < rounds; ++k) {
+    const int64_t begin = (k * world_ + rank_) * batch_size_;
+    mine.insert(mine.end(), all.begin() + begin, all.begin() + begin + batch_size_);
+  }
+  return mine;
+}
+
 }  // namespace tessera::data

@@ -5,6 +5,7 @@
 
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/creation.h"
+#include "tessera/optim/clip_grad.h"
 
 namespace tessera::optim {
 
@@ -108,6 +109,14 @@ void Optimizer::step() {
       }
     }
   }
+}
+
+Tensor Optimizer::clip_grad_norm_(double max_norm) {
+  TensorList params;
+  for (const ParamGroup& g : groups_)
+    for (const Tensor& p : g.params)
+      if (p.grad().defined()) params.push_back(p);
+  return max_norm > 0 ? optim::clip_grad_norm_(params, max_norm) : grad_norm(params);
 }
 
 Tensor Optimizer::state_buffer(ParamState& state, const std::string& name, const Tensor& param) {

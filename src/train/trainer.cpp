@@ -2,6 +2,9 @@
 
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/core/error.h"
+#include "tessera/dist/zero.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/reduce.h"
 #include "tessera/optim/clip_grad.h"
 #include "tessera/runtime/autocast.h"
 
@@ -25,6 +28,29 @@ LossFn causal_lm_loss(models::CausalLM& model) {
   };
 }
 
+TokenCountFn causal_lm_tokens(int64_t ignore_index) {
+  return [ignore_index](const data::Batch& batch) {
+    TESSERA_CHECK(batch.size() >= 2, ValueError,
+                  "[Trainer] expected (inputs, targets) batches, got ", batch.size(), " tensors");
+    return sum(batch[1] != ignore_index).item<int64_t>();
+  };
+}
+
+namespace {
+
+// The sum of `values` over the data-parallel group (unchanged without one).
+std::vector<double> sum_over_ranks(dist::DistributedDataParallel* ddp, std::vector<double> values) {
+  if (!ddp || ddp->group().size() == 1) return values;
+  Tensor t = tensor(values);
+  ddp->group().all_reduce(t, dist::ReduceOp::Sum)->wait();
+  const double* p = t.data_ptr<double>();
+  return std::vector<double>(p, p + values.size());
+}
+
+int data_parallel_size(dist::DistributedDataParallel* ddp) { return ddp ? ddp->group().size() : 1; }
+
+}  // namespace
+
 Trainer::Trainer(nn::Module& model, LossFn loss, optim::Optimizer& optimizer,
                  optim::LRScheduler* scheduler, data::DataLoader* loader, TrainerOptions options)
     : model_(model),
@@ -46,6 +72,9 @@ Trainer::Trainer(nn::Module& model, LossFn loss, optim::Optimizer& optimizer,
   if (!options_.grad_scaler && options_.autocast_dtype == kFloat16)
     options_.grad_scaler = optim::GradScalerOptions{};
   if (options_.grad_scaler) scaler_ = std::make_unique<optim::GradScaler>(*options_.grad_scaler);
+  TESSERA_CHECK(!scaler_ || !dynamic_cast<dist::ZeroOptimizer*>(&optimizer_), ValueError,
+                "[Trainer] expected no loss scaling (float16) with a ZeRO optimizer, got both: "
+                "use bfloat16 autocast");
 }
 
 data::Batch Trainer::next_loader_batch() {
@@ -65,25 +94,48 @@ StepResult Trainer::step() {
 StepResult Trainer::step(const std::function<data::Batch()>& next_batch) {
   StepResult result;
   result.lr = optimizer_.param_groups()[0].options.at("lr");
-  optim::GradAccumulator accumulator(options_.grad_accum);
-  double loss_sum = 0.0;
-  for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
-    const data::Batch batch = next_batch();
+  const int64_t micro_steps = options_.grad_accum;
+  std::vector<data::Batch> batches;
+  std::vector<double> weights;  // of each micro-batch loss, with token counting
+  double total_tokens = 0.0;
+  if (options_.count_loss_tokens) {
+    for (int64_t m = 0; m < micro_steps; ++m) {
+      batches.push_back(next_batch());
+      weights.push_back(static_cast<double>(options_.count_loss_tokens(batches.back())));
+    }
+    double local = 0.0;
+    for (double w : weights) local += w;
+    total_tokens = sum_over_ranks(options_.ddp, {local})[0];
+    TESSERA_CHECK(total_tokens > 0, ValueError,
+                  "[Trainer.step] expected at least one loss token in the step, got none");
+    // The reduction averages over ranks, so each rank scales its losses up by the group size.
+    for (double& w : weights) w *= data_parallel_size(options_.ddp) / total_tokens;
+  }
+  optim::GradAccumulator accumulator(micro_steps);
+  double loss_sum = 0.0;  // of the micro-batch losses, token-weighted when counting
+  for (int64_t micro = 0; micro < micro_steps; ++micro) {
+    const data::Batch batch = batches.empty() ? next_batch() : std::move(batches[micro]);
     Tensor loss;
     {
       std::optional<AutocastGuard> autocast;
       maybe_autocast(autocast, options_);
       loss = loss_(batch);
     }
-    if (hooks_.before_backward) hooks_.before_backward(micro, accumulator.is_last_micro_step());
-    accumulator.backward(scaler_ ? scaler_->scale(loss) : loss);
-    loss_sum += loss.item<double>();
+    const bool last = micro + 1 == micro_steps;
+    if (hooks_.before_backward) hooks_.before_backward(micro, last);
+    if (options_.ddp) options_.ddp->set_require_gradient_sync(last);
+    if (weights.empty()) {
+      accumulator.backward(scaler_ ? scaler_->scale(loss) : loss);
+      loss_sum += loss.item<double>();
+    } else {
+      const Tensor weighted = loss * weights[micro];
+      (scaler_ ? scaler_->scale(weighted) : weighted).backward();
+      loss_sum += weighted.item<double>();
+    }
   }
   if (hooks_.after_backward) hooks_.after_backward();
   if (scaler_) scaler_->unscale_(optimizer_);
-  result.grad_norm = options_.grad_clip > 0
-                         ? optim::clip_grad_norm_(params_, options_.grad_clip).item<double>()
-                         : optim::grad_norm(params_).item<double>();
+  result.grad_norm = optimizer_.clip_grad_norm_(options_.grad_clip).item<double>();
   if (scaler_) {
     result.skipped = !scaler_->step(optimizer_);
     scaler_->update();
@@ -93,7 +145,11 @@ StepResult Trainer::step(const std::function<data::Batch()>& next_batch) {
   optimizer_.zero_grad();
   if (scheduler_) scheduler_->step();
   ++step_;
-  result.loss = loss_sum / static_cast<double>(options_.grad_accum);
+  // The mean over micro-batches and ranks; token-weighted losses already sum to group size times
+  // the token mean.
+  const double ranks = data_parallel_size(options_.ddp);
+  result.loss = sum_over_ranks(options_.ddp, {loss_sum})[0] /
+                (weights.empty() ? static_cast<double>(micro_steps) * ranks : ranks);
   return result;
 }
 
@@ -118,6 +174,9 @@ double Trainer::evaluate(data::DataLoader& loader, int64_t max_batches) {
     }
   }
   if (was_training) model_.train();
+  const std::vector<double> totals = sum_over_ranks(options_.ddp, {sum, static_cast<double>(rows)});
+  sum = totals[0];
+  rows = static_cast<int64_t>(totals[1]);
   TESSERA_CHECK(rows > 0, ValueError, "[Trainer.evaluate] expected at least one batch, got none");
   return sum / static_cast<double>(rows);
 }

@@ -60,11 +60,11 @@ TEST(Autograd, GradFunctionDoesNotTouchDotGrad) {
 
 TEST(Autograd, CreateGraphGivesSecondDerivatives) {
   Tensor x = leaf({2.0});
-  Tensor y = x * x * x;                                   // y = x^3
+  Tensor y = x * x * x;  // y = x^3
   TensorList g = autograd::grad({sum(y)}, {x}, {}, std::nullopt, /*create_graph=*/true);
-  EXPECT_DOUBLE_EQ(g[0].item<double>(), 12.0);           // 3x^2
+  EXPECT_DOUBLE_EQ(g[0].item<double>(), 12.0);  // 3x^2
   TensorList gg = autograd::grad({sum(g[0])}, {x});
-  EXPECT_DOUBLE_EQ(gg[0].item<double>(), 12.0);          // 6x
+  EXPECT_DOUBLE_EQ(gg[0].item<double>(), 12.0);  // 6x
   Tensor z = leaf({0.3});
   Tensor t = tanh(z);
   TensorList d1 = autograd::grad({sum(t)}, {z}, {}, std::nullopt, true);
@@ -93,7 +93,8 @@ TEST(Autograd, LeafHooksAndPostAccumulateHooks) {
   Tensor x = leaf({1, 1});
   x.register_hook([](const Tensor& g) { return g * 2.0; });
   std::vector<double> seen;
-  x.register_post_accumulate_grad_hook([&](const Tensor& p) { seen.push_back(sum(p.grad()).item<double>()); });
+  x.register_post_accumulate_grad_hook(
+      [&](const Tensor& p) { seen.push_back(sum(p.grad()).item<double>()); });
   sum(x * 3.0).backward();
   EXPECT_TRUE(allclose(x.grad(), tensor({6, 6}, kFloat64)));
   ASSERT_EQ(seen.size(), 1u);
@@ -149,7 +150,7 @@ TEST(Autograd, NoGradAndInferenceMode) {
     EXPECT_FALSE((x * 2.0).requires_grad());
   }
   EXPECT_TRUE(inf.impl()->is_inference);
-  EXPECT_THROW(x * inf, RuntimeError);  // an inference tensor cannot be saved for backward
+  EXPECT_THROW(x * inf, RuntimeError);     // an inference tensor cannot be saved for backward
   EXPECT_TRUE((x + inf).requires_grad());  // add saves nothing
 }
 
@@ -181,6 +182,23 @@ TEST(Autograd, SavedTensorsAreReleasedAfterTheirNodeRuns) {
   EXPECT_EQ(alloc->stats().live_bytes, base);
 }
 
+TEST(Autograd, QueuedCallbacksRunOnceAfterTheOutermostPass) {
+  // w is used inside a checkpointed segment, so its gradient arrives during the segment's nested
+  // backward; x's arrives in the outer pass, after it. The callback must wait for x.
+  Tensor x = leaf({1, 2}), w = leaf({3, 4});
+  std::vector<std::string> events;
+  w.register_post_accumulate_grad_hook([&](const Tensor&) {
+    events.push_back("w");
+    autograd::queue_callback([&] { events.push_back("callback"); });
+  });
+  x.register_post_accumulate_grad_hook([&](const Tensor&) { events.push_back("x"); });
+  Tensor y =
+      autograd::checkpoint([&](const TensorList& in) { return TensorList{in[0] * w}; }, {x})[0];
+  sum(y * y).backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"w", "x", "callback"}));
+  EXPECT_THROW(autograd::queue_callback([] {}), RuntimeError);  // outside a backward
+}
+
 TEST(Autograd, DetachAndRequiresGradFlags) {
   Tensor x = leaf({1, 2});
   Tensor y = x * 2.0;
@@ -193,7 +211,7 @@ TEST(Autograd, DetachAndRequiresGradFlags) {
   EXPECT_THROW(y.requires_grad_(), RuntimeError);
   EXPECT_THROW(arange(3).requires_grad_(), TypeError);
   EXPECT_THROW(sum(x * 2.0).backward(ones({2})), ValueError);
-  EXPECT_THROW((x * 2.0).backward(), RuntimeError);  // non-scalar without grad
+  EXPECT_THROW((x * 2.0).backward(), RuntimeError);   // non-scalar without grad
   EXPECT_THROW(zeros({1}).backward(), RuntimeError);  // does not require grad
   Tensor i = arange(3);
   EXPECT_FALSE((i * 2).requires_grad());

@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "tessera/core/error.h"
-#include "testing/temp_dir.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/data/lm_dataset.h"
 #include "tessera/data/token_buffer.h"
@@ -21,6 +20,7 @@
 #include "tessera/tokenizers/char_tokenizer.h"
 #include "testing/expect_error.h"
 #include "testing/shared_data.h"
+#include "testing/temp_dir.h"
 
 namespace tessera::data {
 namespace {
@@ -79,6 +79,26 @@ TEST(Sampler, SequentialAndRandom) {
   a.set_epoch(1);
   EXPECT_NE(a.indices(), pa);
   EXPECT_NE(RandomSampler(100, 8).indices(), pa);
+}
+
+TEST(Sampler, BatchShardsInterleaveWholeBatches) {
+  auto base = std::make_shared<SequentialSampler>(11);
+  // Batches of 2: [0 1] [2 3] [4 5] [6 7] [8 9] [10]; 2 ranks take alternate whole batches and
+  // drop the tail that does not give both a batch.
+  BatchShardSampler r0(base, 2, 0, 2), r1(base, 2, 1, 2);
+  EXPECT_EQ(r0.indices(), (Indices{0, 1, 4, 5}));
+  EXPECT_EQ(r1.indices(), (Indices{2, 3, 6, 7}));
+  EXPECT_EQ(r0.size(), 4);
+  // The base's epoch follows the shard's: a random base reshuffles.
+  auto random = std::make_shared<RandomSampler>(12, 3);
+  BatchShardSampler shard(random, 3, 1, 2);
+  const Indices first = shard.indices();
+  shard.set_epoch(1);
+  EXPECT_NE(shard.indices(), first);
+  random->set_epoch(1);
+  const Indices all = random->indices();
+  EXPECT_EQ(shard.indices(), (Indices{all[3], all[4], all[5], all[9], all[10], all[11]}));
+  EXPECT_THROW(BatchShardSampler(base, 2, 2, 2), ValueError);
 }
 
 TEST(Sampler, DistributedPartitionsLikeTorch) {

@@ -1,6 +1,7 @@
 #pragma once
 // The backward engine: dependency counts + a ready queue ordered by node creation (latest first),
 // no recursion. Saved tensors are freed as soon as their node has run unless retain_graph.
+#include <functional>
 #include <vector>
 
 #include "tessera/core/tensor.h"
@@ -16,5 +17,11 @@ void backward(const TensorList& tensors, const TensorList& grad_tensors = {},
 TensorList grad(const TensorList& outputs, const TensorList& inputs,
                 const TensorList& grad_outputs = {}, std::optional<bool> retain_graph = {},
                 bool create_graph = false, bool allow_unused = false);
+
+// Runs fn once the outermost backward pass running on this thread has finished every node
+// (nested passes, such as activation checkpointing's recomputation, do not count), before
+// backward() returns: how DistributedDataParallel waits for its gradient reductions, like torch's
+// queue_callback. Callbacks are dropped when the pass throws. RuntimeError outside a backward.
+void queue_callback(std::function<void()> fn);
 
 }  // namespace tessera::autograd

@@ -2,6 +2,7 @@
 // Samplers decide the order in which a DataLoader visits dataset indices. An epoch's order
 // depends only on (seed, epoch), so a run resumed from a checkpoint sees the same batches.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace tessera::data {
@@ -61,6 +62,21 @@ class DistributedSampler : public Sampler {
   uint64_t seed_;
   bool drop_last_;
   int64_t num_samples_;
+};
+
+// Rank `rank`'s share of another sampler's order in whole batches: batches rank, rank + world,
+// rank + 2 world, ... of each base epoch (a tail of fewer than `world` batches is dropped). With
+// accumulation A on each rank, a data-parallel step of `world` ranks then covers exactly the
+// micro-batches one process covers with accumulation A * world, in the same order.
+class BatchShardSampler : public Sampler {
+ public:
+  BatchShardSampler(std::shared_ptr<Sampler> base, int64_t batch_size, int64_t rank, int64_t world);
+  std::vector<int64_t> indices() const override;
+  int64_t size() const override;
+
+ private:
+  std::shared_ptr<Sampler> base_;
+  int64_t batch_size_, rank_, world_;
 };
 
 // A permutation of 0..n-1 from a tessera::Generator seeded with seed.

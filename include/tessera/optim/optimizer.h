@@ -45,9 +45,13 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Updates every parameter that has a .grad, in place, under no_grad.
-  void step();
+  virtual void step();
   // Drops every parameter's .grad (set_to_none) or fills it with zeros.
   void zero_grad(bool set_to_none = true);
+  // The global 2-norm of the gradients this optimizer steps, before clipping; when max_norm > 0
+  // they are scaled by min(1, max_norm / (norm + 1e-6)) (optim::clip_grad_norm_). A sharded
+  // optimizer (dist::ZeroOptimizer) reduces the norm over its ranks.
+  virtual Tensor clip_grad_norm_(double max_norm);
   // Adds a group. Its option names must be among defaults() (ValueError otherwise), values are
   // checked, and a parameter may belong to one group only.
   void add_param_group(ParamGroup group);
@@ -62,11 +66,11 @@ class Optimizer {
   // Parameters are numbered 0, 1, ... across groups in order (as torch). Tensors:
   // "state.<i>.<buffer>"; scalars: "state.<i>.step", "param_groups.<g>.<option>" and
   // "param_groups.<g>.num_params". The tensors alias the live state: clone them to snapshot.
-  StateDict state_dict() const;
+  virtual StateDict state_dict() const;
   // Restores a state_dict() of an optimizer of the same kind with the same group sizes and
   // parameter shapes (ValueError naming the first difference otherwise). Buffers are copied and
   // cast to the state dtype of their parameter; group options are replaced.
-  void load_state_dict(const StateDict& state);
+  virtual void load_state_dict(const StateDict& state);
 
  protected:
   // Derived constructors then call add_initial_groups (the option checks are virtual, so they
@@ -89,6 +93,8 @@ class Optimizer {
   static bool has_buffer(const ParamState& state, const std::string& name) {
     return state.buffers.contains(name);
   }
+  // Forgets every parameter's state.
+  void clear_state() { state_.clear(); }
   // ValueError "[<name>] expected <what>, got <value>" unless ok.
   void check_option(bool ok, const char* what, double value) const;
 

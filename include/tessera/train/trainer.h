@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "tessera/data/dataloader.h"
+#include "tessera/dist/ddp.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/models/transformer.h"
 #include "tessera/nn/module.h"
@@ -30,6 +31,10 @@ namespace tessera::train {
 using LossFn = std::function<Tensor(const data::Batch&)>;
 // model.loss(batch[0], batch[1]): next-token cross-entropy of a (inputs, targets) batch.
 LossFn causal_lm_loss(models::CausalLM& model);
+// How many terms a micro-batch's mean loss averages (see TrainerOptions::count_loss_tokens).
+using TokenCountFn = std::function<int64_t(const data::Batch&)>;
+// The targets of batch[1] that are not ignore_index.
+TokenCountFn causal_lm_tokens(int64_t ignore_index = -1);
 
 struct TrainerOptions {
   int64_t grad_accum = 1;  // micro-batches per optimizer step; their gradients are averaged
@@ -40,6 +45,14 @@ struct TrainerOptions {
   DeviceType device = DeviceType::CPU;  // the device autocast applies to
   // Loss scaling. Off by default; on for float16 autocast unless set explicitly.
   std::optional<optim::GradScalerOptions> grad_scaler;
+  // Data parallelism: gradients are reduced over ddp's group on each step's last micro-batch
+  // only, the reported loss is the group's mean, evaluate() covers every rank's batches.
+  dist::DistributedDataParallel* ddp = nullptr;
+  // Unset: a step's gradient is the mean of its micro-batches' (and ranks') mean losses. Set:
+  // every micro-batch loss is weighted by its share of the loss tokens of the whole step over
+  // all ranks, so the gradient is that of the mean over all tokens even when micro-batches or
+  // ranks hold different numbers of non-ignored targets (all micro-batches are loaded first).
+  TokenCountFn count_loss_tokens;
 };
 
 struct StepResult {

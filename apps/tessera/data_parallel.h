@@ -1,0 +1,32 @@
+#pragma once
+// The data-parallel side of `tessera train`: the process group the launcher (mpirun, srun)
+// started, which rank prints and writes, decisions every rank must share, and the failure path.
+#include <exception>
+#include <memory>
+
+#include "tessera/dist/process_group.h"
+#include "train_options.h"
+
+namespace tessera::cli {
+
+struct DataParallel {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<dist::ProcessGroup> group;  // null for a single process
+
+  // Rank 0 prints, writes metrics, plots and checkpoints.
+  bool is_root() const { return rank == 0; }
+  // Rank 0's flag on every rank (stop conditions must agree, or the ranks part ways).
+  bool agree(bool flag) const;
+};
+
+// A single process for --dp 1 outside a launcher; otherwise initialises MPI and checks that the
+// launcher started --dp processes. ValueError when they disagree or this build has no MPI.
+DataParallel start_data_parallel(const TrainOptions& options);
+// Releases the group and finalises MPI (after every user of the group is gone).
+void stop_data_parallel(DataParallel& dp);
+// Reports `error` as this rank's and takes the whole job down (MPI_Abort), so no peer waits
+// for a rank that is gone.
+[[noreturn]] void abort_data_parallel(const DataParallel& dp, const std::exception& error);
+
+}  // namespace tessera::cli
