@@ -49,6 +49,9 @@ TensorOptions options_from_kwargs(const py::kwargs& kwargs, const char* op,
 // numpy >= 1.22, zero-copy), a numpy array (zero-copy) or nested sequences / numbers (copied).
 Tensor to_tensor(py::handle h, std::optional<DType> dtype = std::nullopt);
 
+// Optimizer params as torch takes them: an iterable of tensors or of param-group dicts.
+std::vector<optim::ParamGroup> param_groups_of(py::handle params);
+
 // A numpy-style namedtuple type (cached), e.g. namedtuple("max", "values indices").
 py::object namedtuple(const char* name, const char* fields);
 
@@ -102,6 +105,7 @@ void init_data(py::module_& m);
 void init_runtime(py::module_& m);
 void init_cuda(py::module_& m);
 void init_train(py::module_& m);
+void init_distributed(py::module_& m);
 
 }  // namespace tessera::python
 

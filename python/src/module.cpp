@@ -61,10 +61,11 @@ PYBIND11_MODULE(_C, m) {
   init_runtime(m);
   init_cuda(m);
   init_train(m);
+  init_distributed(m);
 
   // Submodules become importable (from tessera._C.nn import Linear).
   py::dict modules = py::module_::import("sys").attr("modules");
-  for (const char* name : {"nn", "optim", "data", "autograd", "functional", "cuda"})
+  for (const char* name : {"nn", "optim", "data", "autograd", "functional", "cuda", "distributed"})
     modules[py::str(std::string("tessera._C.") + name)] = m.attr(name);
   modules["tessera._C.nn.init"] = m.attr("nn").attr("init");
 

@@ -41,8 +41,10 @@ ParamGroup group_of(const py::dict& d) {
   return g;
 }
 
+}  // namespace
+
 // torch accepts an iterable of tensors or of param-group dicts.
-std::vector<ParamGroup> groups_of(py::handle params) {
+std::vector<ParamGroup> param_groups_of(py::handle params) {
   if (py::isinstance<Tensor>(params)) return {ParamGroup{{params.cast<Tensor>()}, {}}};
   py::list items(py::reinterpret_borrow<py::iterable>(params));
   if (items.size() > 0 && py::isinstance<py::dict>(items[0])) {
@@ -52,6 +54,8 @@ std::vector<ParamGroup> groups_of(py::handle params) {
   }
   return {ParamGroup{tensors_of(items), {}}};
 }
+
+namespace {
 
 py::dict state_to_python(const optim::StateDict& s) {
   py::dict tensors, scalars;
@@ -175,7 +179,7 @@ void bind_optimizers(py::module_& m) {
       py::init([](py::handle params, double lr, double momentum, double dampening,
                   double weight_decay, bool nesterov, bool maximize) {
         return std::make_shared<optim::SGD>(
-            groups_of(params),
+            param_groups_of(params),
             optim::SGDOptions{lr, momentum, dampening, weight_decay, nesterov, maximize});
       }),
       py::arg("params"), py::arg("lr") = 1e-3, py::arg("momentum") = 0.0,
@@ -188,7 +192,7 @@ void bind_optimizers(py::module_& m) {
   py::class_<optim::Adam, Optimizer, std::shared_ptr<optim::Adam>>(m, "Adam").def(
       py::init([adam_options](py::handle params, double lr, std::pair<double, double> betas,
                               double eps, std::optional<double> wd, bool amsgrad, bool maximize) {
-        return std::make_shared<optim::Adam>(groups_of(params),
+        return std::make_shared<optim::Adam>(param_groups_of(params),
                                              adam_options(lr, betas, eps, wd, amsgrad, maximize));
       }),
       py::arg("params"), py::arg("lr") = 1e-3,
@@ -200,7 +204,7 @@ void bind_optimizers(py::module_& m) {
                                    double eps, std::optional<double> wd, bool amsgrad,
                                    bool maximize) {
              return std::make_shared<optim::AdamW>(
-                 groups_of(params), adam_options(lr, betas, eps, wd, amsgrad, maximize));
+                 param_groups_of(params), adam_options(lr, betas, eps, wd, amsgrad, maximize));
            }),
            py::arg("params"), py::arg("lr") = 1e-3,
            py::arg("betas") = std::pair<double, double>(0.9, 0.999), py::arg("eps") = 1e-8,

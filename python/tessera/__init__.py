@@ -1,7 +1,8 @@
 """Tessera: a C++20 deep-learning framework with a PyTorch-shaped Python API.
 
 Everything here is the C++ core (tessera._C): tensors, every op (as a function and a method),
-autograd, nn, optim and data. The Python files only arrange the names the way torch does.
+autograd, nn, optim, data and distributed. The Python files only arrange the names the way torch
+does.
 
     import tessera
     x = tessera.randn(4, 3, requires_grad=True)
@@ -11,9 +12,9 @@ from . import _C
 from ._C import *  # noqa: F401,F403  Tensor, dtypes, device and every op
 
 # The star import brought the C++ submodules; the Python packages of the same names wrap them.
-del autograd, data, functional, nn, optim, runtime, train  # noqa: F821
+del autograd, data, distributed, functional, nn, optim, runtime, train  # noqa: F821
 from ._size import Size  # noqa: F401,E402
-from . import amp, autograd, data, nn, optim, profiler, train, utils  # noqa: F401,E402
+from . import amp, autograd, data, distributed, nn, optim, profiler, train, utils  # noqa: F401,E402
 from .amp import autocast  # noqa: F401,E402
 from .autograd import (  # noqa: F401,E402
     enable_grad,
