@@ -101,6 +101,7 @@ class TrainingRun {
   void setup_training();
   void setup_data(const Corpus& corpus);
   void setup_optimizer();
+  void rescale_data_position(io::Checkpoint& checkpoint);
   // --warmup-steps, shortened to end before --max-steps.
   int64_t warmup_steps() const { return std::min(o_.warmup_steps, o_.max_steps - 1); }
   double evaluate(int64_t step);
@@ -118,6 +119,7 @@ class TrainingRun {
   ModelSpec spec_;
   Json run_config_;
   int64_t seq_len_ = 0;
+  int resumed_dp_ = 1;  // --dp of the run that wrote the checkpoint resumed from
   double last_val_loss_ = NAN;
 
   std::shared_ptr<models::CausalLM> model_;  // float32 (the master weights under autocast)
@@ -157,6 +159,7 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
   const std::string folder = io::resolve_checkpoint(out_);
   resume_from_ = io::load_checkpoint(folder);
   const Json saved = Json::parse(resume_from_->config);
+  resumed_dp_ = saved.contains("train") ? saved["train"].value("dp", 1) : 1;
   TESSERA_CHECK(saved.contains("train") && saved.contains("arch"), ValueError,
                 "[train] expected a checkpoint written by tessera train in '", folder,
                 "', got one without its run options");
@@ -239,6 +242,7 @@ void TrainingRun::setup_training() {
   trainer_ = std::make_unique<train::Trainer>(*model_, train::causal_lm_loss(*model_), *optimizer_,
                                               scheduler_.get(), train_loader_.get(), options);
   if (resume_from_) {
+    rescale_data_position(*resume_from_);
     trainer_->restore(*resume_from_);
     resume_from_.reset();  // drop the mapped checkpoint files
   }
@@ -319,6 +323,20 @@ void TrainingRun::setup_optimizer() {
     bar_->log(str("note: warmup shortened to ", warmup, " steps to end before --max-steps"));
   scheduler_ =
       std::make_unique<optim::WarmupCosineLR>(*optimizer_, warmup, o_.max_steps, o_.min_lr);
+}
+
+// A checkpoint's data position counts one rank's batches; resuming with another --dp than the
+// saving run's continues at the same global batch (batch x dp), which must fall on a rank
+// boundary of the new layout.
+void TrainingRun::rescale_data_position(io::Checkpoint& checkpoint) {
+  if (resumed_dp_ == dp_.size) return;
+  const int64_t global = checkpoint.data.batch * resumed_dp_;
+  TESSERA_CHECK(global % dp_.size == 0, ValueError, "[train] expected a data position --dp ",
+                dp_.size, " can continue exactly, got batch ", checkpoint.data.batch, " of a --dp ",
+                resumed_dp_, " run (", global, " batches in all; resume with a --dp dividing it)");
+  checkpoint.data.batch = global / dp_.size;
+  bar_->log(str("note: continuing a --dp ", resumed_dp_, " run on ", dp_.size,
+                " ranks at global batch ", global, "; later epochs may end at another batch"));
 }
 
 double TrainingRun::evaluate(int64_t step) {
