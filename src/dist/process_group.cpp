@@ -1,7 +1,13 @@
 #include "tessera/dist/process_group.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <thread>
+
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/creation.h"
 
 namespace tessera::dist {
 
@@ -67,6 +73,92 @@ void check_peer(std::string_view op, const ProcessGroup& pg, int peer, const cha
 }
 
 std::string describe(const Tensor& t) { return str(t.dtype(), t.sizes()); }
+
+std::string check_all_reduce(const Tensor& t, ReduceOp op) {
+  check_reduce_dtype("all_reduce", t.dtype(), op);
+  return str("all_reduce(", reduce_op_name(op), ", ", describe(t), ")");
+}
+
+std::string check_all_gather(const ProcessGroup& pg, const Tensor& output, const Tensor& input) {
+  TESSERA_CHECK(output.dtype() == input.dtype(), TypeError,
+                "[all_gather] expected an output of the input's dtype ", input.dtype(), ", got ",
+                output.dtype());
+  TESSERA_CHECK(output.numel() == pg.size() * input.numel(), ValueError,
+                "[all_gather] expected an output of ", pg.size(), " x ", input.numel(),
+                " elements, got ", output.numel());
+  return str("all_gather(", describe(input), " -> ", output.numel(), ")");
+}
+
+std::string check_reduce_scatter(const ProcessGroup& pg, const Tensor& output, const Tensor& input,
+                                 ReduceOp op) {
+  check_reduce_dtype("reduce_scatter", input.dtype(), op);
+  TESSERA_CHECK(output.dtype() == input.dtype(), TypeError,
+                "[reduce_scatter] expected an output of the input's dtype ", input.dtype(),
+                ", got ", output.dtype());
+  TESSERA_CHECK(input.numel() == pg.size() * output.numel(), ValueError,
+                "[reduce_scatter] expected an input of ", pg.size(), " x ", output.numel(),
+                " elements, got ", input.numel());
+  return str("reduce_scatter(", reduce_op_name(op), ", ", describe(input), " -> ", output.numel(),
+             ")");
+}
+
+std::string check_broadcast(const ProcessGroup& pg, const Tensor& t, int root) {
+  check_peer("broadcast", pg, root, "root");
+  return str("broadcast(root ", root, ", ", describe(t), ")");
+}
+
+void check_p2p(std::string_view op, const ProcessGroup& pg, int peer, int tag) {
+  check_peer(op, pg, peer, op == "send" ? "dst" : "src");
+  TESSERA_CHECK(tag >= 0, ValueError, "[", op, "] expected a tag >= 0, got ", tag);
+}
+
+std::string group_by_call(const std::vector<std::string>& calls) {
+  std::map<std::string, std::vector<int>> ranks_of;
+  for (size_t r = 0; r < calls.size(); ++r) ranks_of[calls[r]].push_back(static_cast<int>(r));
+  std::string out;
+  for (const auto& [call, ranks] : ranks_of)
+    out += str(out.empty() ? "" : "; ", "ranks ", ranks, ": ", call);
+  return out;
+}
+
+Tensor staging(const Tensor& t, DType wire, bool copy_in) {
+  if (t.dtype() == wire && t.is_contiguous()) return t;
+  Tensor buf = empty(t.sizes(), TensorOptions(wire).with_device(t.device()));
+  if (copy_in) {
+    autograd::NoGradGuard no_grad;
+    buf.copy_(t);
+  }
+  return buf;
+}
+
+void copy_back(const Tensor& dst, const Tensor& buf) {
+  if (buf.is_same(dst)) return;
+  autograd::NoGradGuard no_grad;
+  Tensor d = dst;
+  d.copy_(buf);
+}
+
+bool poll_until(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline) {
+  auto pause = std::chrono::microseconds(0);
+  for (int polls = 0;; ++polls) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (polls < 1000) {
+      std::this_thread::yield();
+    } else {
+      pause = std::min(std::max(pause * 2, std::chrono::microseconds(50)),
+                       std::chrono::microseconds(1000));
+      std::this_thread::sleep_for(pause);
+    }
+  }
+}
+
+DistributedError timeout_error(std::string_view op, std::chrono::milliseconds timeout,
+                               const std::string& where) {
+  return DistributedError(str("[", op, "] expected completion within ", timeout.count() / 1000.0,
+                              " s on ", where,
+                              ", got a timeout: a peer died, hangs or called another operation"));
+}
 
 }  // namespace detail
 }  // namespace tessera::dist

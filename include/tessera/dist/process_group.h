@@ -1,13 +1,15 @@
 #pragma once
 // ProcessGroup: collectives and point-to-point transfers among a fixed set of ranks, each
 // returning a Work handle so that communication can overlap compute. Backends: MPI (CPU tensors,
-// process_group_mpi.h); NCCL later. Every wait has a deadline (timeout()); past it, wait() throws
-// DistributedError naming the operation, the group and the rank, so a dead or diverged peer
-// becomes an error, never a hang.
+// process_group_mpi.h) and NCCL (CUDA tensors, process_group_nccl.h). Every wait has a deadline
+// (timeout()); past it, wait() throws DistributedError naming the operation, the group and the
+// rank, so a dead or diverged peer becomes an error, never a hang.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/core/tensor.h"
 #include "tessera/dist/error.h"
@@ -89,6 +91,34 @@ void check_reduce_dtype(std::string_view op, DType dtype, ReduceOp reduce);
 void check_peer(std::string_view op, const ProcessGroup& pg, int peer, const char* what);
 // "float32[2, 3]": the part of a collective's fingerprint that describes a tensor.
 std::string describe(const Tensor& t);
+// The checks of an operation's arguments that do not depend on the backend (each backend checks
+// the tensors' device first), each returning the call's fingerprint for debug mode, as in
+// "all_reduce(sum, float32[4])".
+std::string check_all_reduce(const Tensor& t, ReduceOp op);
+std::string check_all_gather(const ProcessGroup& pg, const Tensor& output, const Tensor& input);
+std::string check_reduce_scatter(const ProcessGroup& pg, const Tensor& output, const Tensor& input,
+                                 ReduceOp op);
+std::string check_broadcast(const ProcessGroup& pg, const Tensor& t, int root);
+// op is "send" (peer is dst) or "recv" (peer is src).
+void check_p2p(std::string_view op, const ProcessGroup& pg, int peer, int tag);
+// Debug mode's message part: ranks grouped by the call they made, given each rank's call,
+// "ranks [0, 2]: all_reduce(sum, float32[4]); ranks [1]: broadcast(root 0, float32[4])".
+std::string group_by_call(const std::vector<std::string>& calls);
+
+// A contiguous buffer of dtype `wire` on t's device for t: t itself when it already is one, else
+// a new tensor, holding t's values (cast to wire) when copy_in.
+Tensor staging(const Tensor& t, DType wire, bool copy_in);
+// Writes a staging buffer back into the caller's tensor (casting to its dtype); nothing when buf
+// is dst itself.
+void copy_back(const Tensor& dst, const Tensor& buf);
+
+// Calls done() until it returns true or `deadline` passes, spinning first and then sleeping up
+// to 1 ms between calls so that a long wait leaves the core to compute threads. Returns whether
+// done() returned true.
+bool poll_until(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline);
+// The error of a wait that ran past its deadline, naming the operation and the group.
+DistributedError timeout_error(std::string_view op, std::chrono::milliseconds timeout,
+                               const std::string& where);
 }  // namespace detail
 
 }  // namespace tessera::dist
