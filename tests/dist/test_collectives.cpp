@@ -1,5 +1,5 @@
-// Every collective and send/recv against a serial reference, for every dtype, odd sizes, size 0
-// and non-contiguous tensors.
+// Every collective and send/recv against a serial reference, for every dtype, odd sizes, size 0,
+// non-contiguous tensors and tensors split into chunks (as those over INT_MAX elements are).
 #include <algorithm>
 #include <functional>
 
@@ -32,11 +32,12 @@ std::vector<double> reference(int world, int64_t n, DType dtype, ReduceOp op, in
   return n ? values(tensor(out).to(dtype)) : out;
 }
 
-TEST(Collectives, AllReduceMatchesSerialReference) {
+// Each check runs one operation for every dtype (and reduce op) at the sizes ns.
+void check_all_reduce(const std::vector<int64_t>& ns) {
   auto pg = world();
   for (DType dtype : all_dtypes()) {
     for (ReduceOp op : reduce_ops(dtype)) {
-      for (int64_t n : sizes()) {
+      for (int64_t n : ns) {
         Tensor t = input(pg->rank(), n, dtype);
         pg->all_reduce(t, op)->wait();
         expect_values(t, reference(pg->size(), n, dtype, op), dtype,
@@ -46,10 +47,10 @@ TEST(Collectives, AllReduceMatchesSerialReference) {
   }
 }
 
-TEST(Collectives, AllGatherMatchesSerialReference) {
+void check_all_gather(const std::vector<int64_t>& ns) {
   auto pg = world();
   for (DType dtype : all_dtypes()) {
-    for (int64_t n : sizes()) {
+    for (int64_t n : ns) {
       Tensor out = zeros({pg->size(), n}, TensorOptions(dtype));
       pg->all_gather(out, input(pg->rank(), n, dtype))->wait();
       std::vector<double> want;
@@ -62,11 +63,11 @@ TEST(Collectives, AllGatherMatchesSerialReference) {
   }
 }
 
-TEST(Collectives, ReduceScatterMatchesSerialReference) {
+void check_reduce_scatter(const std::vector<int64_t>& ns) {
   auto pg = world();
   for (DType dtype : all_dtypes()) {
     for (ReduceOp op : reduce_ops(dtype)) {
-      for (int64_t n : sizes()) {
+      for (int64_t n : ns) {
         Tensor out = zeros({n}, TensorOptions(dtype));
         pg->reduce_scatter(out, input(pg->rank(), n * pg->size(), dtype), op)->wait();
         expect_values(out, reference(pg->size(), n, dtype, op, n * pg->rank()), dtype,
@@ -76,11 +77,11 @@ TEST(Collectives, ReduceScatterMatchesSerialReference) {
   }
 }
 
-TEST(Collectives, BroadcastFromEveryRoot) {
+void check_broadcast(const std::vector<int64_t>& ns) {
   auto pg = world();
   for (DType dtype : all_dtypes()) {
     for (int root = 0; root < pg->size(); ++root) {
-      for (int64_t n : sizes()) {
+      for (int64_t n : ns) {
         Tensor t = input(pg->rank(), n, dtype);
         pg->broadcast(t, root)->wait();
         expect_values(t, values(input(root, n, dtype)), dtype,
@@ -90,12 +91,12 @@ TEST(Collectives, BroadcastFromEveryRoot) {
   }
 }
 
-TEST(Collectives, SendRecvAroundARing) {
+void check_send_recv_ring(const std::vector<int64_t>& ns) {
   auto pg = world();
   const int next = (pg->rank() + 1) % pg->size();
   const int prev = (pg->rank() + pg->size() - 1) % pg->size();
   for (DType dtype : all_dtypes()) {
-    for (int64_t n : sizes()) {
+    for (int64_t n : ns) {
       // Both posted before either wait: a ring of blocking sends would deadlock.
       Tensor got = zeros({n}, TensorOptions(dtype));
       WorkHandle r = pg->recv(got, prev, /*tag=*/3);
@@ -105,6 +106,52 @@ TEST(Collectives, SendRecvAroundARing) {
       expect_values(got, values(input(prev, n, dtype)), dtype,
                     detail::str("recv ", dtype, "[", n, "]"));
     }
+  }
+}
+
+TEST(Collectives, AllReduceMatchesSerialReference) { check_all_reduce(sizes()); }
+TEST(Collectives, AllGatherMatchesSerialReference) { check_all_gather(sizes()); }
+TEST(Collectives, ReduceScatterMatchesSerialReference) { check_reduce_scatter(sizes()); }
+TEST(Collectives, BroadcastFromEveryRoot) { check_broadcast(sizes()); }
+TEST(Collectives, SendRecvAroundARing) { check_send_recv_ring(sizes()); }
+
+// Lowers the per-call element limit for one scope (tensors over INT_MAX elements cannot be
+// allocated in a test).
+class ChunkLimit {
+ public:
+  explicit ChunkLimit(int64_t limit) : previous_(detail::set_max_chunk_elements(limit)) {}
+  ~ChunkLimit() { detail::set_max_chunk_elements(previous_); }
+
+ private:
+  int64_t previous_;
+};
+
+// Transfers split as an over-INT_MAX tensor's would, at 5 elements a call: sizes that fit one
+// chunk, fill chunks exactly and leave a remainder.
+TEST(Collectives, ChunkedTransfersMatchSerialReference) {
+  ChunkLimit limit(5);
+  const std::vector<int64_t> ns = {0, 1, 5, 7, 23};
+  check_all_reduce(ns);
+  check_all_gather(ns);
+  check_reduce_scatter(ns);
+  check_broadcast(ns);
+  check_send_recv_ring(ns);
+}
+
+TEST(Collectives, ChunkedRecvOfTheWrongLengthIsAnError) {
+  ChunkLimit limit(5);
+  auto pg = world();
+  const int next = (pg->rank() + 1) % pg->size();
+  const int prev = (pg->rank() + pg->size() - 1) % pg->size();
+  Tensor got = zeros({12});  // chunks 5, 5, 2 against the sender's 5, 5, 1
+  WorkHandle r = pg->recv(got, prev);
+  WorkHandle s = pg->send(zeros({11}), next);
+  s->wait();
+  try {
+    r->wait();
+    ADD_FAILURE() << "a short message went unnoticed";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("(chunk 3 of 3), got 1"), std::string::npos) << e.what();
   }
 }
 
@@ -174,6 +221,7 @@ TEST(Collectives, ArgumentErrorsAreTyped) {
   EXPECT_THROW(pg->recv(zeros({3}), 0, -2), ValueError);
   EXPECT_THROW(pg->new_group({0, 0}), ValueError);
   EXPECT_THROW(pg->all_reduce(Tensor()), ValueError);
+  EXPECT_THROW(detail::set_max_chunk_elements(0), ValueError);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 // ProcessGroupMPI: the CPU backend, on OpenMPI's non-blocking calls (MPI_Iallreduce, ...). Only
 // in builds with TESSERA_MPI (library tessera_dist; TESSERA_WITH_MPI is defined for its users).
-// mpi.h stays out of this header: the communicator lives behind Impl.
+// mpi.h stays out of this header: the communicator lives behind Impl. Thread-safe: launches and
+// Work calls may come from several threads (every MPI call takes one process-wide lock).
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,5 +53,14 @@ void finalize();
 // The launcher-level failure path: MPI_Abort on every process of the job. The library never
 // calls it on its own; the trainer or CLI does, after reporting a DistributedError.
 [[noreturn]] void abort(int error_code = 1);
+
+namespace detail {
+// The most elements one MPI call moves (MPI counts are int; INT_MAX by default): larger tensors
+// go in chunks, all in one Work. Tests lower it to cover the chunking with small tensors; every
+// rank must use the same limit. Returns the previous limit; throws ValueError outside
+// [1, INT_MAX].
+int64_t set_max_chunk_elements(int64_t limit);
+int64_t max_chunk_elements();
+}  // namespace detail
 
 }  // namespace tessera::dist

@@ -1,5 +1,6 @@
 #include "tessera/dist/process_group_mpi.h"
 
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -64,10 +65,65 @@ MPI_Op mpi_op(ReduceOp op, DType t) {
   return MPI_OP_NULL;
 }
 
-int count_of(std::string_view op, int64_t numel) {
-  TESSERA_CHECK(numel <= INT_MAX, ValueError, "[", op, "] expected at most ", INT_MAX,
-                " elements per call (MPI counts are int), got ", numel);
-  return static_cast<int>(numel);
+// A piece [offset, offset + count) of a buffer. MPI counts are int, so a larger tensor travels in
+// several calls of at most max_chunk_elements() each, all in one PendingOp.
+struct Chunk {
+  int64_t offset;
+  int count;
+};
+
+// The chunks that cover n elements; one empty chunk when n is 0, so that every rank still takes
+// part in the collective. Every rank must use the same limit.
+std::vector<Chunk> chunks(int64_t n) {
+  const int64_t limit = detail::max_chunk_elements();
+  std::vector<Chunk> out;
+  int64_t offset = 0;
+  do {
+    const int64_t count = std::min(limit, n - offset);
+    out.push_back({offset, static_cast<int>(count)});
+    offset += count;
+  } while (offset < n);
+  return out;
+}
+
+// The address of element `offset` of a contiguous buffer.
+void* at(const Tensor& buf, int64_t offset) {
+  return static_cast<char*>(buf.data_ptr()) + offset * static_cast<int64_t>(buf.element_size());
+}
+
+// An operation about to be posted. Its handle exists before the first MPI call, so that when a
+// later chunk fails to post, the requests already posted keep their buffers: the handle's
+// destructor hands them to the orphans.
+struct Launch {
+  std::shared_ptr<detail::PendingOp> op = std::make_shared<detail::PendingOp>();
+  std::shared_ptr<detail::WorkMPI> work;
+
+  Launch(std::string name, std::vector<Tensor> keep, std::string where,
+         std::chrono::milliseconds timeout) {
+    op->op = std::move(name);
+    op->keep_alive = std::move(keep);
+    work = std::make_shared<detail::WorkMPI>(op, std::move(where), timeout);
+  }
+  MPI_Request* request() { return &op->requests.emplace_back(); }
+};
+
+// A committed derived datatype, freed at scope exit (MPI keeps it alive for the calls that
+// were posted with it). Constructed and destroyed under mpi_lock().
+struct OwnedType {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  ~OwnedType() {
+    if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+  }
+};
+
+// `count` elements of `base` as one element whose extent is `extent` elements: chunk c of every
+// rank's block of an all_gather lands `extent` elements (one block) apart.
+void spaced_type(OwnedType& out, MPI_Datatype base, int count, int64_t extent, size_t itemsize) {
+  OwnedType piece;
+  TESSERA_MPI_CHECK(MPI_Type_contiguous(count, base, &piece.type));
+  TESSERA_MPI_CHECK(
+      MPI_Type_create_resized(piece.type, 0, static_cast<MPI_Aint>(extent * itemsize), &out.type));
+  TESSERA_MPI_CHECK(MPI_Type_commit(&out.type));
 }
 
 // A contiguous buffer of dtype `wire` for t: t itself when it already is one, else a new tensor,
@@ -110,6 +166,7 @@ uint64_t fnv1a(const std::string& s) {
 }
 
 MPI_Comm make_comm(MPI_Comm parent, int color, int key) {
+  auto lock = detail::mpi_lock();  // held through the split, a blocking collective
   MPI_Comm comm = MPI_COMM_NULL;
   TESSERA_MPI_CHECK(MPI_Comm_split(parent, color, key, &comm));
   if (comm != MPI_COMM_NULL) TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
@@ -119,8 +176,11 @@ MPI_Comm make_comm(MPI_Comm parent, int color, int key) {
 std::shared_ptr<ProcessGroupMPI> wrap(MPI_Comm comm, std::string name) {
   if (comm == MPI_COMM_NULL) return nullptr;
   int rank = 0, size = 0;
-  TESSERA_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  TESSERA_MPI_CHECK(MPI_Comm_size(comm, &size));
+  {
+    auto lock = detail::mpi_lock();
+    TESSERA_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESSERA_MPI_CHECK(MPI_Comm_size(comm, &size));
+  }
   auto impl = std::make_unique<ProcessGroupMPI::Impl>();
   impl->comm = comm;
   return std::make_shared<ProcessGroupMPI>(std::move(impl), rank, size, std::move(name));
@@ -131,18 +191,25 @@ std::shared_ptr<ProcessGroupMPI> wrap(MPI_Comm comm, std::string name) {
 // ---- setup ----
 
 Environment init() {
-  int initialized = 0;
-  TESSERA_MPI_CHECK(MPI_Initialized(&initialized));
-  if (!initialized) {
-    // Serialized: DDP may poll from a communication thread, never two threads at once.
-    int provided = 0;
-    TESSERA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
-    g_we_initialized = true;
-  }
-  TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   int rank = 0, size = 0;
-  TESSERA_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  TESSERA_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  {
+    auto lock = detail::mpi_lock();
+    int initialized = 0;
+    TESSERA_MPI_CHECK(MPI_Initialized(&initialized));
+    if (!initialized) {
+      // Serialized: DDP polls from a communication thread, and mpi_lock() keeps the calls of
+      // the two threads apart.
+      int provided = 0;
+      TESSERA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+      g_we_initialized = true;
+      TESSERA_CHECK(provided >= MPI_THREAD_SERIALIZED, DistributedError,
+                    "[dist.init] expected MPI_THREAD_SERIALIZED support from MPI, got level ",
+                    provided);
+    }
+    TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    TESSERA_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    TESSERA_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  }
   Environment env = environment_from_env();
   if (env.launcher == "none") return Environment{rank, size, 0, "mpi"};
   TESSERA_CHECK(env.rank == rank && env.world_size == size, DistributedError,
@@ -158,11 +225,13 @@ void finalize() {
     g_world.reset();
   }
   detail::poll_orphans();
+  auto lock = detail::mpi_lock();
   int finalized = 0;
   TESSERA_MPI_CHECK(MPI_Finalized(&finalized));
   if (g_we_initialized && !finalized) TESSERA_MPI_CHECK(MPI_Finalize());
 }
 
+// Not under mpi_lock(): the job must go down even while another thread is inside an MPI call.
 void abort(int error_code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -176,8 +245,11 @@ std::shared_ptr<ProcessGroupMPI> ProcessGroupMPI::world() {
   if (!g_world) {
     init();
     MPI_Comm comm = MPI_COMM_NULL;
-    TESSERA_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-    TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    {
+      auto mpi = detail::mpi_lock();
+      TESSERA_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+      TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    }
     g_world = wrap(comm, "world");
   }
   return g_world;
@@ -187,6 +259,7 @@ ProcessGroupMPI::ProcessGroupMPI(std::unique_ptr<Impl> impl, int rank, int size,
     : ProcessGroup(rank, size, std::move(name)), impl_(std::move(impl)) {}
 
 ProcessGroupMPI::~ProcessGroupMPI() {
+  auto lock = detail::mpi_lock();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
@@ -223,22 +296,22 @@ std::shared_ptr<ProcessGroupMPI> ProcessGroupMPI::split(int color, int key, std:
 // ---- debug mode ----
 
 void ProcessGroupMPI::check_same_call(std::string_view op, const std::string& fingerprint) {
-  auto wait = [&](MPI_Request req, std::vector<Tensor> keep) {
-    auto pending = std::make_shared<detail::PendingOp>();
-    pending->requests = {req};
-    pending->keep_alive = std::move(keep);
-    pending->op = detail::str(op, " (debug fingerprint exchange)");
-    detail::WorkMPI(pending, where(), timeout()).wait();
+  // Every rank's `count` elements of `mine` into `all`, waited for under the group's deadline.
+  auto exchange = [&](const Tensor& mine, const Tensor& all, int count, MPI_Datatype type) {
+    Launch l(detail::str(op, " (debug fingerprint exchange)"), {mine, all}, where(), timeout());
+    {
+      auto lock = detail::mpi_lock();
+      TESSERA_MPI_CHECK(MPI_Iallgather(mine.data_ptr(), count, type, all.data_ptr(), count, type,
+                                       impl_->comm, l.request()));
+    }
+    l.work->wait();
   };
   // The hashes first (8 bytes a rank); the descriptions only when they differ.
   Tensor hashes = empty({size()}, TensorOptions(kInt64));
   Tensor mine = empty({1}, TensorOptions(kInt64));
   const uint64_t h = fnv1a(fingerprint);
   std::memcpy(mine.data_ptr(), &h, sizeof h);
-  MPI_Request req;
-  TESSERA_MPI_CHECK(MPI_Iallgather(mine.data_ptr(), 1, MPI_INT64_T, hashes.data_ptr(), 1,
-                                   MPI_INT64_T, impl_->comm, &req));
-  wait(req, {mine, hashes});
+  exchange(mine, hashes, 1, MPI_INT64_T);
   const int64_t* all = static_cast<const int64_t*>(hashes.data_ptr());
   bool same = true;
   for (int r = 0; r < size(); ++r) same = same && all[r] == all[0];
@@ -248,9 +321,7 @@ void ProcessGroupMPI::check_same_call(std::string_view op, const std::string& fi
   Tensor texts = zeros({size(), kLen}, TensorOptions(kUInt8));
   Tensor text = zeros({kLen}, TensorOptions(kUInt8));
   std::memcpy(text.data_ptr(), fingerprint.data(), std::min<size_t>(fingerprint.size(), kLen - 1));
-  TESSERA_MPI_CHECK(MPI_Iallgather(text.data_ptr(), kLen, MPI_UINT8_T, texts.data_ptr(), kLen,
-                                   MPI_UINT8_T, impl_->comm, &req));
-  wait(req, {text, texts});
+  exchange(text, texts, kLen, MPI_UINT8_T);
   // Ranks grouped by the call they made: "rank 0, 2: all_reduce(sum, float32[4])".
   std::map<std::string, std::vector<int>> calls;
   const char* base = static_cast<const char*>(texts.data_ptr());
@@ -264,15 +335,6 @@ void ProcessGroupMPI::check_same_call(std::string_view op, const std::string& fi
 
 // ---- operations ----
 
-namespace {
-
-struct Launch {
-  std::shared_ptr<detail::PendingOp> op = std::make_shared<detail::PendingOp>();
-  MPI_Request* request() { return &op->requests.emplace_back(); }
-};
-
-}  // namespace
-
 WorkHandle ProcessGroupMPI::all_reduce(const Tensor& t, ReduceOp op) {
   detail::check_tensor("all_reduce", t, "input");
   detail::check_reduce_dtype("all_reduce", t.dtype(), op);
@@ -282,17 +344,19 @@ WorkHandle ProcessGroupMPI::all_reduce(const Tensor& t, ReduceOp op) {
   detail::poll_orphans();
   const DType wire = reduces_in_float32(t.dtype()) ? kFloat32 : t.dtype();
   Tensor buf = staging(t, wire, /*copy_in=*/true);
-  Launch l;
-  l.op->op = "all_reduce";
-  TESSERA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf.data_ptr(), count_of("all_reduce", t.numel()),
-                                   mpi_type(wire), mpi_op(op, wire), impl_->comm, l.request()));
-  l.op->keep_alive = {buf, t};
+  Launch l("all_reduce", {buf, t}, where(), timeout());
+  {
+    auto lock = detail::mpi_lock();
+    for (const Chunk& c : chunks(buf.numel()))
+      TESSERA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, at(buf, c.offset), c.count, mpi_type(wire),
+                                       mpi_op(op, wire), impl_->comm, l.request()));
+  }
   const int n = size();
   l.op->finish = [t, buf, op, n] {
     if (op == ReduceOp::Avg) divide(buf, n);
     copy_back(t, buf);
   };
-  return std::make_shared<detail::WorkMPI>(l.op, where(), timeout());
+  return l.work;
 }
 
 WorkHandle ProcessGroupMPI::all_gather(const Tensor& output, const Tensor& input) {
@@ -310,15 +374,28 @@ WorkHandle ProcessGroupMPI::all_gather(const Tensor& output, const Tensor& input
   detail::poll_orphans();
   Tensor in = staging(input, input.dtype(), true);
   Tensor out = staging(output, output.dtype(), false);
-  const int count = count_of("all_gather", output.numel()) / std::max(size(), 1);
-  Launch l;
-  l.op->op = "all_gather";
+  Launch l("all_gather", {in, out, output}, where(), timeout());
   const MPI_Datatype type = mpi_type(input.dtype());
-  TESSERA_MPI_CHECK(MPI_Iallgather(in.data_ptr(), count, type, out.data_ptr(), count, type,
-                                   impl_->comm, l.request()));
-  l.op->keep_alive = {in, out, output};
+  const int64_t n = input.numel();
+  {
+    auto lock = detail::mpi_lock();
+    const std::vector<Chunk> pieces = chunks(n);
+    if (pieces.size() == 1) {
+      TESSERA_MPI_CHECK(MPI_Iallgather(in.data_ptr(), pieces[0].count, type, out.data_ptr(),
+                                       pieces[0].count, type, impl_->comm, l.request()));
+    } else {
+      // Chunk c of each rank's block is one element of a type one block wide, so that the
+      // blocks stay rank-major in out (chunking the flat output would interleave them).
+      for (const Chunk& c : pieces) {
+        OwnedType spaced;
+        spaced_type(spaced, type, c.count, n, input.element_size());
+        TESSERA_MPI_CHECK(MPI_Iallgather(at(in, c.offset), c.count, type, at(out, c.offset), 1,
+                                         spaced.type, impl_->comm, l.request()));
+      }
+    }
+  }
   l.op->finish = [output, out] { copy_back(output, out); };
-  return std::make_shared<detail::WorkMPI>(l.op, where(), timeout());
+  return l.work;
 }
 
 WorkHandle ProcessGroupMPI::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -339,19 +416,33 @@ WorkHandle ProcessGroupMPI::reduce_scatter(const Tensor& output, const Tensor& i
   const DType wire = reduces_in_float32(input.dtype()) ? kFloat32 : input.dtype();
   Tensor in = staging(input, wire, true);
   Tensor out = staging(output, wire, false);
-  count_of("reduce_scatter", input.numel());
-  Launch l;
-  l.op->op = "reduce_scatter";
-  TESSERA_MPI_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(),
-                                              static_cast<int>(output.numel()), mpi_type(wire),
-                                              mpi_op(op, wire), impl_->comm, l.request()));
-  l.op->keep_alive = {in, out, output};
-  const int n = size();
-  l.op->finish = [output, out, op, n] {
-    if (op == ReduceOp::Avg) divide(out, n);
+  Launch l("reduce_scatter", {in, out, output}, where(), timeout());
+  const MPI_Datatype type = mpi_type(wire);
+  const int64_t n = output.numel();
+  {
+    auto lock = detail::mpi_lock();
+    const std::vector<Chunk> pieces = chunks(n);
+    if (pieces.size() == 1) {
+      TESSERA_MPI_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), pieces[0].count,
+                                                  type, mpi_op(op, wire), impl_->comm,
+                                                  l.request()));
+    } else {
+      // Block r reduced onto rank r, chunk by chunk: reductions on derived datatypes (the
+      // all_gather way) are not portable, and staging the blocks chunk-major would double the
+      // memory of an input this large.
+      for (int r = 0; r < size(); ++r) {
+        for (const Chunk& c : pieces)
+          TESSERA_MPI_CHECK(MPI_Ireduce(at(in, r * n + c.offset), at(out, c.offset), c.count, type,
+                                        mpi_op(op, wire), r, impl_->comm, l.request()));
+      }
+    }
+  }
+  const int world = size();
+  l.op->finish = [output, out, op, world] {
+    if (op == ReduceOp::Avg) divide(out, world);
     copy_back(output, out);
   };
-  return std::make_shared<detail::WorkMPI>(l.op, where(), timeout());
+  return l.work;
 }
 
 WorkHandle ProcessGroupMPI::broadcast(const Tensor& t, int root) {
@@ -362,27 +453,33 @@ WorkHandle ProcessGroupMPI::broadcast(const Tensor& t, int root) {
                     detail::str("broadcast(root ", root, ", ", detail::describe(t), ")"));
   detail::poll_orphans();
   Tensor buf = staging(t, t.dtype(), /*copy_in=*/rank() == root);
-  Launch l;
-  l.op->op = "broadcast";
-  TESSERA_MPI_CHECK(MPI_Ibcast(buf.data_ptr(), count_of("broadcast", t.numel()),
-                               mpi_type(t.dtype()), root, impl_->comm, l.request()));
-  l.op->keep_alive = {buf, t};
+  Launch l("broadcast", {buf, t}, where(), timeout());
+  {
+    auto lock = detail::mpi_lock();
+    for (const Chunk& c : chunks(buf.numel()))
+      TESSERA_MPI_CHECK(MPI_Ibcast(at(buf, c.offset), c.count, mpi_type(t.dtype()), root,
+                                   impl_->comm, l.request()));
+  }
   l.op->finish = [t, buf] { copy_back(t, buf); };
-  return std::make_shared<detail::WorkMPI>(l.op, where(), timeout());
+  return l.work;
 }
 
+// Chunks of one transfer share the tag; MPI delivers messages between two ranks with the same
+// tag in order, so chunk i meets chunk i.
 WorkHandle ProcessGroupMPI::send(const Tensor& t, int dst, int tag) {
   detail::check_tensor("send", t, "input");
   detail::check_peer("send", *this, dst, "dst");
   TESSERA_CHECK(tag >= 0, ValueError, "[send] expected a tag >= 0, got ", tag);
   detail::poll_orphans();
   Tensor buf = staging(t, t.dtype(), true);
-  Launch l;
-  l.op->op = detail::str("send to rank ", dst);
-  TESSERA_MPI_CHECK(MPI_Isend(buf.data_ptr(), count_of("send", t.numel()), mpi_type(t.dtype()), dst,
-                              tag, impl_->comm, l.request()));
-  l.op->keep_alive = {buf};
-  return std::make_shared<detail::WorkMPI>(l.op, where(), timeout());
+  Launch l(detail::str("send to rank ", dst), {buf}, where(), timeout());
+  {
+    auto lock = detail::mpi_lock();
+    for (const Chunk& c : chunks(buf.numel()))
+      TESSERA_MPI_CHECK(MPI_Isend(at(buf, c.offset), c.count, mpi_type(t.dtype()), dst, tag,
+                                  impl_->comm, l.request()));
+  }
+  return l.work;
 }
 
 WorkHandle ProcessGroupMPI::recv(const Tensor& t, int src, int tag) {
@@ -391,24 +488,45 @@ WorkHandle ProcessGroupMPI::recv(const Tensor& t, int src, int tag) {
   TESSERA_CHECK(tag >= 0, ValueError, "[recv] expected a tag >= 0, got ", tag);
   detail::poll_orphans();
   Tensor buf = staging(t, t.dtype(), false);
-  Launch l;
-  l.op->op = detail::str("recv from rank ", src);
+  Launch l(detail::str("recv from rank ", src), {buf, t}, where(), timeout());
   l.op->recv_type = mpi_type(t.dtype());
-  l.op->recv_count = count_of("recv", t.numel());
-  TESSERA_MPI_CHECK(MPI_Irecv(buf.data_ptr(), l.op->recv_count, l.op->recv_type, src, tag,
-                              impl_->comm, l.request()));
-  l.op->keep_alive = {buf, t};
+  {
+    auto lock = detail::mpi_lock();
+    for (const Chunk& c : chunks(buf.numel())) {
+      l.op->recv_counts.push_back(c.count);
+      TESSERA_MPI_CHECK(MPI_Irecv(at(buf, c.offset), c.count, l.op->recv_type, src, tag,
+                                  impl_->comm, l.request()));
+    }
+  }
   l.op->finish = [t, buf] { copy_back(t, buf); };
-  return std::make_shared<detail::WorkMPI>(l.op, where(), timeout());
+  return l.work;
 }
 
 WorkHandle ProcessGroupMPI::barrier() {
   if (debug()) check_same_call("barrier", "barrier()");
   detail::poll_orphans();
-  Launch l;
-  l.op->op = "barrier";
-  TESSERA_MPI_CHECK(MPI_Ibarrier(impl_->comm, l.request()));
-  return std::make_shared<detail::WorkMPI>(l.op, where(), timeout());
+  Launch l("barrier", {}, where(), timeout());
+  {
+    auto lock = detail::mpi_lock();
+    TESSERA_MPI_CHECK(MPI_Ibarrier(impl_->comm, l.request()));
+  }
+  return l.work;
 }
+
+// ---- chunk limit ----
+
+namespace detail {
+namespace {
+std::atomic<int64_t> g_max_chunk_elements{INT_MAX};
+}  // namespace
+
+int64_t max_chunk_elements() { return g_max_chunk_elements.load(); }
+
+int64_t set_max_chunk_elements(int64_t limit) {
+  TESSERA_CHECK(limit >= 1 && limit <= INT_MAX, ValueError,
+                "[set_max_chunk_elements] expected a limit in [1, ", INT_MAX, "], got ", limit);
+  return g_max_chunk_elements.exchange(limit);
+}
+}  // namespace detail
 
 }  // namespace tessera::dist

@@ -1,8 +1,12 @@
 #pragma once
 // An MPI operation in flight (its requests and the buffers they use) and the Work handle on it.
+// MPI runs MPI_THREAD_SERIALIZED: every MPI call of the backend holds mpi_lock(), so that DDP's
+// communication thread can poll handles while the main thread launches.
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -11,17 +15,25 @@
 
 namespace tessera::dist::detail {
 
-struct PendingOp {
-  std::vector<MPI_Request> requests;
-  std::vector<Tensor> keep_alive;  // buffers MPI reads or writes until the requests complete
-  std::function<void()> finish;    // copies staged results back; runs once, on completion
-  MPI_Datatype recv_type = MPI_DATATYPE_NULL;  // recv: checks the message's element count
-  int recv_count = -1;
-  std::string op;  // for messages
-  bool done = false;
+// The process-wide lock around every MPI call. Held only for the call itself (never while a
+// wait sleeps); the blocking ones (communicator creation, MPI_Init/Finalize) hold it throughout.
+std::unique_lock<std::mutex> mpi_lock();
 
-  // Polls the requests once; on completion runs finish and releases the buffers.
+struct PendingOp {
+  std::vector<MPI_Request> requests;  // one per chunk (see max_chunk_elements)
+  std::vector<Tensor> keep_alive;     // buffers MPI reads or writes until the requests complete
+  std::function<void()> finish;       // copies staged results back; runs once, on completion
+  MPI_Datatype recv_type = MPI_DATATYPE_NULL;  // recv: checks each message's element count
+  std::vector<int> recv_counts;                // recv: the count expected from each request
+  std::string op;                              // for messages
+  std::atomic<bool> done{false};               // set after finish ran: results are visible
+
+  // Polls the requests once; on completion runs finish and releases the buffers. Safe to call
+  // from several threads: one of them completes the operation, the others see done.
   bool test();
+
+ private:
+  std::mutex mutex_;  // one completing thread at a time; taken before mpi_lock()
 };
 
 // Polls the operations whose handles were dropped before completion (after a timeout, say) and
@@ -34,7 +46,8 @@ class WorkMPI : public Work {
   ~WorkMPI() override;
   bool is_completed() override { return op_->test(); }
   // Polls MPI_Test (MPI progresses non-blocking calls only while polled) until the deadline,
-  // counted from the launch of the operation.
+  // counted from the launch of the operation. mpi_lock() is held for each poll, never while it
+  // sleeps between polls, so another thread's launches go through.
   void wait() override;
 
  private:
