@@ -46,7 +46,9 @@ class ProcessGroupMPI : public ProcessGroup {
 };
 
 // Initialises MPI (MPI_THREAD_SERIALIZED) unless it already is, and checks that MPI's rank and
-// size agree with the launcher's environment. Returns that environment.
+// size agree with the launcher's environment. Returns that environment. Under OpenMPI it first
+// sets OMPI_MCA_coll_libnbc_iallreduce_algorithm=3 (reduce-scatter + all-gather) unless the
+// variable is set already.
 Environment init();
 // Finalises MPI if init() started it. Groups must have been released first.
 void finalize();

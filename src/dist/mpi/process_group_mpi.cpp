@@ -197,6 +197,13 @@ Environment init() {
     int initialized = 0;
     TESSERA_MPI_CHECK(MPI_Initialized(&initialized));
     if (!initialized) {
+#ifdef OPEN_MPI
+      // OpenMPI's libnbc runs every in-place MPI_Iallreduce, and every one on fewer than 4 ranks,
+      // as a binomial reduce + broadcast. Reduce-scatter + all-gather (Rabenseifner) was 1.3-2.4x
+      // faster on 2 ranks from 64 KB and 1.1-1.4x on 4 from 1 MB, slower on 4 below that
+      // (BENCHMARKS.md). A user's own setting of the variable wins.
+      setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
+#endif
       // Serialized: DDP polls from a communication thread, and mpi_lock() keeps the calls of
       // the two threads apart.
       int provided = 0;
