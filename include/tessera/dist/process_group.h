@@ -112,9 +112,9 @@ Tensor staging(const Tensor& t, DType wire, bool copy_in);
 // is dst itself.
 void copy_back(const Tensor& dst, const Tensor& buf);
 
-// Calls done() until it returns true or `deadline` passes, spinning first and then sleeping up
-// to 1 ms between calls so that a long wait leaves the core to compute threads. Returns whether
-// done() returned true.
+// Calls done() until it returns true or `deadline` passes: yielding between calls for the first
+// 10 ms, then sleeping 50-100 us so that a long wait leaves the core to compute threads. Returns
+// whether done() returned true.
 bool poll_until(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline);
 // The error of a wait that ran past its deadline, naming the operation and the group.
 DistributedError timeout_error(std::string_view op, std::chrono::milliseconds timeout,

@@ -126,26 +126,6 @@ void spaced_type(OwnedType& out, MPI_Datatype base, int count, int64_t extent, s
   TESSERA_MPI_CHECK(MPI_Type_commit(&out.type));
 }
 
-// A contiguous buffer of dtype `wire` for t: t itself when it already is one, else a new tensor,
-// holding t's values when copy_in.
-Tensor staging(const Tensor& t, DType wire, bool copy_in) {
-  if (t.dtype() == wire && t.is_contiguous()) return t;
-  Tensor buf = empty(t.sizes(), TensorOptions(wire));
-  if (copy_in) {
-    autograd::NoGradGuard no_grad;
-    buf.copy_(t);
-  }
-  return buf;
-}
-
-// Writes a staging buffer back into the caller's tensor (casting float32 back to 16 bits).
-void copy_back(const Tensor& dst, const Tensor& buf) {
-  if (buf.is_same(dst)) return;
-  autograd::NoGradGuard no_grad;
-  Tensor d = dst;
-  d.copy_(buf);
-}
-
 // Sum -> mean, in place on a contiguous floating buffer.
 void divide(const Tensor& buf, int n) {
   const int64_t count = buf.numel();
@@ -350,7 +330,7 @@ WorkHandle ProcessGroupMPI::all_reduce(const Tensor& t, ReduceOp op) {
                     detail::str("all_reduce(", reduce_op_name(op), ", ", detail::describe(t), ")"));
   detail::poll_orphans();
   const DType wire = reduces_in_float32(t.dtype()) ? kFloat32 : t.dtype();
-  Tensor buf = staging(t, wire, /*copy_in=*/true);
+  Tensor buf = detail::staging(t, wire, /*copy_in=*/true);
   Launch l("all_reduce", {buf, t}, where(), timeout());
   {
     auto lock = detail::mpi_lock();
@@ -361,7 +341,7 @@ WorkHandle ProcessGroupMPI::all_reduce(const Tensor& t, ReduceOp op) {
   const int n = size();
   l.op->finish = [t, buf, op, n] {
     if (op == ReduceOp::Avg) divide(buf, n);
-    copy_back(t, buf);
+    detail::copy_back(t, buf);
   };
   return l.work;
 }
@@ -379,8 +359,8 @@ WorkHandle ProcessGroupMPI::all_gather(const Tensor& output, const Tensor& input
     check_same_call("all_gather", detail::str("all_gather(", detail::describe(input), " -> ",
                                               output.numel(), ")"));
   detail::poll_orphans();
-  Tensor in = staging(input, input.dtype(), true);
-  Tensor out = staging(output, output.dtype(), false);
+  Tensor in = detail::staging(input, input.dtype(), true);
+  Tensor out = detail::staging(output, output.dtype(), false);
   Launch l("all_gather", {in, out, output}, where(), timeout());
   const MPI_Datatype type = mpi_type(input.dtype());
   const int64_t n = input.numel();
@@ -401,7 +381,7 @@ WorkHandle ProcessGroupMPI::all_gather(const Tensor& output, const Tensor& input
       }
     }
   }
-  l.op->finish = [output, out] { copy_back(output, out); };
+  l.op->finish = [output, out] { detail::copy_back(output, out); };
   return l.work;
 }
 
@@ -421,8 +401,8 @@ WorkHandle ProcessGroupMPI::reduce_scatter(const Tensor& output, const Tensor& i
                                 detail::describe(input), " -> ", output.numel(), ")"));
   detail::poll_orphans();
   const DType wire = reduces_in_float32(input.dtype()) ? kFloat32 : input.dtype();
-  Tensor in = staging(input, wire, true);
-  Tensor out = staging(output, wire, false);
+  Tensor in = detail::staging(input, wire, true);
+  Tensor out = detail::staging(output, wire, false);
   Launch l("reduce_scatter", {in, out, output}, where(), timeout());
   const MPI_Datatype type = mpi_type(wire);
   const int64_t n = output.numel();
@@ -447,7 +427,7 @@ WorkHandle ProcessGroupMPI::reduce_scatter(const Tensor& output, const Tensor& i
   const int world = size();
   l.op->finish = [output, out, op, world] {
     if (op == ReduceOp::Avg) divide(out, world);
-    copy_back(output, out);
+    detail::copy_back(output, out);
   };
   return l.work;
 }
@@ -459,7 +439,7 @@ WorkHandle ProcessGroupMPI::broadcast(const Tensor& t, int root) {
     check_same_call("broadcast",
                     detail::str("broadcast(root ", root, ", ", detail::describe(t), ")"));
   detail::poll_orphans();
-  Tensor buf = staging(t, t.dtype(), /*copy_in=*/rank() == root);
+  Tensor buf = detail::staging(t, t.dtype(), /*copy_in=*/rank() == root);
   Launch l("broadcast", {buf, t}, where(), timeout());
   {
     auto lock = detail::mpi_lock();
@@ -467,7 +447,7 @@ WorkHandle ProcessGroupMPI::broadcast(const Tensor& t, int root) {
       TESSERA_MPI_CHECK(MPI_Ibcast(at(buf, c.offset), c.count, mpi_type(t.dtype()), root,
                                    impl_->comm, l.request()));
   }
-  l.op->finish = [t, buf] { copy_back(t, buf); };
+  l.op->finish = [t, buf] { detail::copy_back(t, buf); };
   return l.work;
 }
 
@@ -478,7 +458,7 @@ WorkHandle ProcessGroupMPI::send(const Tensor& t, int dst, int tag) {
   detail::check_peer("send", *this, dst, "dst");
   TESSERA_CHECK(tag >= 0, ValueError, "[send] expected a tag >= 0, got ", tag);
   detail::poll_orphans();
-  Tensor buf = staging(t, t.dtype(), true);
+  Tensor buf = detail::staging(t, t.dtype(), true);
   Launch l(detail::str("send to rank ", dst), {buf}, where(), timeout());
   {
     auto lock = detail::mpi_lock();
@@ -494,7 +474,7 @@ WorkHandle ProcessGroupMPI::recv(const Tensor& t, int src, int tag) {
   detail::check_peer("recv", *this, src, "src");
   TESSERA_CHECK(tag >= 0, ValueError, "[recv] expected a tag >= 0, got ", tag);
   detail::poll_orphans();
-  Tensor buf = staging(t, t.dtype(), false);
+  Tensor buf = detail::staging(t, t.dtype(), false);
   Launch l(detail::str("recv from rank ", src), {buf, t}, where(), timeout());
   l.op->recv_type = mpi_type(t.dtype());
   {
@@ -505,7 +485,7 @@ WorkHandle ProcessGroupMPI::recv(const Tensor& t, int src, int tag) {
                                   impl_->comm, l.request()));
     }
   }
-  l.op->finish = [t, buf] { copy_back(t, buf); };
+  l.op->finish = [t, buf] { detail::copy_back(t, buf); };
   return l.work;
 }
 
