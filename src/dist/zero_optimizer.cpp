@@ -21,8 +21,16 @@ struct ZeroOptimizer::Piece {
   Tensor view;              // the parameter's elements, stepped in place
 };
 
+// The group index of each DDP parameter (-1: not stepped by this optimizer) and its index in
+// the unsharded optimizer's numbering (groups in order).
+struct ParamIndex {
+  std::vector<int> group;
+  std::vector<int64_t> flat;
+};
+
 struct ZeroOptimizer::Shards {
-  // The bucket layout the pieces were cut from (DDP may rebuild its buckets later).
+  ParamIndex index;  // of DDP's parameters in this optimizer's groups
+  // The bucket layout the pieces were cut from (DDP keeps it: freeze_bucket_layout).
   struct Bucket {
     std::vector<int64_t> params, offsets;
     int64_t padded = 0;
@@ -43,13 +51,6 @@ struct ZeroOptimizer::Shards {
 };
 
 namespace {
-
-// The group index of each DDP parameter (-1: not stepped by this optimizer) and its index in
-// the unsharded optimizer's numbering (groups in order).
-struct ParamIndex {
-  std::vector<int> group;
-  std::vector<int64_t> flat;
-};
 
 ParamIndex index_params(const TensorList& ddp_params,
                         const std::vector<optim::ParamGroup>& groups) {
@@ -151,6 +152,7 @@ void ZeroOptimizer::build_shards(const Factory& make_optimizer) {
   const ParamIndex index = index_params(params, param_groups());
   const int world = ddp_.group().size(), rank = ddp_.group().rank();
   auto shards = std::make_unique<Shards>();
+  shards->index = index;
   shards->group_pieces.resize(param_groups().size());
   const std::vector<GradBucket>& buckets = ddp_.buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -199,7 +201,7 @@ void ZeroOptimizer::step() {
 
 void ZeroOptimizer::all_gather_parameters() {
   const TensorList& params = ddp_.parameters();
-  const ParamIndex index = index_params(params, param_groups());
+  const ParamIndex& index = shards_->index;
   gather_buckets(
       ddp_.group(), shards_->pieces, shards_->padded(), params.front().dtype(),
       [](const Piece& p) { return p.view; },
@@ -230,7 +232,7 @@ Tensor ZeroOptimizer::clip_grad_norm_(double max_norm) {
 
 optim::StateDict ZeroOptimizer::state_dict() const {
   const TensorList& params = ddp_.parameters();
-  const ParamIndex index = index_params(params, param_groups());
+  const ParamIndex& index = shards_->index;
   optim::StateDict out = Optimizer::state_dict();  // the groups' options and sizes
   // Steps: each parameter's, from whichever rank owns a piece of it.
   Tensor steps = zeros({static_cast<int64_t>(params.size())}, TensorOptions(kFloat64));
