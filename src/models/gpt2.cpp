@@ -3,6 +3,7 @@
 #include <cmath>
 #include <utility>
 
+#include "tensor_parallel_sharding.h"
 #include "tessera/nn/init.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -20,8 +21,8 @@ GPT2Attention::GPT2Attention(const GPT2Config& config)
 }
 
 Tensor GPT2Attention::forward(const Tensor& x) {
-  const int64_t C = x.size(-1);
-  TensorList qkv = split((*c_attn)(x), C, /*dim=*/-1);  // [B, T, C] each
+  Tensor fused = (*c_attn)(x);
+  TensorList qkv = split(fused, fused.size(-1) / 3, /*dim=*/-1);  // [B, T, C] each (C / tp)
   Tensor y = causal_attention(split_heads(qkv[0], n_head), split_heads(qkv[1], n_head),
                               split_heads(qkv[2], n_head), dropout, is_training());
   return (*resid_dropout)((*c_proj)(merge_heads(y)));
@@ -94,18 +95,64 @@ void GPT2::reset_parameters(Generator* gen) {
   });
 }
 
-Tensor GPT2::forward(const Tensor& idx, bool last_only) {
+Tensor GPT2::embed(const Tensor& idx) {
   check_input(idx, "GPT2");
   const int64_t T = idx.size(1);
-  Tensor pos = arange(T);
+  Tensor x = (*transformer->wte)(idx);  // under sequence parallelism, this rank's positions
+  const int64_t start = sequence_offset(T);
+  Tensor pos = arange(start, start + x.size(1));
   if (idx.device() != pos.device()) pos = pos.to(idx.device());
-  Tensor x = (*transformer->drop)((*transformer->wte)(idx) + (*transformer->wpe)(pos));
-  for (size_t i = 0; i < transformer->h->size(); ++i) {
+  return (*transformer->drop)(x + (*transformer->wpe)(pos));
+}
+
+Tensor GPT2::layers(const Tensor& x, int64_t begin, int64_t end) {
+  Tensor h = x;
+  for (int64_t i = begin; i < end; ++i) {
     GPT2Block& block = *transformer->h->at<GPT2Block>(i);
-    x = run_block([&block](const Tensor& h) { return block(h); }, x);
+    h = run_block([&block](const Tensor& in) { return block(in); }, h);
   }
-  if (last_only) x = x.narrow(1, T - 1, 1);
-  return (*lm_head)((*transformer->ln_f)(x));
+  return h;
+}
+
+std::vector<std::string> GPT2::stage_module_paths(int64_t begin, int64_t end) const {
+  std::vector<std::string> paths;
+  if (begin == 0) paths.insert(paths.end(), {"transformer.wte", "transformer.wpe"});
+  for (int64_t i = begin; i < end; ++i) paths.push_back("transformer.h." + std::to_string(i));
+  if (end == n_layers()) paths.insert(paths.end(), {"transformer.ln_f", "lm_head"});
+  return paths;
+}
+
+Tensor GPT2::head(const Tensor& x) { return (*lm_head)((*transformer->ln_f)(x)); }
+
+void GPT2::shard_layers(const std::shared_ptr<dist::ProcessGroup>& group, bool sequence_parallel) {
+  const int n = group->size();
+  TESSERA_CHECK(config.n_head % n == 0, ValueError,
+                "[GPT2.shard_tensor_parallel] expected n_head divisible by the group size ", n,
+                ", got ", config.n_head);
+  TESSERA_CHECK(config.dropout == 0.0, ValueError,
+                "[GPT2.shard_tensor_parallel] expected dropout 0 (tensor-parallel dropout needs "
+                "per-rank random streams, not built yet), got ",
+                config.dropout);
+  const dist::ColumnInput input = detail::column_input(sequence_parallel);
+  const int64_t C = config.n_embd;
+  for (size_t i = 0; i < transformer->h->size(); ++i) {
+    GPT2Block& b = *transformer->h->at<GPT2Block>(i);
+    GPT2Attention& attn = *b.attn;
+    attn.c_attn = attn.replace_module(
+        "c_attn",
+        detail::column_parallel(*attn.c_attn, group, {.input = input, .fused_parts = {C, C, C}}));
+    attn.c_proj =
+        attn.replace_module("c_proj", detail::row_parallel(*attn.c_proj, group, sequence_parallel));
+    attn.n_head /= n;
+    b.mlp->c_fc = b.mlp->replace_module(
+        "c_fc", detail::column_parallel(*b.mlp->c_fc, group, {.input = input, .fused_parts = {}}));
+    b.mlp->c_proj = b.mlp->replace_module(
+        "c_proj", detail::row_parallel(*b.mlp->c_proj, group, sequence_parallel));
+  }
+  detail::VocabParallelPair vocab = detail::vocab_parallel(*transformer->wte, *lm_head,
+                                                           /*tied=*/true, group, sequence_parallel);
+  transformer->wte = transformer->replace_module("wte", vocab.embedding);
+  lm_head = replace_module("lm_head", vocab.head);
 }
 
 }  // namespace tessera::models
@@ -113,6 +160,7 @@ Tensor GPT2::forward(const Tensor& idx, bool last_only) {
 namespace tessera::models {
 
 InferenceLayout GPT2::inference_layout() const {
+  check_whole("inference_layout");
   InferenceLayout out;
   out.dim = config.n_embd;
   out.n_heads = out.n_kv_heads = config.n_head;

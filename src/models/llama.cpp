@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "tensor_parallel_sharding.h"
 #include "tessera/nn/init.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/nn.h"
@@ -23,7 +24,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& config)
   o_proj = register_module("o_proj", linear(n_heads * head_dim, config.dim));
 }
 
-Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+Tensor LlamaAttention::forward(const Tensor& x_in, const Tensor& cos, const Tensor& sin) {
+  const Tensor x = tp ? detail::enter_column_region(x_in, tp, sequence_parallel) : x_in;
   Tensor q = rope(split_heads((*q_proj)(x), n_heads), cos, sin);
   Tensor k = rope(split_heads((*k_proj)(x), n_kv_heads), cos, sin);
   Tensor v = split_heads((*v_proj)(x), n_kv_heads);
@@ -36,7 +38,8 @@ LlamaMLP::LlamaMLP(const LlamaConfig& config) {
   down_proj = register_module("down_proj", linear(config.hidden_dim, config.dim));
 }
 
-Tensor LlamaMLP::forward(const Tensor& x) {
+Tensor LlamaMLP::forward(const Tensor& x_in) {
+  const Tensor x = tp ? detail::enter_column_region(x_in, tp, sequence_parallel) : x_in;
   return (*down_proj)(swiglu((*gate_proj)(x), (*up_proj)(x)));
 }
 
@@ -88,17 +91,65 @@ void Llama::reset_parameters(Generator* gen) {
   });
 }
 
-Tensor Llama::forward(const Tensor& idx, bool last_only) {
+Tensor Llama::embed(const Tensor& idx) {
   check_input(idx, "Llama");
-  const int64_t T = idx.size(1);
-  auto [cos, sin] = model->rotary_emb->tables(0, T);
-  Tensor x = (*model->embed_tokens)(idx);
+  return (*model->embed_tokens)(idx);
+}
+
+Tensor Llama::layers(const Tensor& x, int64_t begin, int64_t end) {
+  // RoPE runs inside attention, on the whole sequence even under sequence parallelism.
+  auto [cos, sin] = model->rotary_emb->tables(0, sequence_length(x));
+  Tensor h = x;
+  for (int64_t i = begin; i < end; ++i) {
+    LlamaDecoderLayer& layer = *model->layers->at<LlamaDecoderLayer>(i);
+    h = run_block([&layer, cos, sin](const Tensor& in) { return layer.forward(in, cos, sin); }, h);
+  }
+  return h;
+}
+
+std::vector<std::string> Llama::stage_module_paths(int64_t begin, int64_t end) const {
+  std::vector<std::string> paths{"model.rotary_emb"};
+  if (begin == 0) paths.insert(paths.end(), {"model.embed_tokens"});
+  for (int64_t i = begin; i < end; ++i) paths.push_back("model.layers." + std::to_string(i));
+  if (end == n_layers()) paths.insert(paths.end(), {"model.norm", "lm_head"});
+  return paths;
+}
+
+Tensor Llama::head(const Tensor& x) { return (*lm_head)((*model->norm)(x)); }
+
+void Llama::shard_layers(const std::shared_ptr<dist::ProcessGroup>& group, bool sequence_parallel) {
+  const int n = group->size();
+  TESSERA_CHECK(config.n_heads % n == 0 && config.n_kv_heads % n == 0, ValueError,
+                "[Llama.shard_tensor_parallel] expected n_heads and n_kv_heads divisible by the "
+                "group size ",
+                n, ", got ", config.n_heads, " and ", config.n_kv_heads);
+  const dist::ColumnParallelOptions in_region{.input = dist::ColumnInput::InRegion,
+                                              .fused_parts = {}};
   for (size_t i = 0; i < model->layers->size(); ++i) {
     LlamaDecoderLayer& layer = *model->layers->at<LlamaDecoderLayer>(i);
-    x = run_block([&layer, cos, sin](const Tensor& h) { return layer.forward(h, cos, sin); }, x);
+    LlamaAttention& a = *layer.self_attn;
+    a.q_proj = a.replace_module("q_proj", detail::column_parallel(*a.q_proj, group, in_region));
+    a.k_proj = a.replace_module("k_proj", detail::column_parallel(*a.k_proj, group, in_region));
+    a.v_proj = a.replace_module("v_proj", detail::column_parallel(*a.v_proj, group, in_region));
+    a.o_proj =
+        a.replace_module("o_proj", detail::row_parallel(*a.o_proj, group, sequence_parallel));
+    a.n_heads /= n;
+    a.n_kv_heads /= n;
+    a.tp = group;
+    a.sequence_parallel = sequence_parallel;
+    LlamaMLP& m = *layer.mlp;
+    m.gate_proj =
+        m.replace_module("gate_proj", detail::column_parallel(*m.gate_proj, group, in_region));
+    m.up_proj = m.replace_module("up_proj", detail::column_parallel(*m.up_proj, group, in_region));
+    m.down_proj =
+        m.replace_module("down_proj", detail::row_parallel(*m.down_proj, group, sequence_parallel));
+    m.tp = group;
+    m.sequence_parallel = sequence_parallel;
   }
-  if (last_only) x = x.narrow(1, T - 1, 1);
-  return (*lm_head)((*model->norm)(x));
+  detail::VocabParallelPair vocab = detail::vocab_parallel(
+      *model->embed_tokens, *lm_head, config.tie_embeddings, group, sequence_parallel);
+  model->embed_tokens = model->replace_module("embed_tokens", vocab.embedding);
+  lm_head = replace_module("lm_head", vocab.head);
 }
 
 }  // namespace tessera::models
@@ -106,6 +157,7 @@ Tensor Llama::forward(const Tensor& idx, bool last_only) {
 namespace tessera::models {
 
 InferenceLayout Llama::inference_layout() const {
+  check_whole("inference_layout");
   InferenceLayout out;
   out.norm = InferenceLayout::Norm::kRMSNorm;
   out.mlp = InferenceLayout::Mlp::kSwiGLU;

@@ -4,6 +4,8 @@
 #include <numbers>
 
 #include "tessera/autograd/checkpoint.h"
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/dist/tensor_parallel.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linalg.h"
@@ -107,15 +109,61 @@ std::string RotaryEmbedding::extra_repr() const {
   return tessera::detail::str("head_dim=", head_dim, ", max_seq_len=", max_seq_len);
 }
 
+Tensor CausalLM::forward(const Tensor& idx, bool last_only) {
+  Tensor x = layers(embed(idx), 0, n_layers());
+  // Under sequence parallelism the last position lives on one rank: narrow the logits instead.
+  if (last_only && !sequence_parallel_) x = x.narrow(1, x.size(1) - 1, 1);
+  Tensor logits = head(x);
+  if (last_only && sequence_parallel_) logits = logits.narrow(1, logits.size(1) - 1, 1);
+  return logits;
+}
+
 Tensor CausalLM::loss(const Tensor& idx, const Tensor& targets) {
   TESSERA_CHECK(
       targets.defined() && targets.dtype() == kInt64 && targets.sizes() == idx.sizes(), ValueError,
       "[", type_name(), ".loss] expected int64 targets shaped like idx ", idx.shape_str(), ", got ",
       targets.defined() ? targets.shape_str() + " " + std::string(dtype_name(targets.dtype()))
                         : std::string("an undefined tensor"));
-  Tensor logits = forward(idx);
+  return loss_from_logits(forward(idx), targets);
+}
+
+Tensor CausalLM::loss_from_logits(const Tensor& logits, const Tensor& targets) const {
+  if (tp_group_)
+    return dist::vocab_parallel_cross_entropy(logits, targets, tp_group_, vocab_size(),
+                                              /*ignore_index=*/-1);
   const int64_t V = logits.size(-1);
   return cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}), /*ignore_index=*/-1);
+}
+
+void CausalLM::shard_tensor_parallel(std::shared_ptr<dist::ProcessGroup> group,
+                                     bool sequence_parallel) {
+  TESSERA_CHECK(group != nullptr, ValueError, "[", type_name(),
+                ".shard_tensor_parallel] expected a process group, got null");
+  TESSERA_CHECK(!tp_group_, ValueError, "[", type_name(),
+                ".shard_tensor_parallel] expected a whole model, got one sharded already");
+  if (group->size() == 1) return;  // one rank holds everything: the model stays as it is
+  autograd::NoGradGuard no_grad;   // the slices are new leaves, not functions of the full weights
+  shard_layers(group, sequence_parallel);
+  tp_group_ = std::move(group);
+  sequence_parallel_ = sequence_parallel;
+}
+
+int64_t CausalLM::sequence_length(const Tensor& x) const {
+  return sequence_parallel_ ? x.size(1) * tp_group_->size() : x.size(1);
+}
+
+int64_t CausalLM::sequence_offset(int64_t T) const {
+  if (!sequence_parallel_) return 0;
+  const int n = tp_group_->size();
+  TESSERA_CHECK(T % n == 0, ValueError, "[", type_name(),
+                "] expected a sequence length divisible by the tensor-parallel size ", n,
+                " under sequence parallelism, got ", T);
+  return T / n * tp_group_->rank();
+}
+
+void CausalLM::check_whole(std::string_view op) const {
+  TESSERA_CHECK(!tp_group_, ValueError, "[", type_name(), ".", op,
+                "] expected a whole model, got one sharded for tensor parallelism");
 }
 
 Tensor CausalLM::run_block(const std::function<Tensor(const Tensor&)>& block,

@@ -35,6 +35,19 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
   reset_parameters();
 }
 
+Linear::Linear(Tensor weight, Tensor bias) {
+  TESSERA_CHECK(weight.defined() && weight.dim() == 2, ValueError,
+                "[Linear] expected a 2-d weight [out, in], got ",
+                weight.defined() ? weight.shape_str() : std::string("none"));
+  out_features = weight.size(0);
+  in_features = weight.size(1);
+  if (bias.defined())
+    TESSERA_CHECK(bias.dim() == 1 && bias.size(0) == out_features, ValueError,
+                  "[Linear] expected a bias [", out_features, "], got ", bias.shape_str());
+  this->weight = register_parameter("weight", std::move(weight));
+  if (bias.defined()) this->bias = register_parameter("bias", std::move(bias));
+}
+
 void Linear::reset_parameters(Generator* gen) {
   // kaiming_uniform(a = sqrt(5)) has bound sqrt(6 / (1 + 5)) * sqrt(3 / fan_in) / sqrt(3)
   // = 1 / sqrt(fan_in): torch's historical default, kept so checkpoints and runs compare.
@@ -75,6 +88,15 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
     autograd::NoGradGuard no_grad;
     weight.select(0, *this->padding_idx).zero_();
   }
+}
+
+Embedding::Embedding(Tensor weight) {
+  TESSERA_CHECK(weight.defined() && weight.dim() == 2 && weight.size(0) > 0 && weight.size(1) > 0,
+                ValueError, "[Embedding] expected a non-empty 2-d weight, got ",
+                weight.defined() ? weight.shape_str() : std::string("none"));
+  num_embeddings = weight.size(0);
+  embedding_dim = weight.size(1);
+  this->weight = register_parameter("weight", std::move(weight));
 }
 
 Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }

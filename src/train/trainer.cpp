@@ -39,15 +39,15 @@ TokenCountFn causal_lm_tokens(int64_t ignore_index) {
 namespace {
 
 // The sum of `values` over the data-parallel group (unchanged without one).
-std::vector<double> sum_over_ranks(dist::DistributedDataParallel* ddp, std::vector<double> values) {
-  if (!ddp || ddp->group().size() == 1) return values;
+std::vector<double> sum_over_ranks(dist::ProcessGroup* group, std::vector<double> values) {
+  if (!group || group->size() == 1) return values;
   Tensor t = tensor(values);
-  ddp->group().all_reduce(t, dist::ReduceOp::Sum)->wait();
+  group->all_reduce(t, dist::ReduceOp::Sum)->wait();
   const double* p = t.data_ptr<double>();
   return std::vector<double>(p, p + values.size());
 }
 
-int data_parallel_size(dist::DistributedDataParallel* ddp) { return ddp ? ddp->group().size() : 1; }
+int group_size(dist::ProcessGroup* group) { return group ? group->size() : 1; }
 
 }  // namespace
 
@@ -75,6 +75,19 @@ Trainer::Trainer(nn::Module& model, LossFn loss, optim::Optimizer& optimizer,
   TESSERA_CHECK(!scaler_ || !dynamic_cast<dist::ZeroOptimizer*>(&optimizer_), ValueError,
                 "[Trainer] expected no loss scaling (float16) with a ZeRO optimizer, got both: "
                 "use bfloat16 autocast");
+  if (options_.pipeline.executor)
+    TESSERA_CHECK(!options_.ddp && options_.pipeline.forward, ValueError,
+                  "[Trainer] expected a pipeline forward and DDP per chunk (pipeline.chunk_ddps), "
+                  "got ",
+                  options_.ddp ? "the ddp option set" : "no forward");
+  if (options_.model_parallel) {
+    TESSERA_CHECK(!scaler_, ValueError,
+                  "[Trainer] expected no loss scaling (float16) with model parallelism, got both: "
+                  "use bfloat16 autocast");
+    TESSERA_CHECK(!dynamic_cast<dist::ZeroOptimizer*>(&optimizer_), ValueError,
+                  "[Trainer] expected a plain optimizer with model parallelism, got a ZeRO one "
+                  "(ZeRO shards data-parallel replicas only)");
+  }
 }
 
 data::Batch Trainer::next_loader_batch() {
@@ -95,9 +108,9 @@ StepResult Trainer::step(const std::function<data::Batch()>& next_batch) {
   StepResult result;
   result.lr = optimizer_.param_groups()[0].options.at("lr");
   const int64_t micro_steps = options_.grad_accum;
+  dist::ProcessGroup* const dp_group = data_parallel_group();
   std::vector<data::Batch> batches;
   std::vector<double> weights;  // of each micro-batch loss, with token counting
-  double total_tokens = 0.0;
   if (options_.count_loss_tokens) {
     for (int64_t m = 0; m < micro_steps; ++m) {
       batches.push_back(next_batch());
@@ -105,12 +118,43 @@ StepResult Trainer::step(const std::function<data::Batch()>& next_batch) {
     }
     double local = 0.0;
     for (double w : weights) local += w;
-    total_tokens = sum_over_ranks(options_.ddp, {local})[0];
+    const double total_tokens = sum_over_ranks(dp_group, {local})[0];
     TESSERA_CHECK(total_tokens > 0, ValueError,
                   "[Trainer.step] expected at least one loss token in the step, got none");
     // The reduction averages over ranks, so each rank scales its losses up by the group size.
-    for (double& w : weights) w *= data_parallel_size(options_.ddp) / total_tokens;
+    for (double& w : weights) w *= group_size(dp_group) / total_tokens;
   }
+  const double loss_sum = options_.pipeline.executor
+                              ? run_pipeline(next_batch, batches, weights)
+                              : run_micro_batches(next_batch, batches, weights);
+  if (hooks_.after_backward) hooks_.after_backward();
+  if (options_.model_parallel) options_.model_parallel->synchronize();
+  if (scaler_) scaler_->unscale_(optimizer_);
+  result.grad_norm =
+      (options_.model_parallel ? options_.model_parallel->clip_grad_norm_(options_.grad_clip)
+                               : optimizer_.clip_grad_norm_(options_.grad_clip))
+          .item<double>();
+  if (scaler_) {
+    result.skipped = !scaler_->step(optimizer_);
+    scaler_->update();
+  } else {
+    optimizer_.step();
+  }
+  optimizer_.zero_grad();
+  if (scheduler_) scheduler_->step();
+  ++step_;
+  // The mean over micro-batches and ranks; token-weighted losses already sum to group size times
+  // the token mean.
+  const double ranks = group_size(dp_group);
+  result.loss = sum_over_ranks(dp_group, {loss_sum})[0] /
+                (weights.empty() ? static_cast<double>(micro_steps) * ranks : ranks);
+  return result;
+}
+
+double Trainer::run_micro_batches(const std::function<data::Batch()>& next_batch,
+                                  std::vector<data::Batch>& batches,
+                                  const std::vector<double>& weights) {
+  const int64_t micro_steps = options_.grad_accum;
   optim::GradAccumulator accumulator(micro_steps);
   double loss_sum = 0.0;  // of the micro-batch losses, token-weighted when counting
   for (int64_t micro = 0; micro < micro_steps; ++micro) {
@@ -133,27 +177,39 @@ StepResult Trainer::step(const std::function<data::Batch()>& next_batch) {
       loss_sum += weighted.item<double>();
     }
   }
-  if (hooks_.after_backward) hooks_.after_backward();
-  if (scaler_) scaler_->unscale_(optimizer_);
-  result.grad_norm = optimizer_.clip_grad_norm_(options_.grad_clip).item<double>();
-  if (scaler_) {
-    result.skipped = !scaler_->step(optimizer_);
-    scaler_->update();
-  } else {
-    optimizer_.step();
-  }
-  optimizer_.zero_grad();
-  if (scheduler_) scheduler_->step();
-  ++step_;
-  // The mean over micro-batches and ranks; token-weighted losses already sum to group size times
-  // the token mean.
-  const double ranks = data_parallel_size(options_.ddp);
-  result.loss = sum_over_ranks(options_.ddp, {loss_sum})[0] /
-                (weights.empty() ? static_cast<double>(micro_steps) * ranks : ranks);
-  return result;
+  return loss_sum;
+}
+
+double Trainer::run_pipeline(const std::function<data::Batch()>& next_batch,
+                             std::vector<data::Batch>& batches,
+                             const std::vector<double>& weights) {
+  const int64_t m = options_.grad_accum;
+  if (batches.empty())
+    for (int64_t i = 0; i < m; ++i) batches.push_back(next_batch());
+  const PipelineOptions& pipeline = options_.pipeline;
+  dist::PipelineCallbacks callbacks;
+  callbacks.forward = [&](int chunk, int64_t micro, const Tensor& input) {
+    std::optional<AutocastGuard> autocast;
+    maybe_autocast(autocast, options_);
+    Tensor out = pipeline.forward(chunk, batches[micro], input);
+    // The executor scales losses by 1 / m; token weights replace that factor.
+    const dist::PipelineExecutor& e = *pipeline.executor;
+    const bool is_loss = e.global_chunk(chunk) == e.stages() * e.virtual_stages() - 1;
+    return is_loss && !weights.empty() ? out * (weights[micro] * static_cast<double>(m)) : out;
+  };
+  callbacks.before_backward = [&](int chunk, int64_t micro, bool last) {
+    if (hooks_.before_backward) hooks_.before_backward(micro, last);
+    if (!pipeline.chunk_ddps.empty())
+      pipeline.chunk_ddps.at(chunk)->set_require_gradient_sync(last);
+  };
+  const double sum = pipeline.executor->run(m, callbacks);
+  return weights.empty() ? sum : sum / static_cast<double>(m);
 }
 
 double Trainer::evaluate(data::DataLoader& loader, int64_t max_batches) {
+  TESSERA_CHECK(!options_.pipeline.executor, ValueError,
+                "[Trainer.evaluate] expected a model without pipeline stages, got a pipeline "
+                "(evaluation through the schedule is not built yet)");
   const bool was_training = model_.is_training();
   model_.eval();
   double sum = 0.0;
@@ -174,11 +230,18 @@ double Trainer::evaluate(data::DataLoader& loader, int64_t max_batches) {
     }
   }
   if (was_training) model_.train();
-  const std::vector<double> totals = sum_over_ranks(options_.ddp, {sum, static_cast<double>(rows)});
+  const std::vector<double> totals =
+      sum_over_ranks(data_parallel_group(), {sum, static_cast<double>(rows)});
   sum = totals[0];
   rows = static_cast<int64_t>(totals[1]);
   TESSERA_CHECK(rows > 0, ValueError, "[Trainer.evaluate] expected at least one batch, got none");
   return sum / static_cast<double>(rows);
+}
+
+dist::ProcessGroup* Trainer::data_parallel_group() const {
+  if (options_.ddp) return &options_.ddp->group();
+  if (!options_.pipeline.chunk_ddps.empty()) return &options_.pipeline.chunk_ddps[0]->group();
+  return nullptr;
 }
 
 io::TrainingObjects Trainer::objects() const {

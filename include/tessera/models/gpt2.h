@@ -19,6 +19,7 @@
 namespace tessera::models {
 
 // Multi-head causal self-attention: c_attn projects to q, k, v at once ([3C, C]), c_proj back.
+// Under tensor parallelism n_head counts this rank's heads.
 class GPT2Attention : public nn::Module {
  public:
   explicit GPT2Attention(const GPT2Config& config);
@@ -70,7 +71,11 @@ class GPT2 : public CausalLM {
   // biases 0, the residual projections (attn.c_proj, mlp.c_proj) ~ N(0, 0.02 / sqrt(2 n_layer)),
   // LayerNorms 1 and 0. Draws from gen (the default generator when null).
   explicit GPT2(GPT2Config config, Generator* gen = nullptr);
-  Tensor forward(const Tensor& idx, bool last_only = false) override;
+  Tensor embed(const Tensor& idx) override;
+  Tensor layers(const Tensor& x, int64_t begin, int64_t end) override;
+  Tensor head(const Tensor& x) override;
+  std::vector<std::string> stage_module_paths(int64_t begin, int64_t end) const override;
+  int64_t n_layers() const override { return config.n_layer; }
   int64_t vocab_size() const override { return config.vocab_size; }
   InferenceLayout inference_layout() const override;
   int64_t max_seq_len() const override { return config.block_size; }
@@ -80,6 +85,10 @@ class GPT2 : public CausalLM {
   GPT2Config config;
   std::shared_ptr<GPT2Transformer> transformer;
   std::shared_ptr<nn::Linear> lm_head;  // weight is transformer->wte->weight
+
+ protected:
+  void shard_layers(const std::shared_ptr<dist::ProcessGroup>& group,
+                    bool sequence_parallel) override;
 };
 
 }  // namespace tessera::models

@@ -25,8 +25,11 @@ class LlamaAttention : public nn::Module {
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin);
   std::string type_name() const override { return "LlamaAttention"; }
 
-  int64_t n_heads, n_kv_heads, head_dim;
+  int64_t n_heads, n_kv_heads, head_dim;  // this rank's heads under tensor parallelism
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+  // Tensor parallelism: x enters the q, k, v region once (see Llama::shard_tensor_parallel).
+  std::shared_ptr<dist::ProcessGroup> tp;
+  bool sequence_parallel = false;
 };
 
 class LlamaMLP : public nn::UnaryModule {
@@ -36,6 +39,9 @@ class LlamaMLP : public nn::UnaryModule {
   std::string type_name() const override { return "LlamaMLP"; }
 
   std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
+  // Tensor parallelism: x enters the gate and up region once.
+  std::shared_ptr<dist::ProcessGroup> tp;
+  bool sequence_parallel = false;
 };
 
 class LlamaDecoderLayer : public nn::Module {
@@ -66,7 +72,11 @@ class Llama : public CausalLM {
   // Builds the model with Hugging Face's init: Linear and Embedding weights ~ N(0, 0.02), norms
   // 1. Draws from gen (the default generator when null).
   explicit Llama(LlamaConfig config, Generator* gen = nullptr);
-  Tensor forward(const Tensor& idx, bool last_only = false) override;
+  Tensor embed(const Tensor& idx) override;
+  Tensor layers(const Tensor& x, int64_t begin, int64_t end) override;
+  Tensor head(const Tensor& x) override;
+  std::vector<std::string> stage_module_paths(int64_t begin, int64_t end) const override;
+  int64_t n_layers() const override { return config.n_layers; }
   int64_t vocab_size() const override { return config.vocab_size; }
   InferenceLayout inference_layout() const override;
   int64_t max_seq_len() const override { return config.max_seq_len; }
@@ -75,6 +85,10 @@ class Llama : public CausalLM {
   LlamaConfig config;
   std::shared_ptr<LlamaModel> model;
   std::shared_ptr<nn::Linear> lm_head;  // weight is model->embed_tokens->weight when tied
+
+ protected:
+  void shard_layers(const std::shared_ptr<dist::ProcessGroup>& group,
+                    bool sequence_parallel) override;
 };
 
 }  // namespace tessera::models

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -14,6 +15,10 @@
 #include "tessera/models/config.h"
 #include "tessera/models/inference_layout.h"
 #include "tessera/nn/module.h"
+
+namespace tessera::dist {
+class ProcessGroup;
+}
 
 namespace tessera::models {
 
@@ -50,15 +55,35 @@ class RotaryEmbedding : public nn::Module {
 };
 
 // A decoder-only language model mapping token ids to next-token logits.
+//
+// The forward pass comes in pieces so that pipeline stages can run parts of it:
+//   forward(idx) = head(layers(embed(idx), 0, n_layers())).
+// Under tensor parallelism (shard_tensor_parallel) each rank holds slices of the weights and the
+// logits are this rank's slice of the (padded) vocabulary; loss() then uses the vocab-parallel
+// cross-entropy. With sequence parallelism the hidden states between the pieces are this rank's
+// slice of the sequence.
 class CausalLM : public nn::Module {
  public:
   // idx [B, T] int64 with T <= max_seq_len() -> logits [B, T, V]; with last_only, only the
   // last position's logits [B, 1, V] (what sampling needs, without the [B, T, V] matmul).
-  virtual Tensor forward(const Tensor& idx, bool last_only = false) = 0;
+  Tensor forward(const Tensor& idx, bool last_only = false);
   Tensor operator()(const Tensor& idx, bool last_only = false) { return forward(idx, last_only); }
+  // idx [B, T] -> the hidden states entering layer 0.
+  virtual Tensor embed(const Tensor& idx) = 0;
+  // Layers [begin, end) applied to hidden states x.
+  virtual Tensor layers(const Tensor& x, int64_t begin, int64_t end) = 0;
+  // The final norm and the output projection: hidden states -> logits.
+  virtual Tensor head(const Tensor& x) = 0;
+  virtual int64_t n_layers() const = 0;
+  // Paths (as in named_modules) of the submodules that run layers [begin, end): the embedding
+  // when begin is 0, the final norm and output projection when end is n_layers(). Pipeline
+  // stages register exactly these (see pipeline_stage.h).
+  virtual std::vector<std::string> stage_module_paths(int64_t begin, int64_t end) const = 0;
   // Mean next-token cross entropy of forward(idx) against targets [B, T] int64; targets of -1
   // are ignored (nanoGPT's convention).
   Tensor loss(const Tensor& idx, const Tensor& targets);
+  // The same from logits (head's output).
+  Tensor loss_from_logits(const Tensor& logits, const Tensor& targets) const;
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_seq_len() const = 0;
   // The block structure and weights an inference runner executes (tensors alias the model's).
@@ -68,14 +93,38 @@ class CausalLM : public nn::Module {
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
 
+  // Tensor parallelism: replaces the model's weights by this rank's slices of them (Megatron's
+  // split: attention by heads, MLPs by hidden units, the vocabulary padded to a multiple of the
+  // group size), cut from the current (full) weights, so the sharded model computes what the
+  // whole one did. With sequence_parallel, activations outside the attention and MLP regions
+  // are split along the sequence (T must divide by the group size). ValueError when the heads
+  // (or KV heads) do not divide by the group size, or with dropout.
+  void shard_tensor_parallel(std::shared_ptr<dist::ProcessGroup> group,
+                             bool sequence_parallel = false);
+  // Null while the model is whole.
+  const std::shared_ptr<dist::ProcessGroup>& tensor_parallel_group() const { return tp_group_; }
+  bool sequence_parallel() const { return sequence_parallel_; }
+
  protected:
+  // The model-specific part of shard_tensor_parallel (the group has more than one rank).
+  virtual void shard_layers(const std::shared_ptr<dist::ProcessGroup>& group,
+                            bool sequence_parallel) = 0;
   // block(x), checkpointed when activation checkpointing is on and the model is training.
   Tensor run_block(const std::function<Tensor(const Tensor&)>& block, const Tensor& x) const;
   // ValueError naming op unless idx is a [B, T] int64 tensor with 1 <= T <= max_seq_len().
   void check_input(const Tensor& idx, std::string_view op) const;
+  // The full sequence length of hidden states x [B, T or T / tp, C].
+  int64_t sequence_length(const Tensor& x) const;
+  // Under sequence parallelism, the first position of this rank's slice of a sequence of
+  // length T (0 otherwise).
+  int64_t sequence_offset(int64_t T) const;
+  // ValueError naming op when the model is sharded (inference runs whole models).
+  void check_whole(std::string_view op) const;
 
  private:
   bool activation_checkpointing_ = false;
+  std::shared_ptr<dist::ProcessGroup> tp_group_;
+  bool sequence_parallel_ = false;
 };
 
 }  // namespace tessera::models

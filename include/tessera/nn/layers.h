@@ -27,6 +27,9 @@ std::shared_ptr<M> checked_cast(const std::shared_ptr<Module>& module, const std
 class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  // Wraps given tensors as the parameters (no initialisation): weight [out, in], bias [out] or
+  // undefined. Parallel layers build their slices this way.
+  Linear(Tensor weight, Tensor bias);
   Tensor forward(const Tensor& x) override;
   // Re-draws weight and bias as at construction.
   void reset_parameters(Generator* gen = nullptr);
@@ -43,6 +46,8 @@ class Embedding : public UnaryModule {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim,
             std::optional<int64_t> padding_idx = std::nullopt);
+  // Wraps a given [num_embeddings, embedding_dim] tensor as the weight (no initialisation).
+  explicit Embedding(Tensor weight);
   Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
 

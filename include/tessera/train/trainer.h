@@ -18,6 +18,8 @@
 
 #include "tessera/data/dataloader.h"
 #include "tessera/dist/ddp.h"
+#include "tessera/dist/parallel_gradients.h"
+#include "tessera/dist/pipeline.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/models/transformer.h"
 #include "tessera/nn/module.h"
@@ -36,6 +38,17 @@ using TokenCountFn = std::function<int64_t(const data::Batch&)>;
 // The targets of batch[1] that are not ignore_index.
 TokenCountFn causal_lm_tokens(int64_t ignore_index = -1);
 
+// Pipeline parallelism: a step's micro-batches run through the executor's schedule instead of
+// one after another.
+struct PipelineOptions {
+  dist::PipelineExecutor* executor = nullptr;  // null: no pipeline
+  // Runs local chunk `chunk` on its micro-batch: input is the previous chunk's activation
+  // (undefined on the first global chunk); returns the activation, or the loss on the last.
+  std::function<Tensor(int chunk, const data::Batch& batch, const Tensor& input)> forward;
+  // With data parallelism, chunk c's DDP (each chunk synchronises on its own last backward).
+  std::vector<dist::DistributedDataParallel*> chunk_ddps;
+};
+
 struct TrainerOptions {
   int64_t grad_accum = 1;  // micro-batches per optimizer step; their gradients are averaged
   double grad_clip = 1.0;  // max global gradient norm; 0 measures the norm without clipping
@@ -53,6 +66,11 @@ struct TrainerOptions {
   // all ranks, so the gradient is that of the mean over all tokens even when micro-batches or
   // ranks hold different numbers of non-ignored targets (all micro-batches are loaded first).
   TokenCountFn count_loss_tokens;
+  // Tensor (and pipeline) parallelism: gradients are synchronised across the model's parts after
+  // backward and clipped by the whole model's norm. Not with float16 loss scaling or ZeRO.
+  dist::ParallelGradients* model_parallel = nullptr;
+  // Runs steps through a pipeline schedule (the ddp option stays null; see chunk_ddps).
+  PipelineOptions pipeline;
 };
 
 struct StepResult {
@@ -101,6 +119,15 @@ class Trainer {
 
  private:
   io::TrainingObjects objects() const;
+  // The data-parallel group the step's losses are averaged over (null without one).
+  dist::ProcessGroup* data_parallel_group() const;
+  // Forward and backward of the step's micro-batches, one after another; returns the sum of the
+  // (weighted) micro-batch losses.
+  double run_micro_batches(const std::function<data::Batch()>& next_batch,
+                           std::vector<data::Batch>& batches, const std::vector<double>& weights);
+  // The same through the pipeline schedule.
+  double run_pipeline(const std::function<data::Batch()>& next_batch,
+                      std::vector<data::Batch>& batches, const std::vector<double>& weights);
   data::Batch next_loader_batch();
 
   nn::Module& model_;
