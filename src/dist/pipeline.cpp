@@ -1,8 +1,10 @@
 #include "tessera/dist/pipeline.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "tessera/autograd/engine.h"
+#include "tessera/autograd/grad_mode.h"
 #include "tessera/core/error.h"
 #include "tessera/dist/error.h"
 #include "tessera/ops/creation.h"
@@ -131,7 +133,18 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
   TESSERA_CHECK(static_cast<bool>(cb.forward), ValueError,
                 "[PipelineExecutor.run] expected a forward callback");
   check_agreement(m);
-  const std::vector<PipelineStep> steps = make_pipeline_schedule(kind_, p, m, v_, stage());
+  std::vector<PipelineStep> steps;
+  std::optional<autograd::NoGradGuard> no_grad;
+  if (cb.forward_only) {
+    // Micro-batch by micro-batch, chunk by chunk: every forward's input comes from one earlier
+    // in that order on some rank, and sends do not block, so any m and v flow.
+    for (int64_t micro = 0; micro < m; ++micro)
+      for (int chunk = 0; chunk < v_; ++chunk)
+        steps.push_back({PipelineStep::Kind::Forward, micro, chunk});
+    no_grad.emplace();
+  } else {
+    steps = make_pipeline_schedule(kind_, p, m, v_, stage());
+  }
   local_.clear();
   std::vector<Stored> stored(static_cast<size_t>(m) * v_);
   std::vector<int64_t> backwards(v_, 0);
@@ -142,7 +155,7 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
     if (step.kind == PipelineStep::Kind::Forward) {
       if (g > 0) {
         st.input = recv(false, g, step.micro);
-        st.input.requires_grad_(true);
+        if (!cb.forward_only) st.input.requires_grad_(true);
       }
       st.output = cb.forward(step.chunk, step.micro, st.input);
       TESSERA_CHECK(st.output.defined(), ValueError,
@@ -157,6 +170,7 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
       } else {
         send(st.output, false, g + 1, step.micro);
       }
+      if (cb.forward_only) st = Stored{};
     } else {
       if (cb.before_backward)
         cb.before_backward(step.chunk, step.micro, ++backwards[step.chunk] == m);

@@ -116,7 +116,8 @@ Tensor GPT2::layers(const Tensor& x, int64_t begin, int64_t end) {
 
 std::vector<std::string> GPT2::stage_module_paths(int64_t begin, int64_t end) const {
   std::vector<std::string> paths;
-  if (begin == 0) paths.insert(paths.end(), {"transformer.wte", "transformer.wpe"});
+  if (begin == 0)
+    paths.insert(paths.end(), {"transformer.wte", "transformer.wpe", "transformer.drop"});
   for (int64_t i = begin; i < end; ++i) paths.push_back("transformer.h." + std::to_string(i));
   if (end == n_layers()) paths.insert(paths.end(), {"transformer.ln_f", "lm_head"});
   return paths;

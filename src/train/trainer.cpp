@@ -207,9 +207,6 @@ double Trainer::run_pipeline(const std::function<data::Batch()>& next_batch,
 }
 
 double Trainer::evaluate(data::DataLoader& loader, int64_t max_batches) {
-  TESSERA_CHECK(!options_.pipeline.executor, ValueError,
-                "[Trainer.evaluate] expected a model without pipeline stages, got a pipeline "
-                "(evaluation through the schedule is not built yet)");
   const bool was_training = model_.is_training();
   model_.eval();
   double sum = 0.0;
@@ -221,12 +218,27 @@ double Trainer::evaluate(data::DataLoader& loader, int64_t max_batches) {
     loader.set_epoch(0);
     const int64_t n =
         max_batches < 0 ? loader.num_batches() : std::min(max_batches, loader.num_batches());
+    std::vector<data::Batch> batches;
     for (int64_t i = 0; i < n; ++i) {
       std::optional<data::Batch> batch = loader.next();
       if (!batch) break;
-      const int64_t b = (*batch)[0].size(0);
-      sum += loss_(*batch).item<double>() * static_cast<double>(b);
-      rows += b;
+      rows += (*batch)[0].size(0);
+      if (options_.pipeline.executor)
+        batches.push_back(std::move(*batch));
+      else
+        sum += loss_(*batch).item<double>() * static_cast<double>((*batch)[0].size(0));
+    }
+    if (options_.pipeline.executor && !batches.empty()) {
+      const PipelineOptions& pipeline = options_.pipeline;
+      const dist::PipelineExecutor& e = *pipeline.executor;
+      dist::PipelineCallbacks callbacks;
+      callbacks.forward_only = true;
+      callbacks.forward = [&](int chunk, int64_t micro, const Tensor& input) {
+        Tensor out = pipeline.forward(chunk, batches[micro], input);
+        const bool is_loss = e.global_chunk(chunk) == e.stages() * e.virtual_stages() - 1;
+        return is_loss ? out * static_cast<double>(batches[micro][0].size(0)) : out;
+      };
+      sum = pipeline.executor->run(static_cast<int64_t>(batches.size()), callbacks);
     }
   }
   if (was_training) model_.train();

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
-#include "tessera/dist/layout.h"
+#include "tessera/dist/layout_groups.h"
 #include "tessera/dist/parallel_gradients.h"
 #include "tessera/dist/pipeline.h"
 #include "tessera/models/pipeline_stage.h"
@@ -45,31 +45,6 @@ inline std::shared_ptr<models::CausalLM> llama(int64_t layers = 3, bool tied = f
 
 using ModelFactory = std::function<std::shared_ptr<models::CausalLM>()>;
 
-// This rank's group along axis of layout (every rank of the world calls it).
-inline std::shared_ptr<ProcessGroupMPI> axis_group(const Layout& layout, Axis axis) {
-  auto w = world();
-  const Coords c = layout.coords_of(w->rank());
-  const int key = axis == Axis::TP ? c.tp : axis == Axis::DP ? c.dp : c.pp;
-  return w->split(layout.group_index(axis, w->rank()), key, axis_name(axis));
-}
-
-// The group of the first and last pipeline stage that share this rank's DP and TP coordinates
-// (null on the middle stages and without a pipeline). Every rank of the world calls it.
-inline std::shared_ptr<ProcessGroupMPI> embedding_group(const Layout& layout) {
-  auto w = world();
-  const int pp = layout.size(Axis::PP);
-  const Coords me = layout.coords_of(w->rank());
-  std::shared_ptr<ProcessGroupMPI> mine;
-  if (pp == 1) return mine;
-  for (int dp = 0; dp < layout.size(Axis::DP); ++dp)
-    for (int tp = 0; tp < layout.size(Axis::TP); ++tp) {
-      auto g = w->new_group({layout.rank_of({dp, tp, 0}), layout.rank_of({dp, tp, pp - 1})},
-                            "embedding");
-      if (me.dp == dp && me.tp == tp && g) mine = g;
-    }
-  return mine;
-}
-
 struct LayoutOptions {
   int tp = 1, pp = 1;  // dp = world / (tp * pp)
   bool sequence_parallel = false;
@@ -102,10 +77,8 @@ struct ModelParallelRun {
   // This rank's part of the layout; `accum` micro-batches per data-parallel rank.
   ModelParallelRun(const ModelFactory& make, int64_t accum, const LayoutOptions& o) {
     const Layout layout = Layout::from_world(world()->size(), o.tp, o.pp);
-    auto tp = axis_group(layout, Axis::TP);
-    auto dp = axis_group(layout, Axis::DP);
-    auto pp = axis_group(layout, Axis::PP);
-    auto embedding = embedding_group(layout);
+    const LayoutGroups groups = make_layout_groups(*world(), layout);
+    auto tp = groups.tp, dp = groups.dp, pp = groups.pp, embedding = groups.embedding;
     dp_rank = dp->rank();
     dp_size = dp->size();
     model = make();

@@ -23,7 +23,7 @@ int tp_size(int world_size) {
 
 std::shared_ptr<ProcessGroupMPI> tp_group() {
   auto w = world();
-  return axis_group(Layout::from_world(w->size(), tp_size(w->size()), 1), Axis::TP);
+  return make_layout_groups(*w, Layout::from_world(w->size(), tp_size(w->size()), 1)).tp;
 }
 
 // What the parallel layer owning `local` holds of the whole model's `whole`: rows or columns

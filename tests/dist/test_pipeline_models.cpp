@@ -60,6 +60,27 @@ TEST(PipelineTraining, EverySchedulesTwentyStepsMatchOneProcess) {
                                     4, "LLaMA PP losses");
 }
 
+TEST(PipelineTraining, EvaluationThroughTheStagesEqualsTheWholeModel) {
+  const int p = pipeline_size();
+  if (p == 1) GTEST_SKIP() << "needs 2 to 4 ranks";
+  // 5 batches of 2 rows: not a multiple of the stages, so every m must flow.
+  std::vector<Tensor> x, y;
+  for (int64_t k = 0; k < 5; ++k) {
+    data::Batch b = global_batch(k);
+    x.push_back(b[0]);
+    y.push_back(b[1]);
+  }
+  auto set = std::make_shared<data::TensorDataset>(std::vector<Tensor>{cat(x), cat(y)});
+  data::DataLoader loader(set, data::DataLoaderOptions{.batch_size = 2});
+  ModelParallelRun whole(gpt2_5, 1);
+  const double want = whole.trainer->evaluate(loader);
+  ModelParallelRun run(gpt2_5, 1,
+                       {.pp = p,
+                        .schedule = PipelineScheduleKind::Interleaved1F1B,
+                        .virtual_stages = 2 * p <= 5 ? 2 : 1});
+  EXPECT_NEAR(run.trainer->evaluate(loader), want, 1e-6 * want);
+}
+
 TEST(PipelineTraining, TensorTimesPipelineParallelMatchesOneProcess) {
   if (world()->size() != 4) GTEST_SKIP() << "TP 2 x PP 2 needs 4 ranks";
   expect_layout_matches_one_process(gpt2_5, {.tp = 2, .pp = 2, .sequence_parallel = true}, 4,

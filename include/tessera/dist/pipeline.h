@@ -39,6 +39,9 @@ struct PipelineCallbacks {
   // Optional: called before each backward, with whether it is the chunk's last backward of the
   // step (when DDP should synchronise its gradients).
   std::function<void(int chunk, int64_t micro, bool last)> before_backward;
+  // Evaluation: only forwards run (micro-batch by micro-batch, any m), without autograd; run
+  // returns the summed losses as usual.
+  bool forward_only = false;
 };
 
 class PipelineExecutor {
