@@ -7,7 +7,7 @@
 #include "tessera/dist/environment.h"
 #include "tessera/ops/creation.h"
 #ifdef TESSERA_WITH_MPI
-#include "tessera/dist/process_group_mpi.h"
+#include "tessera/dist/layout_groups.h"
 #endif
 
 namespace tessera::cli {
@@ -21,25 +21,38 @@ bool DataParallel::agree(bool flag) const {
 
 DataParallel start_data_parallel(const TrainOptions& o) {
   const dist::Environment env = dist::environment_from_env();
-  if (o.dp == 1 && env.world_size == 1) return {};
-  TESSERA_CHECK(env.world_size == o.dp, ValueError, "[train] expected ", o.dp,
-                " processes for --dp ", o.dp, " (mpirun -np ", o.dp, "), got ", env.world_size,
+  const int world = o.dp * o.tp * o.pp;
+  if (world == 1 && env.world_size == 1) return {};
+  TESSERA_CHECK(env.world_size == world, ValueError, "[train] expected ", world,
+                " processes for --dp ", o.dp, " x --tp ", o.tp, " x --pp ", o.pp, " (mpirun -np ",
+                world, "), got ", env.world_size,
                 env.launcher == "none" ? " (no launcher)" : " from " + env.launcher);
 #ifdef TESSERA_WITH_MPI
   dist::init();
-  auto world = dist::ProcessGroupMPI::world();
-  world->set_timeout(std::chrono::milliseconds(static_cast<int64_t>(o.dist_timeout * 1000)));
-  return {world->rank(), world->size(), world};
+  auto pg = dist::ProcessGroupMPI::world();
+  pg->set_timeout(std::chrono::milliseconds(static_cast<int64_t>(o.dist_timeout * 1000)));
+  const dist::LayoutGroups groups = dist::make_layout_groups(*pg, dist::Layout(o.dp, o.tp, o.pp));
+  DataParallel dp{pg->rank(), pg->size(), pg};
+  dp.dp_rank = groups.coords.dp;
+  dp.dp_size = o.dp;
+  dp.tp = o.tp;
+  dp.pp = o.pp;
+  dp.pp_rank = groups.coords.pp;
+  dp.dp_group = groups.dp;
+  dp.tp_group = groups.tp;
+  dp.pp_group = groups.pp;
+  dp.embedding_group = groups.embedding;
+  return dp;
 #else
   throw ValueError(
-      "[train] expected a build with MPI for --dp > 1 (install libopenmpi-dev and "
+      "[train] expected a build with MPI for more than one process (install libopenmpi-dev and "
       "rebuild), got one without");
 #endif
 }
 
 void stop_data_parallel(DataParallel& dp) {
   if (!dp.group) return;
-  dp.group.reset();
+  dp = DataParallel{};  // every group released before MPI ends
 #ifdef TESSERA_WITH_MPI
   dist::finalize();
 #endif

@@ -1,6 +1,7 @@
 #pragma once
-// The data-parallel side of `tessera train`: the process group the launcher (mpirun, srun)
-// started, which rank prints and writes, decisions every rank must share, and the failure path.
+// The parallel side of `tessera train`: the processes the launcher (mpirun, srun) started, laid
+// out as DP x TP x PP (--dp, --tp, --pp), which rank prints and writes, decisions every rank
+// must share, and the failure path.
 #include <exception>
 #include <memory>
 
@@ -12,7 +13,13 @@ namespace tessera::cli {
 struct DataParallel {
   int rank = 0;
   int size = 1;
-  std::shared_ptr<dist::ProcessGroup> group;  // null for a single process
+  std::shared_ptr<dist::ProcessGroup> group;  // the world; null for a single process
+  // This rank's place in the layout and its groups along each axis (null for a single process),
+  // plus the first/last pipeline stage's group of a tied embedding (null elsewhere).
+  int dp_rank = 0, dp_size = 1, tp = 1, pp = 1, pp_rank = 0;
+  std::shared_ptr<dist::ProcessGroup> dp_group, tp_group, pp_group, embedding_group;
+  // Tensor or pipeline parallelism: each rank holds a part of the model.
+  bool model_parallel() const { return tp * pp > 1; }
 
   // Rank 0 prints, writes metrics, plots and checkpoints.
   bool is_root() const { return rank == 0; }
@@ -20,8 +27,9 @@ struct DataParallel {
   bool agree(bool flag) const;
 };
 
-// A single process for --dp 1 outside a launcher; otherwise initialises MPI and checks that the
-// launcher started --dp processes. ValueError when they disagree or this build has no MPI.
+// A single process for --dp 1 (--tp 1, --pp 1) outside a launcher; otherwise initialises MPI,
+// checks that the launcher started dp x tp x pp processes and makes the layout's groups.
+// ValueError when they disagree or this build has no MPI.
 DataParallel start_data_parallel(const TrainOptions& options);
 // Releases the group and finalises MPI (after every user of the group is gone).
 void stop_data_parallel(DataParallel& dp);

@@ -158,7 +158,7 @@ Command add_train_command(CLI::App& app) {
       run)
       ->check(CLI::NonNegativeNumber);
 
-  const std::string parallel = "Data parallelism (launch with mpirun -np N)";
+  const std::string parallel = "Parallel training (launch with mpirun -np dp x tp x pp)";
   add("--dp", o->dp,
       "Data-parallel ranks: must equal the launcher's process count; each rank trains on its "
       "own micro-batches and gradients are averaged (global batch = dp x batch x accum)",
@@ -178,6 +178,35 @@ Command add_train_command(CLI::App& app) {
       ->capture_default_str();
   add("--bucket-mb", o->bucket_mb, "Gradient bucket size of the all-reduce (MiB)", parallel)
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  add("--tp", o->tp,
+      "Tensor-parallel ranks: attention heads, MLP units and the vocabulary split over them "
+      "(mpirun -np dp x tp x pp)",
+      parallel)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  given->emplace_back(
+      cmd->add_flag("--sp", o->sp,
+                    "Sequence parallelism with --tp: norms and residuals split along the "
+                    "sequence too")
+          ->group(parallel),
+      "sp");
+  add("--pp", o->pp, "Pipeline stages: the layers split into consecutive stages", parallel)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  add("--vpp", o->vpp,
+      "Model chunks per pipeline stage (interleaved 1F1B; needs --grad-accum divisible by --pp)",
+      parallel)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  add("--pp-layers", o->pp_layers,
+      "Layers of each pipeline chunk, comma-separated (pp x vpp counts; default: an even split)",
+      parallel);
+  add("--pp-schedule", o->pp_schedule,
+      "Pipeline schedule of the --grad-accum micro-batches: gpipe, 1f1b or interleaved "
+      "(--vpp > 1 picks interleaved)",
+      parallel)
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}))
       ->capture_default_str();
 
   return {cmd, [o, given]() {

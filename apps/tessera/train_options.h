@@ -44,6 +44,13 @@ struct TrainOptions {
   int zero_stage = 0;
   double dist_timeout = 600;
   double bucket_mb = 25;
+  // Model parallelism: tensor-parallel ranks (with sequence parallelism), pipeline stages, model
+  // chunks per stage (interleaved schedule), layers per chunk ("3,5"; empty: even) and the
+  // schedule (gpipe, 1f1b, interleaved).
+  int tp = 1, pp = 1, vpp = 1;
+  bool sp = false;
+  std::string pp_layers;
+  std::string pp_schedule = "1f1b";
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
@@ -51,7 +58,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     val_data, tokenizer, data_dir, val_fraction, batch_size, grad_accum, max_steps, warmup_steps,
     lr, min_lr, weight_decay, grad_clip, time_limit, eval_every, eval_steps, sample_every,
     sample_tokens, sample_prompt, save_every, keep, out, resume, init_from, seed, dtype, device,
-    activation_checkpointing, threads, profile, dp, zero_stage, dist_timeout, bucket_mb)
+    activation_checkpointing, threads, profile, dp, zero_stage, dist_timeout, bucket_mb, tp, pp,
+    vpp, sp, pp_layers, pp_schedule)
 
 // Runs `tessera train`; explicit_keys names the options given on the command line (JSON keys),
 // which override a resumed run's saved options. Returns the exit code.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -24,9 +25,12 @@
 #include "tessera/data/dataloader.h"
 #include "tessera/data/lm_dataset.h"
 #include "tessera/dist/ddp.h"
+#include "tessera/dist/parallel_gradients.h"
+#include "tessera/dist/pipeline.h"
 #include "tessera/dist/zero.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/checkpoint.h"
+#include "tessera/models/pipeline_stage.h"
 #include "tessera/models/sampling.h"
 #include "tessera/optim/adam.h"
 #include "tessera/optim/lr_scheduler.h"
@@ -70,11 +74,32 @@ std::string fmt(const char* format, auto... args) {
 constexpr std::array<const char*, 7> kModelKeys = {"model",     "preset", "n_layer", "n_head",
                                                    "n_kv_head", "n_embd", "dropout"};
 constexpr std::array<const char*, 3> kTokenKeys = {"seq_len", "tokenizer", "data_dir"};
-// Options of one invocation, never taken from a checkpoint (a checkpoint holds the unsharded
-// state, so any data-parallel layout may resume it).
+// Options of one invocation, never taken from a checkpoint (a data-parallel checkpoint holds the
+// unsharded state, so any data-parallel layout may resume it).
 constexpr std::array<const char*, 9> kInvocationKeys = {"out",        "resume",       "threads",
                                                         "time_limit", "profile",      "dp",
                                                         "zero_stage", "dist_timeout", "bucket_mb"};
+// The model-parallel layout: each rank's checkpoint holds its part of the model, so a resumed
+// run must be launched with the layout that wrote it.
+constexpr std::array<const char*, 6> kLayoutKeys = {"tp", "pp",        "vpp",
+                                                    "sp", "pp_layers", "pp_schedule"};
+
+// --pp-layers "3,5" -> {3, 5}; empty -> {}.
+std::vector<int64_t> layer_counts(const std::string& text) {
+  std::vector<int64_t> counts;
+  for (size_t start = 0; start < text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    char* end = nullptr;
+    const long long n = std::strtoll(item.c_str(), &end, 10);
+    TESSERA_CHECK(!item.empty() && *end == '\0', ValueError,
+                  "[train] expected --pp-layers as comma-separated layer counts (\"3,5\"), got '",
+                  text, "'");
+    counts.push_back(n);
+    start = comma + 1;
+  }
+  return counts;
+}
 
 // A short description of the architecture for the log and the plot title.
 std::string describe(const ModelSpec& spec, int64_t params) {
@@ -100,7 +125,10 @@ class TrainingRun {
   void setup_new_run(const std::set<std::string>& explicit_keys);
   void setup_training();
   void setup_data(const Corpus& corpus);
+  void setup_model_parallel(const Device& device);
   void setup_optimizer();
+  // Where this rank's checkpoints go: --out, or under model parallelism a folder per rank.
+  std::string checkpoint_dir() const;
   void rescale_data_position(io::Checkpoint& checkpoint);
   // --warmup-steps, shortened to end before --max-steps.
   int64_t warmup_steps() const { return std::min(o_.warmup_steps, o_.max_steps - 1); }
@@ -123,6 +151,12 @@ class TrainingRun {
   double last_val_loss_ = NAN;
 
   std::shared_ptr<models::CausalLM> model_;  // float32 (the master weights under autocast)
+  int64_t model_params_ = 0;                 // of the whole model
+  nn::Module* trained_ = nullptr;           // what this rank trains: model_, or its pipeline chunks
+  std::shared_ptr<nn::ModuleList> chunks_;  // of models::PipelineStage, with --pp > 1
+  std::unique_ptr<dist::PipelineExecutor> executor_;
+  std::unique_ptr<dist::ParallelGradients> parallel_grads_;
+  std::vector<std::unique_ptr<dist::DistributedDataParallel>> chunk_ddps_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::WarmupCosineLR> scheduler_;
@@ -156,9 +190,17 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
     for (const char* key : keys)
       TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no --", key,
                     " with --resume (the run's checkpoint fixes it), got --", key);
-  const std::string folder = io::resolve_checkpoint(out_);
+  const std::string folder = io::resolve_checkpoint(checkpoint_dir());
   resume_from_ = io::load_checkpoint(folder);
   const Json saved = Json::parse(resume_from_->config);
+  const Json given_layout = o_;
+  for (const char* key : kLayoutKeys)
+    TESSERA_CHECK(!saved.contains("train") ||
+                      saved["train"].value(key, given_layout[key]) == given_layout[key],
+                  ValueError, "[train] expected --", key, " ", saved["train"][key].dump(),
+                  " as in the run being resumed (each rank's checkpoint holds its part of the "
+                  "model), got ",
+                  given_layout[key].dump());
   resumed_dp_ = saved.contains("train") ? saved["train"].value("dp", 1) : 1;
   TESSERA_CHECK(saved.contains("train") && saved.contains("arch"), ValueError,
                 "[train] expected a checkpoint written by tessera train in '", folder,
@@ -167,6 +209,7 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
   const Json given = o_;
   for (const std::string& key : explicit_keys) merged[key] = given[key];
   for (const char* key : kInvocationKeys) merged[key] = given[key];
+  for (const char* key : kLayoutKeys) merged[key] = given[key];
   o_ = merged.get<TrainOptions>();
   spec_ = {saved["arch"].get<std::string>(), saved["model"]};
   const TokenizerRef ref{saved.value("tokenizer", std::string()),
@@ -226,6 +269,8 @@ void TrainingRun::setup_training() {
   const Device device = device_option(o_.device, "train");
   model_->to(device);
   model_->train();
+  model_params_ = model_->num_parameters();
+  setup_model_parallel(device);
   seq_len_ = o_.seq_len > 0 ? o_.seq_len : model_->max_seq_len();
   TESSERA_CHECK(seq_len_ <= model_->max_seq_len(), ValueError,
                 "[train] expected --seq-len <= ", "the model's context of ", model_->max_seq_len(),
@@ -238,9 +283,20 @@ void TrainingRun::setup_training() {
   options.grad_clip = o_.grad_clip;
   options.device = device.type;
   options.ddp = ddp_.get();
+  options.model_parallel = parallel_grads_.get();
+  if (executor_) {
+    options.pipeline.executor = executor_.get();
+    options.pipeline.forward = [this](int chunk, const data::Batch& b, const Tensor& input) {
+      auto& stage = *chunks_->at<models::PipelineStage>(static_cast<size_t>(chunk));
+      const Device device = model_->device();  // batches are loaded on the host
+      return stage.forward(stage.is_first() ? b[0].to(device) : input, b[1].to(device));
+    };
+    for (const auto& ddp : chunk_ddps_) options.pipeline.chunk_ddps.push_back(ddp.get());
+  }
   if (o_.dtype != "float32") options.autocast_dtype = dtype_from_string(o_.dtype);
-  trainer_ = std::make_unique<train::Trainer>(*model_, train::causal_lm_loss(*model_), *optimizer_,
-                                              scheduler_.get(), train_loader_.get(), options);
+  trainer_ =
+      std::make_unique<train::Trainer>(*trained_, train::causal_lm_loss(*model_), *optimizer_,
+                                       scheduler_.get(), train_loader_.get(), options);
   if (resume_from_) {
     rescale_data_position(*resume_from_);
     trainer_->restore(*resume_from_);
@@ -251,20 +307,24 @@ void TrainingRun::setup_training() {
         (fs::path(out_) / "metrics.jsonl").string(),
         o_.resume ? std::optional<int64_t>(trainer_->step_count()) : std::nullopt);
 
-  title_ =
-      str(describe(spec_, model_->num_parameters()), " on ", fs::path(o_.data).filename().string());
-  bar_->log("model: " + describe(spec_, model_->num_parameters()) +
-            str(", context ", model_->max_seq_len()));
-  const int64_t per_step = o_.batch_size * o_.grad_accum * dp_.size;
-  bar_->log(fmt(
-      "batch %lld x %lld tokens x %lld accum x %d ranks = %lld tokens/step | AdamW lr %g -> "
-      "%g, warmup %lld, weight decay %g, clip %g | %s, %d threads",
-      static_cast<long long>(o_.batch_size), static_cast<long long>(seq_len_),
-      static_cast<long long>(o_.grad_accum), dp_.size, static_cast<long long>(per_step * seq_len_),
-      o_.lr, o_.min_lr, static_cast<long long>(warmup_steps()), o_.weight_decay, o_.grad_clip,
-      o_.dtype.c_str(), omp_get_max_threads()));
-  if (dp_.group)
-    bar_->log(str("data parallel: ", dp_.size, " ranks, ZeRO stage ", o_.zero_stage,
+  title_ = str(describe(spec_, model_params_), " on ", fs::path(o_.data).filename().string());
+  bar_->log("model: " + describe(spec_, model_params_) + str(", context ", model_->max_seq_len()));
+  const int64_t per_step = o_.batch_size * o_.grad_accum * dp_.dp_size;
+  bar_->log(
+      fmt("batch %lld x %lld tokens x %lld accum x %d ranks = %lld tokens/step | AdamW lr %g -> "
+          "%g, warmup %lld, weight decay %g, clip %g | %s, %d threads",
+          static_cast<long long>(o_.batch_size), static_cast<long long>(seq_len_),
+          static_cast<long long>(o_.grad_accum), dp_.dp_size,
+          static_cast<long long>(per_step * seq_len_), o_.lr, o_.min_lr,
+          static_cast<long long>(warmup_steps()), o_.weight_decay, o_.grad_clip, o_.dtype.c_str(),
+          omp_get_max_threads()));
+  if (dp_.model_parallel())
+    bar_->log(str("model parallel: tp ", dp_.tp, o_.sp ? " (sequence parallel)" : "", ", pp ",
+                  dp_.pp, dp_.pp > 1 ? str(" x ", o_.vpp, " chunks (", o_.pp_schedule, ")") : "",
+                  ", dp ", dp_.dp_size, "; checkpoints per rank in ", out_, "/rank_*; ",
+                  "no samples (they need the whole model)"));
+  if (dp_.dp_size > 1)
+    bar_->log(str("data parallel: ", dp_.dp_size, " ranks, ZeRO stage ", o_.zero_stage,
                   ", buckets of ", o_.bucket_mb, " MiB, collectives time out after ",
                   o_.dist_timeout, " s"));
 }
@@ -273,15 +333,15 @@ void TrainingRun::setup_training() {
 // and the epoch; an epoch has at least one optimizer step's worth of windows. Each data-parallel
 // rank takes every dp-th batch of that order (and of validation's).
 void TrainingRun::setup_data(const Corpus& corpus) {
-  const int64_t per_step = o_.batch_size * o_.grad_accum * dp_.size;
+  const int64_t per_step = o_.batch_size * o_.grad_accum * dp_.dp_size;
   data::LanguageModelOptions train_windows{
       seq_len_, data::WindowSampling::Random, o_.seed,
       std::max((corpus.train.size() - 1) / seq_len_, per_step)};
   auto train_set = std::make_shared<data::LanguageModelDataset>(corpus.train, train_windows);
   auto shard = [&](int64_t n) -> std::shared_ptr<data::Sampler> {
-    if (!dp_.group) return nullptr;
+    if (dp_.dp_size == 1) return nullptr;
     return std::make_shared<data::BatchShardSampler>(std::make_shared<data::SequentialSampler>(n),
-                                                     o_.batch_size, dp_.rank, dp_.size);
+                                                     o_.batch_size, dp_.dp_rank, dp_.dp_size);
   };
   train_loader_ = std::make_unique<data::DataLoader>(
       train_set,
@@ -292,26 +352,35 @@ void TrainingRun::setup_data(const Corpus& corpus) {
       corpus.val, data::LanguageModelOptions{seq_len_, data::WindowSampling::Sequential});
   val_loader_ = std::make_unique<data::DataLoader>(
       val_set, data::DataLoaderOptions{.batch_size = o_.batch_size, .prefetch = 0},
-      val_set->size() >= o_.batch_size * dp_.size ? shard(val_set->size()) : nullptr);
+      val_set->size() >= o_.batch_size * dp_.dp_size ? shard(val_set->size()) : nullptr);
   TESSERA_CHECK(train_loader_->num_batches() >= o_.grad_accum, ValueError,
                 "[train] expected at least ", o_.grad_accum, " training batches per rank, got ",
                 train_loader_->num_batches());
 }
 
 void TrainingRun::setup_optimizer() {
-  TESSERA_CHECK(o_.zero_stage == 0 || dp_.group, ValueError,
+  TESSERA_CHECK(o_.zero_stage == 0 || !dp_.model_parallel(), ValueError,
+                "[train] expected --zero-stage 0 with --tp or --pp > 1 (ZeRO shards data-parallel "
+                "replicas of the whole model), got --zero-stage ",
+                o_.zero_stage);
+  TESSERA_CHECK(o_.zero_stage == 0 || dp_.dp_size > 1, ValueError,
                 "[train] expected --zero-stage with --dp > 1, got --zero-stage ", o_.zero_stage,
                 " on one process");
-  if (dp_.group)
-    ddp_ = std::make_unique<dist::DistributedDataParallel>(
-        *model_, dp_.group,
-        dist::DDPOptions{.bucket_cap_mb = o_.bucket_mb, .reduce_scatter = o_.zero_stage == 2});
+  const dist::DDPOptions ddp_options{.bucket_cap_mb = o_.bucket_mb,
+                                     .reduce_scatter = o_.zero_stage == 2};
+  if (dp_.dp_size > 1 && chunks_) {
+    for (const auto& chunk : *chunks_)
+      chunk_ddps_.push_back(
+          std::make_unique<dist::DistributedDataParallel>(*chunk, dp_.dp_group, ddp_options));
+  } else if (dp_.dp_size > 1) {
+    ddp_ = std::make_unique<dist::DistributedDataParallel>(*model_, dp_.dp_group, ddp_options);
+  }
   const optim::AdamOptions adam{
       .lr = o_.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = o_.weight_decay};
   auto make_adamw = [adam](std::vector<optim::ParamGroup> groups) {
     return std::unique_ptr<optim::Optimizer>(new optim::AdamW(std::move(groups), adam));
   };
-  auto groups = optim::weight_decay_param_groups(model_->parameters(), o_.weight_decay);
+  auto groups = optim::weight_decay_param_groups(trained_->parameters(), o_.weight_decay);
   if (o_.zero_stage > 0)
     optimizer_ = std::make_unique<dist::ZeroOptimizer>(*ddp_, std::move(groups), make_adamw);
   else
@@ -329,20 +398,63 @@ void TrainingRun::setup_optimizer() {
 // saving run's continues at the same global batch (batch x dp), which must fall on a rank
 // boundary of the new layout.
 void TrainingRun::rescale_data_position(io::Checkpoint& checkpoint) {
-  if (resumed_dp_ == dp_.size) return;
+  if (resumed_dp_ == dp_.dp_size) return;
   const int64_t global = checkpoint.data.batch * resumed_dp_;
-  TESSERA_CHECK(global % dp_.size == 0, ValueError, "[train] expected a data position --dp ",
-                dp_.size, " can continue exactly, got batch ", checkpoint.data.batch, " of a --dp ",
-                resumed_dp_, " run (", global, " batches in all; resume with a --dp dividing it)");
-  checkpoint.data.batch = global / dp_.size;
-  bar_->log(str("note: continuing a --dp ", resumed_dp_, " run on ", dp_.size,
+  TESSERA_CHECK(global % dp_.dp_size == 0, ValueError, "[train] expected a data position --dp ",
+                dp_.dp_size, " can continue exactly, got batch ", checkpoint.data.batch,
+                " of a --dp ", resumed_dp_, " run (", global,
+                " batches in all; resume with a --dp dividing it)");
+  checkpoint.data.batch = global / dp_.dp_size;
+  bar_->log(str("note: continuing a --dp ", resumed_dp_, " run on ", dp_.dp_size,
                 " ranks at global batch ", global, "; later epochs may end at another batch"));
+}
+
+std::string TrainingRun::checkpoint_dir() const {
+  if (!dp_.model_parallel()) return out_;
+  return (fs::path(out_) / fmt("rank_%05d", dp_.rank)).string();
+}
+
+// Cuts this rank's part out of the whole model: its tensor-parallel slices, then its pipeline
+// chunks (global chunk c * pp + stage for local chunk c).
+void TrainingRun::setup_model_parallel(const Device& device) {
+  trained_ = model_.get();
+  if (!dp_.model_parallel()) return;
+  TESSERA_CHECK(o_.vpp == 1 || o_.pp > 1, ValueError,
+                "[train] expected --vpp only with --pp > 1, "
+                "got --vpp ",
+                o_.vpp);
+  TESSERA_CHECK(!o_.sp || o_.tp > 1, ValueError, "[train] expected --sp only with --tp > 1");
+  model_->shard_tensor_parallel(dp_.tp_group, o_.sp);
+  dist::ParallelGradientsOptions grads{
+      .tp = dp_.tp_group, .sequence_parallel = o_.sp, .pp = dp_.pp_group};
+  if (dp_.pp > 1) {
+    const std::vector<int64_t> sizes =
+        models::split_layers(model_->n_layers(), dp_.pp * o_.vpp, layer_counts(o_.pp_layers));
+    chunks_ = std::make_shared<nn::ModuleList>();
+    for (int c = 0; c < o_.vpp; ++c) {
+      const int g = c * dp_.pp + dp_.pp_rank;
+      int64_t begin = 0;
+      for (int i = 0; i < g; ++i) begin += sizes[i];
+      chunks_->push_back(std::make_shared<models::PipelineStage>(model_, begin, begin + sizes[g]));
+    }
+    trained_ = chunks_.get();
+    const dist::PipelineScheduleKind kind = o_.vpp > 1
+                                                ? dist::PipelineScheduleKind::Interleaved1F1B
+                                                : dist::parse_pipeline_schedule(o_.pp_schedule);
+    executor_ = std::make_unique<dist::PipelineExecutor>(dp_.pp_group, kind, o_.vpp, device);
+    if (dp_.embedding_group) {
+      grads.tied = models::tied_across_stages(model_);
+      grads.tied_group = dp_.embedding_group;
+      grads.count_tied_in_norm = dp_.pp_rank == 0;
+    }
+  }
+  parallel_grads_ = std::make_unique<dist::ParallelGradients>(*trained_, grads);
 }
 
 double TrainingRun::evaluate(int64_t step) {
   const Clock::time_point start = Clock::now();
   // --eval-steps batches in all, split over the data-parallel ranks.
-  const int64_t batches = (o_.eval_steps + dp_.size - 1) / dp_.size;
+  const int64_t batches = (o_.eval_steps + dp_.dp_size - 1) / dp_.dp_size;
   const double loss = last_val_loss_ = trainer_->evaluate(*val_loader_, batches);
   if (!metrics_) return loss;
   metrics_->write({{"step", step}, {"val_loss", loss}});
@@ -353,7 +465,7 @@ double TrainingRun::evaluate(int64_t step) {
 }
 
 void TrainingRun::sample(int64_t step) {
-  if (o_.sample_tokens <= 0 || !dp_.is_root()) return;
+  if (o_.sample_tokens <= 0 || !dp_.is_root() || dp_.model_parallel()) return;
   // A generator of its own, so that sampling never changes the training run's random numbers.
   Generator gen(o_.seed + static_cast<uint64_t>(step));
   std::vector<int32_t> prompt = prompt_ids(*tokenizer_, o_.sample_prompt);
@@ -371,10 +483,11 @@ void TrainingRun::sample(int64_t step) {
 
 void TrainingRun::save(int64_t step) {
   const Clock::time_point start = Clock::now();
-  // Every rank takes part (ZeRO gathers its shards); rank 0 writes.
+  // Every rank takes part (ZeRO gathers its shards); rank 0 writes, or under model parallelism
+  // every rank its part.
   const io::Checkpoint ckpt = trainer_->checkpoint(run_config_.dump());
-  if (!dp_.is_root()) return;
-  const std::string folder = io::save_checkpoint(out_, ckpt, static_cast<int>(o_.keep));
+  if (!dp_.is_root() && !dp_.model_parallel()) return;
+  const std::string folder = io::save_checkpoint(checkpoint_dir(), ckpt, static_cast<int>(o_.keep));
   bar_->log(fmt("saved %s (%.0f ms)", folder.c_str(), seconds_since(start) * 1e3));
 }
 
@@ -397,7 +510,7 @@ int TrainingRun::run() {
                   ": nothing to train (raise --max-steps to continue)"));
     return 0;
   }
-  const int64_t tokens_per_step = o_.batch_size * o_.grad_accum * dp_.size * seq_len_;
+  const int64_t tokens_per_step = o_.batch_size * o_.grad_accum * dp_.dp_size * seq_len_;
   g_stop_requested = false;
   auto previous_handler = std::signal(SIGINT, on_interrupt);
   bar_->set_time_limit(o_.time_limit);

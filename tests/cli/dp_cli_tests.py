@@ -5,7 +5,9 @@
 
 Two ranks with one thread each train the tiny model of cli_tests.py; their losses must match one
 process accumulating both ranks' micro-batches, only rank 0 prints and writes, and checkpoints
-move between data-parallel layouts (ZeRO stages and world sizes).
+move between data-parallel layouts (ZeRO stages and world sizes). Four ranks split the model
+(--tp, --sp, --pp) beside data parallelism and must match one process too, and resume from their
+per-rank checkpoints as the uninterrupted run continues.
 """
 import argparse
 import os
@@ -28,12 +30,13 @@ class DataParallelContext(Context):
         super().__init__(args)
         self.mpirun = args.mpirun
 
-    def mpi_train(self, ranks, out, *args, ok=True, timeout=120, resume=False):
-        """`tessera train` on `ranks` ranks: a new tiny run, or with resume its --resume."""
+    def mpi_train(self, ranks, out, *args, ok=True, timeout=120, resume=False, dp=None):
+        """`tessera train` on `ranks` ranks (--dp ranks unless dp says): a new tiny run, or with
+        resume its --resume."""
         run = ["--resume"] if resume else ["--data", self.text(), *map(str, TINY)]
         cmd = [self.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
                "-x", "OMP_NUM_THREADS=1", self.tessera, "train", "--out", self.path(out), *run,
-               "--dp", str(ranks), *map(str, args)]
+               "--dp", str(dp or ranks), *map(str, args)]
         start = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
         out_text, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
@@ -86,16 +89,59 @@ def zero_checkpoint_resumes_anywhere(ctx):
             check(close(loss, want[step], 1e-5), f"{out}: step {step}: {loss} vs {want[step]}")
 
 
+# Two layers (a pipeline needs one per stage), 4 micro-batches of 4 rows per step in every layout.
+SPLIT = [*COMMON, "--n-layer", 2]
+
+
+def model_parallel_matches_one_process(ctx):
+    ctx.train("one", *SPLIT, "--grad-accum", 4)
+    for out, dp, args in [("dp2_tp2_sp", 2, ["--tp", 2, "--sp", "--grad-accum", 2]),
+                          ("tp2_pp2", 1, ["--tp", 2, "--pp", 2, "--grad-accum", 4]),
+                          ("dp2_pp2", 2, ["--pp", 2, "--pp-schedule", "gpipe", "--grad-accum", 2])]:
+        stdout, _, _ = ctx.mpi_train(4, out, *SPLIT, *args, dp=dp)
+        check_losses_match(ctx.path(out), ctx.path("one"), 1e-5, out)
+        check(stdout.count("step    20/20 | train loss") == 1, "expected one step line:\n" + stdout)
+        check("model parallel: tp" in stdout, stdout)
+        for rank in range(4):
+            check(os.path.isdir(ctx.path(f"{out}/rank_{rank:05d}/ckpt_000020")),
+                  f"{out}: rank {rank} wrote no checkpoint")
+
+
+def model_parallel_resumes_its_layout(ctx):
+    layout = ["--tp", 2, "--pp", 2, "--grad-accum", 4]
+    ctx.mpi_train(4, "full", *SPLIT, *layout, "--save-every", 10, "--keep", 0, dp=1)
+    os.makedirs(ctx.path("resumed"))
+    for name in ["config.json", "tokenizer.chars"]:
+        shutil.copy(ctx.path(f"full/{name}"), ctx.path(f"resumed/{name}"))
+    for rank in range(4):
+        shutil.copytree(ctx.path(f"full/rank_{rank:05d}/ckpt_000010"),
+                        ctx.path(f"resumed/rank_{rank:05d}/ckpt_000010"))
+    ctx.mpi_train(4, "resumed", *layout, resume=True, dp=1)
+    want = dict(losses(metrics(ctx.path("full")), "train_loss"))
+    got = losses(metrics(ctx.path("resumed")), "train_loss")
+    check([s for s, _ in got] == list(range(11, 21)), f"resumed steps {got}")
+    for step, loss in got:
+        check(close(loss, want[step], 1e-6), f"resumed step {step}: {loss} vs {want[step]}")
+    # Another layout cannot read the per-rank parts.
+    _, err, _ = ctx.mpi_train(4, "resumed", "--pp", 4, "--grad-accum", 4, resume=True, dp=1,
+                              ok=False)
+    check("as in the run being resumed" in err, err)
+
+
 def bad_layouts_fail_clearly(ctx):
     _, err, seconds = ctx.mpi_train(2, "bad", "--max-steps", 2, "--dp", 3, ok=False)
     check("expected 3 processes for --dp 3" in err, err)
     check(seconds < 60, f"took {seconds:.0f} s to fail")
     _, err = ctx.train("zero", "--max-steps", 2, "--zero-stage", 1, ok=False)
     check("expected --zero-stage with --dp > 1" in err, err)
+    _, err, _ = ctx.mpi_train(2, "zero_tp", "--max-steps", 2, "--tp", 2, "--zero-stage", 1, dp=1,
+                              ok=False)
+    check("expected --zero-stage 0 with --tp or --pp > 1" in err, err)
 
 
 SCENARIOS = {f.__name__: f for f in [dp_matches_accumulation, zero_checkpoint_resumes_anywhere,
-                                     bad_layouts_fail_clearly]}
+                                     model_parallel_matches_one_process,
+                                     model_parallel_resumes_its_layout, bad_layouts_fail_clearly]}
 
 
 def main():
