@@ -330,6 +330,7 @@ void init_distributed(py::module_& m) {
 #endif
   bind_ddp(d);
   bind_zero(d);
+  init_model_parallel(d);
 }
 
 }  // namespace tessera::python

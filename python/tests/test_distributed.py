@@ -478,3 +478,81 @@ def test_collectives_match_torch_gloo():
         dist.barrier()
         if rank == 0:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---- model parallelism (tessera.distributed.tensor_parallel and .pipeline) ----
+
+from tessera.distributed import pipeline, tensor_parallel as tp  # noqa: E402
+
+
+@needs_mpi
+def test_tensor_parallel_mlp_equals_the_whole_one():
+    rank, size = rank_size()
+    group = dist._get_default_group()
+    tessera.manual_seed(3)
+    fc, proj = nn.Linear(8, 4 * size), nn.Linear(4 * size, 8)
+    x = tessera.randn(2, 3, 8)
+    want = tessera.nn.functional.gelu(proj(fc(x)))
+    want.sum().backward()  # the whole model's gradients, to compare slices with
+    col = tp.ColumnParallelLinear(fc.weight.detach(), fc.bias.detach(), group)
+    row = tp.RowParallelLinear(proj.weight.detach(), proj.bias.detach(), group)
+    assert tuple(col.weight.shape) == (4, 8) and tuple(row.weight.shape) == (8, 4)
+    got = tessera.nn.functional.gelu(row(col(x)))
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    got.sum().backward()
+    rows = slice(4 * rank, 4 * rank + 4)
+    np.testing.assert_allclose(col.weight.grad.numpy(), fc.weight.grad.numpy()[rows], rtol=1e-4,
+                               atol=1e-6)
+    np.testing.assert_allclose(row.weight.grad.numpy(), proj.weight.grad.numpy()[:, rows],
+                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(row.bias.grad.numpy(), proj.bias.grad.numpy(), rtol=1e-5)
+
+
+@needs_mpi
+def test_vocab_parallel_cross_entropy_equals_the_plain_one():
+    rank, size = rank_size()
+    group = dist._get_default_group()
+    tessera.manual_seed(4)
+    vocab = 11  # padded to 12 at 2 ranks
+    local = -(-vocab // size)
+    logits = tessera.randn(6, vocab, dtype=tessera.float64)
+    target = tessera.tensor([0, 3, -1, 10, 5, 7])
+    want = tessera.nn.functional.cross_entropy(logits, target, ignore_index=-1,
+                                               label_smoothing=0.1)
+    padded = tessera.cat([logits, tessera.zeros(6, local * size - vocab, dtype=tessera.float64)], 1)
+    mine = padded[:, local * rank:local * (rank + 1)].contiguous()
+    got = tp.vocab_parallel_cross_entropy(mine, target, group, vocab, ignore_index=-1,
+                                          label_smoothing=0.1)
+    assert abs(got.item() - want.item()) <= 1e-12 * abs(want.item())
+
+
+@needs_mpi
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_pipeline_of_linear_stages_equals_the_serial_chain(schedule):
+    rank, size = rank_size()
+    group = dist._get_default_group()
+    tessera.manual_seed(5)
+    layers = [nn.Linear(6, 6) for _ in range(size)]  # stage r holds layer r
+    xs = [tessera.randn(2, 6) for _ in range(4)]
+    ys = [tessera.randn(2, 6) for _ in range(4)]
+
+    def chain(x, stages):
+        for layer in stages:
+            x = tessera.tanh(layer(x))
+        return x
+
+    serial = sum(((chain(x, layers) - y) ** 2).mean() for x, y in zip(xs, ys)) / 4
+    serial.backward()
+    want_grad = layers[rank].weight.grad.numpy().copy()
+    for layer in layers:
+        layer.zero_grad()
+    pp = pipeline.PipelineExecutor(group, schedule)
+    assert pipeline.make_pipeline_schedule(schedule, size, 4, 1, rank)[0] == ("F", 0, 0)
+
+    def forward(chunk, micro, x):
+        h = chain(xs[micro] if x is None else x, [layers[rank]])
+        return ((h - ys[micro]) ** 2).mean() if pp.stage == pp.stages - 1 else h
+
+    loss_sum = pp.run(4, forward)
+    assert abs(loss_sum / 4 - serial.item()) <= 1e-6 * abs(serial.item())
+    np.testing.assert_allclose(layers[rank].weight.grad.numpy(), want_grad, rtol=1e-5, atol=1e-7)

@@ -25,7 +25,7 @@ from .._C.distributed import (  # noqa: F401
     Work,
     is_available,
 )
-from . import optim  # noqa: F401
+from . import optim, pipeline, tensor_parallel  # noqa: F401
 
 
 class GroupMember:
