@@ -83,7 +83,8 @@ struct StepResult {
 // Where data parallelism plugs in.
 struct TrainerHooks {
   // Before micro-batch `micro`'s backward; `last` on the window's final one (DDP synchronises
-  // gradients only then).
+  // gradients only then). Under a pipeline: before each chunk's backward, `last` on that
+  // chunk's final one.
   std::function<void(int64_t micro, bool last)> before_backward;
   // After the last backward, before unscaling and clipping (DDP waits for its reductions).
   std::function<void()> after_backward;
