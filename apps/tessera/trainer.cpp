@@ -286,11 +286,7 @@ void TrainingRun::setup_training() {
   options.model_parallel = parallel_grads_.get();
   if (executor_) {
     options.pipeline.executor = executor_.get();
-    options.pipeline.forward = [this](int chunk, const data::Batch& b, const Tensor& input) {
-      auto& stage = *chunks_->at<models::PipelineStage>(static_cast<size_t>(chunk));
-      const Device device = model_->device();  // batches are loaded on the host
-      return stage.forward(stage.is_first() ? b[0].to(device) : input, b[1].to(device));
-    };
+    options.pipeline.forward = train::causal_lm_pipeline_forward(*chunks_);
     for (const auto& ddp : chunk_ddps_) options.pipeline.chunk_ddps.push_back(ddp.get());
   }
   if (o_.dtype != "float32") options.autocast_dtype = dtype_from_string(o_.dtype);
@@ -420,9 +416,7 @@ void TrainingRun::setup_model_parallel(const Device& device) {
   trained_ = model_.get();
   if (!dp_.model_parallel()) return;
   TESSERA_CHECK(o_.vpp == 1 || o_.pp > 1, ValueError,
-                "[train] expected --vpp only with --pp > 1, "
-                "got --vpp ",
-                o_.vpp);
+                "[train] expected --vpp only with --pp > 1, got --vpp ", o_.vpp);
   TESSERA_CHECK(!o_.sp || o_.tp > 1, ValueError, "[train] expected --sp only with --tp > 1");
   model_->shard_tensor_parallel(dp_.tp_group, o_.sp);
   dist::ParallelGradientsOptions grads{
@@ -430,13 +424,7 @@ void TrainingRun::setup_model_parallel(const Device& device) {
   if (dp_.pp > 1) {
     const std::vector<int64_t> sizes =
         models::split_layers(model_->n_layers(), dp_.pp * o_.vpp, layer_counts(o_.pp_layers));
-    chunks_ = std::make_shared<nn::ModuleList>();
-    for (int c = 0; c < o_.vpp; ++c) {
-      const int g = c * dp_.pp + dp_.pp_rank;
-      int64_t begin = 0;
-      for (int i = 0; i < g; ++i) begin += sizes[i];
-      chunks_->push_back(std::make_shared<models::PipelineStage>(model_, begin, begin + sizes[g]));
-    }
+    chunks_ = models::pipeline_chunks(model_, sizes, dp_.pp, dp_.pp_rank);
     trained_ = chunks_.get();
     const dist::PipelineScheduleKind kind = o_.vpp > 1
                                                 ? dist::PipelineScheduleKind::Interleaved1F1B

@@ -36,12 +36,12 @@ double sum_over(const GroupPtr& group, double value) {
   return t.item<double>();
 }
 
-// Sums the defined gradients of params over group, one all-reduce each.
+// Sums the defined gradients of params over group: all the all-reduces in flight, then waited.
 void sum_gradients(const TensorList& params, const GroupPtr& group) {
-  TensorList grads;
+  std::vector<WorkHandle> work;
   for (const Tensor& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  for (const Tensor& g : grads) group->all_reduce(g, ReduceOp::Sum)->wait();
+    if (p.grad().defined()) work.push_back(group->all_reduce(p.grad(), ReduceOp::Sum));
+  for (const WorkHandle& w : work) w->wait();
 }
 
 }  // namespace

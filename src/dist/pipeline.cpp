@@ -128,7 +128,7 @@ void PipelineExecutor::reap_sends(bool wait_all) {
 
 double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb) {
   const int64_t m = micro_batches;
-  const int p = stages(), n = p * v_;
+  const int p = stages();
   TESSERA_CHECK(m >= 1, ValueError, "[PipelineExecutor.run] expected micro_batches >= 1, got ", m);
   TESSERA_CHECK(static_cast<bool>(cb.forward), ValueError,
                 "[PipelineExecutor.run] expected a forward callback");
@@ -161,7 +161,7 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
       TESSERA_CHECK(st.output.defined(), ValueError,
                     "[PipelineExecutor.run] expected the forward of chunk ", step.chunk,
                     " to return a tensor, got an undefined one");
-      if (g == n - 1) {
+      if (is_last_chunk(step.chunk)) {
         TESSERA_CHECK(st.output.numel() == 1, ValueError,
                       "[PipelineExecutor.run] expected the last chunk's forward to return a "
                       "one-element loss, got shape ",
@@ -175,7 +175,7 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
       if (cb.before_backward)
         cb.before_backward(step.chunk, step.micro, ++backwards[step.chunk] == m);
       Tensor grad;
-      if (g == n - 1) {
+      if (is_last_chunk(step.chunk)) {
         grad = full_like(st.output, 1.0 / static_cast<double>(m));
       } else {
         grad = recv(true, g, step.micro);

@@ -60,6 +60,21 @@ std::string PipelineStage::extra_repr() const {
   return tessera::detail::str("layers=[", begin_, ", ", end_, ")");
 }
 
+std::shared_ptr<nn::ModuleList> pipeline_chunks(const std::shared_ptr<CausalLM>& model,
+                                                const std::vector<int64_t>& sizes, int stages,
+                                                int stage) {
+  const int n = static_cast<int>(sizes.size());
+  TESSERA_CHECK(stages >= 1 && n % stages == 0 && stage >= 0 && stage < stages, ValueError,
+                "[pipeline_chunks] expected stage in [0, stages) and a multiple of stages ", stages,
+                " chunks, got stage ", stage, " and ", n, " chunks");
+  auto chunks = std::make_shared<nn::ModuleList>();
+  for (int g = stage; g < n; g += stages) {
+    const int64_t begin = std::accumulate(sizes.begin(), sizes.begin() + g, int64_t{0});
+    chunks->push_back(std::make_shared<PipelineStage>(model, begin, begin + sizes[g]));
+  }
+  return chunks;
+}
+
 TensorList tied_across_stages(const std::shared_ptr<CausalLM>& model) {
   const int64_t n = model->n_layers();
   if (n < 2) return {};

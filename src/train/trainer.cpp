@@ -3,6 +3,7 @@
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/core/error.h"
 #include "tessera/dist/zero.h"
+#include "tessera/models/pipeline_stage.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/reduce.h"
 #include "tessera/optim/clip_grad.h"
@@ -25,6 +26,14 @@ LossFn causal_lm_loss(models::CausalLM& model) {
                   "[Trainer] expected (inputs, targets) batches, got ", batch.size(), " tensors");
     const Device device = model.device();  // batches are loaded on the host
     return model.loss(batch[0].to(device), batch[1].to(device));
+  };
+}
+
+PipelineForwardFn causal_lm_pipeline_forward(const nn::ModuleList& chunks) {
+  return [&chunks](int chunk, const data::Batch& batch, const Tensor& input) {
+    auto& stage = *chunks.at<models::PipelineStage>(static_cast<size_t>(chunk));
+    const Device device = stage.model().device();  // batches are loaded on the host
+    return stage.forward(stage.is_first() ? batch[0].to(device) : input, batch[1].to(device));
   };
 }
 
@@ -193,9 +202,9 @@ double Trainer::run_pipeline(const std::function<data::Batch()>& next_batch,
     maybe_autocast(autocast, options_);
     Tensor out = pipeline.forward(chunk, batches[micro], input);
     // The executor scales losses by 1 / m; token weights replace that factor.
-    const dist::PipelineExecutor& e = *pipeline.executor;
-    const bool is_loss = e.global_chunk(chunk) == e.stages() * e.virtual_stages() - 1;
-    return is_loss && !weights.empty() ? out * (weights[micro] * static_cast<double>(m)) : out;
+    return pipeline.executor->is_last_chunk(chunk) && !weights.empty()
+               ? out * (weights[micro] * static_cast<double>(m))
+               : out;
   };
   callbacks.before_backward = [&](int chunk, int64_t micro, bool last) {
     if (hooks_.before_backward) hooks_.before_backward(micro, last);
@@ -230,13 +239,13 @@ double Trainer::evaluate(data::DataLoader& loader, int64_t max_batches) {
     }
     if (options_.pipeline.executor && !batches.empty()) {
       const PipelineOptions& pipeline = options_.pipeline;
-      const dist::PipelineExecutor& e = *pipeline.executor;
       dist::PipelineCallbacks callbacks;
       callbacks.forward_only = true;
       callbacks.forward = [&](int chunk, int64_t micro, const Tensor& input) {
         Tensor out = pipeline.forward(chunk, batches[micro], input);
-        const bool is_loss = e.global_chunk(chunk) == e.stages() * e.virtual_stages() - 1;
-        return is_loss ? out * static_cast<double>(batches[micro][0].size(0)) : out;
+        return pipeline.executor->is_last_chunk(chunk)
+                   ? out * static_cast<double>(batches[micro][0].size(0))
+                   : out;
       };
       sum = pipeline.executor->run(static_cast<int64_t>(batches.size()), callbacks);
     }

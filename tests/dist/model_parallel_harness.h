@@ -92,7 +92,9 @@ struct ModelParallelRun {
       if (dp_size > 1) ddps.push_back(std::make_unique<DistributedDataParallel>(*model, dp));
       options.ddp = ddps.empty() ? nullptr : ddps[0].get();
     } else {
-      build_chunks(layout, o, pp->rank());
+      chunks = models::pipeline_chunks(
+          model, models::split_layers(model->n_layers(), o.pp * o.virtual_stages, o.layer_sizes),
+          o.pp, pp->rank());
       trained = chunks.get();
       if (embedding) {
         grad_options.tied = models::tied_across_stages(model);
@@ -101,10 +103,7 @@ struct ModelParallelRun {
       }
       executor = std::make_unique<PipelineExecutor>(pp, o.schedule, o.virtual_stages);
       options.pipeline.executor = executor.get();
-      options.pipeline.forward = [this](int chunk, const data::Batch& b, const Tensor& input) {
-        auto& stage = *chunks->at<models::PipelineStage>(static_cast<size_t>(chunk));
-        return stage.forward(stage.is_first() ? b[0] : input, b[1]);
-      };
+      options.pipeline.forward = train::causal_lm_pipeline_forward(*chunks);
       if (dp_size > 1)
         for (const auto& chunk : *chunks) {
           ddps.push_back(std::make_unique<DistributedDataParallel>(*chunk, dp));
@@ -118,20 +117,6 @@ struct ModelParallelRun {
     trainer = std::make_unique<train::Trainer>(
         *trained, o.pp == 1 ? train::causal_lm_loss(*model) : train::LossFn(unused), *optimizer,
         nullptr, nullptr, options);
-  }
-
-  // Local chunk c of stage s holds global chunk c * pp + s.
-  void build_chunks(const Layout& layout, const LayoutOptions& o, int stage) {
-    const int p = layout.size(Axis::PP);
-    const std::vector<int64_t> sizes =
-        models::split_layers(model->n_layers(), p * o.virtual_stages, o.layer_sizes);
-    chunks = std::make_shared<nn::ModuleList>();
-    for (int c = 0; c < o.virtual_stages; ++c) {
-      const int g = c * p + stage;
-      int64_t begin = 0;
-      for (int i = 0; i < g; ++i) begin += sizes[i];
-      chunks->push_back(std::make_shared<models::PipelineStage>(model, begin, begin + sizes[g]));
-    }
   }
 
   std::vector<double> train(int64_t steps) {

@@ -61,6 +61,8 @@ class PipelineExecutor {
   // stage p-1).
   bool holds_first() const { return stage() == 0; }
   bool holds_last() const { return stage() == stages() - 1; }
+  // Whether local chunk `chunk` is the last global chunk (its forward returns the loss).
+  bool is_last_chunk(int chunk) const { return global_chunk(chunk) == stages() * v_ - 1; }
 
   // Runs micro_batches forwards and backwards of every local chunk. Returns the sum of the
   // unscaled micro-batch losses, on every rank (broadcast from the last stage). The ranks first

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tessera/models/transformer.h"
+#include "tessera/nn/layers.h"
 
 namespace tessera::models {
 
@@ -41,6 +42,13 @@ class PipelineStage : public nn::Module {
   std::shared_ptr<CausalLM> model_;
   int64_t begin_, end_;
 };
+
+// The chunks pipeline stage `stage` of `stages` holds, for a split of the layers into
+// sizes.size() (stages x virtual stages) global chunks: local chunk c is global chunk
+// c * stages + stage (Megatron's interleaving). ValueError unless stages divides sizes.size().
+std::shared_ptr<nn::ModuleList> pipeline_chunks(const std::shared_ptr<CausalLM>& model,
+                                                const std::vector<int64_t>& sizes, int stages,
+                                                int stage);
 
 // The parameters that both the first chunk's embedding and the last chunk's output projection
 // use (a tied token embedding); empty when untied or the model has one layer.

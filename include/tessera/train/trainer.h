@@ -22,6 +22,7 @@
 #include "tessera/dist/pipeline.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/models/transformer.h"
+#include "tessera/nn/layers.h"
 #include "tessera/nn/module.h"
 #include "tessera/optim/grad_scaler.h"
 #include "tessera/optim/lr_scheduler.h"
@@ -38,13 +39,19 @@ using TokenCountFn = std::function<int64_t(const data::Batch&)>;
 // The targets of batch[1] that are not ignore_index.
 TokenCountFn causal_lm_tokens(int64_t ignore_index = -1);
 
+// Runs local pipeline chunk `chunk` on its micro-batch: input is the previous chunk's activation
+// (undefined on the first global chunk); returns the activation, or the loss on the last.
+using PipelineForwardFn =
+    std::function<Tensor(int chunk, const data::Batch& batch, const Tensor& input)>;
+// For chunks of models::PipelineStage: the first takes batch[0] (moved to the model's device),
+// the last returns the loss against batch[1]. chunks must outlive the function.
+PipelineForwardFn causal_lm_pipeline_forward(const nn::ModuleList& chunks);
+
 // Pipeline parallelism: a step's micro-batches run through the executor's schedule instead of
 // one after another.
 struct PipelineOptions {
   dist::PipelineExecutor* executor = nullptr;  // null: no pipeline
-  // Runs local chunk `chunk` on its micro-batch: input is the previous chunk's activation
-  // (undefined on the first global chunk); returns the activation, or the loss on the last.
-  std::function<Tensor(int chunk, const data::Batch& batch, const Tensor& input)> forward;
+  PipelineForwardFn forward;
   // With data parallelism, chunk c's DDP (each chunk synchronises on its own last backward).
   std::vector<dist::DistributedDataParallel*> chunk_ddps;
 };
