@@ -1,7 +1,8 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install dependencies first.
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build demo test test-release test-debug build-cuda docs bench format clean
+.PHONY: deps build demo test test-release test-debug build-cuda docs bench format clean \
+        fuzz fuzz-smoke fuzz-build
 
 deps:
 	@scripts/install-deps.sh
@@ -25,6 +26,20 @@ test-debug: deps
 	cmake --preset debug
 	cmake --build --preset debug -j $(JOBS)
 	ctest --preset debug -j $(JOBS)
+
+# libFuzzer targets (fuzz/) built by clang under ASan + UBSan, each run for FUZZ_SECONDS one after
+# another from its seeds in fuzz/corpus/; new inputs go to build/fuzz/corpus/, crashes to
+# build/fuzz/crashes/ (scripts/fuzz.sh). fuzz-smoke is CI's short run.
+FUZZ_SECONDS ?= 600
+fuzz-build: deps
+	cmake --preset fuzz
+	cmake --build --preset fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: fuzz-build
+	scripts/fuzz.sh 20
 
 # Compiles the CUDA backend (needs the CUDA toolkit; nothing runs without a GPU).
 build-cuda: deps

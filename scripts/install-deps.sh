@@ -16,6 +16,7 @@ PACKAGES=(
   libicu-dev                            # Unicode letter/number classes for the GPT-2 pre-tokenizer
   libcpp-httplib-dev                    # the OpenAI-compatible HTTP server (pkg-config only)
   libopenmpi-dev openmpi-bin            # dist: ProcessGroupMPI and the mpirun test suite
+  clang libclang-rt-dev libomp-dev      # make fuzz: clang, libFuzzer + sanitizer runtimes, OpenMP
 )
 
 missing=()

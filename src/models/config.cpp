@@ -29,7 +29,11 @@ Json parse_object(std::string_view text, std::string_view op) {
 template <class Fields>
 void read_fields(const Json& doc, const Fields& fields, std::string_view op,
                  std::string_view extra_key = "") {
-  for (const auto& [key, value] : doc.items()) {
+  // Named references, not a structured binding: clang 14 (the fuzz build) cannot capture
+  // structured bindings in the lambda below.
+  for (const auto& item : doc.items()) {
+    const std::string& key = item.key();
+    const Json& value = item.value();
     bool known = false;
     fields([&](const char* name, auto& field) {
       if (key != name) return;

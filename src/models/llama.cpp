@@ -98,7 +98,9 @@ Tensor Llama::embed(const Tensor& idx) {
 
 Tensor Llama::layers(const Tensor& x, int64_t begin, int64_t end) {
   // RoPE runs inside attention, on the whole sequence even under sequence parallelism.
-  auto [cos, sin] = model->rotary_emb->tables(0, sequence_length(x));
+  // Named tensors, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+  const auto tables = model->rotary_emb->tables(0, sequence_length(x));
+  const Tensor cos = std::get<0>(tables), sin = std::get<1>(tables);
   Tensor h = x;
   for (int64_t i = begin; i < end; ++i) {
     LlamaDecoderLayer& layer = *model->layers->at<LlamaDecoderLayer>(i);

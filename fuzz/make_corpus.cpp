@@ -1,0 +1,228 @@
+// Writes the seed corpora under <dir>/<target>/ (run from the repository root:
+// build/fuzz/fuzz/make_corpus fuzz/corpus). Seeds are tiny valid inputs made by the library's
+// own writers (safetensors, checkpoints, llm.c) or by hand (llama2.c files, tokenizer files,
+// requests), so the fuzzer starts past the magic numbers and checksums. Files other than seed-*
+// (crash regressions) are left alone.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "fuzz_util.h"
+#include "tessera/io/checkpoint.h"
+#include "tessera/io/importers.h"
+#include "tessera/io/safetensors.h"
+#include "tessera/models/gpt2.h"
+#include "tessera/ops/creation.h"
+
+namespace {
+
+using namespace tessera;
+namespace fs = std::filesystem;
+using fuzz::kPartSeparator;
+
+fs::path root;
+
+void seed(const std::string& target, const std::string& name, std::string_view bytes) {
+  const fs::path dir = root / target;
+  fs::create_directories(dir);
+  std::ofstream(dir / ("seed-" + name), std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string join(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (const std::string_view* p = parts.begin(); p != parts.end(); ++p) {
+    if (p != parts.begin()) out += kPartSeparator;
+    out += *p;
+  }
+  return out;
+}
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+nn::TensorDict some_tensors() {
+  nn::TensorDict t;
+  t.insert("w", arange(12, kFloat32).reshape({3, 4}));
+  t.insert("ids", arange(5, kInt64));
+  t.insert("half", arange(4, kFloat32).to(kFloat16));
+  t.insert("bf", arange(3, kFloat32).to(kBFloat16));
+  t.insert("mask", ones({2}, TensorOptions(kBool)));
+  t.insert("bytes", arange(3, kUInt8));
+  t.insert("empty", zeros({0, 2}));
+  return t;
+}
+
+void safetensors_seeds() {
+  seed("fuzz_safetensors", "tensors", io::serialize_safetensors(some_tensors(), {}));
+  io::Metadata meta;
+  meta.insert("format", "pt");
+  seed("fuzz_safetensors", "metadata", io::serialize_safetensors(some_tensors(), meta));
+  seed("fuzz_safetensors", "empty", io::serialize_safetensors({}, {}));
+  // A tied state dict: the alias table in __metadata__.
+  nn::TensorDict tied;
+  const Tensor w = arange(6, kFloat32).reshape({2, 3});
+  tied.insert("wte.weight", w);
+  tied.insert("lm_head.weight", w);
+  const std::string path = fuzz::write_scratch("tied.safetensors", "");
+  io::save_state_dict(path, tied);
+  seed("fuzz_safetensors", "aliases", read(path));
+}
+
+void checkpoint_seeds() {
+  io::Checkpoint ckpt;
+  ckpt.step = 1;
+  ckpt.model.insert("w", arange(4, kFloat32));
+  ckpt.optimizer.tensors.insert("state.0.exp_avg", zeros({4}));
+  ckpt.optimizer.scalars.insert("step", 1);
+  ckpt.optimizer.scalars.insert("group.0.lr", 0.001);
+  ckpt.scheduler.scalars.insert("last_epoch", 1);
+  ckpt.config = R"({"model": "gpt2", "lr": 0.001})";
+  const fs::path dir = io::save_checkpoint(fuzz::scratch_dir() + "/ckpts", ckpt, 0);
+  const std::string model = read(dir / "model.safetensors");
+  const std::string optimizer = read(dir / "optimizer.safetensors");
+  const std::string state = read(dir / "state.json");
+  seed("fuzz_checkpoint", "verified", join({model, optimizer, state}));
+  // The same with "auto" checksums, which the harness fills in: mutations reach the parsers.
+  nlohmann::json doc = nlohmann::json::parse(state);
+  doc["crc32c"] = "auto";
+  for (auto& [name, record] : doc["files"].items())
+    record = {{"bytes", "auto"}, {"crc32c", "auto"}};
+  seed("fuzz_checkpoint", "auto", join({model, optimizer, doc.dump(2)}));
+}
+
+void llmc_seeds() {
+  models::GPT2Config c;
+  c.vocab_size = 7;
+  c.block_size = 4;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 4;
+  models::GPT2 model(c);
+  const std::string path = fuzz::write_scratch("gpt2.bin", "");
+  io::save_llmc_gpt2(path, model, 8);
+  const std::string fp32 = read(path);
+  seed("fuzz_llmc", "fp32", fp32);
+  // Version 5: the same parameters as bf16 (the upper half of each float32).
+  std::string bf16 = fp32.substr(0, 1024);
+  const int32_t v5 = 5;
+  std::memcpy(bf16.data() + 4, &v5, 4);
+  for (size_t i = 1024; i + 4 <= fp32.size(); i += 4) bf16.append(fp32, i + 2, 2);
+  seed("fuzz_llmc", "bf16", bf16);
+}
+
+// A llama2.c model with small weights: the legacy 7-int header (negative vocab: untied wcls) or
+// the "ak42" version 1 header (norms first).
+std::string llama2c_model(bool v1, bool tied) {
+  const int32_t dim = 8, hidden = 12, L = 1, H = 2, KV = 1, V = 6, seq = 4, D = dim / H;
+  std::string out;
+  if (v1) {
+    put<uint32_t>(out, 0x616b3432);
+    put<int32_t>(out, 1);
+  }
+  for (int32_t v : {dim, hidden, L, H, KV, (v1 || tied) ? V : -V, seq}) put(out, v);
+  if (v1) {
+    out += char(tied ? 1 : 0);
+    out.resize(256, '\0');
+  }
+  const auto floats = [&](int64_t n) {
+    for (int64_t i = 0; i < n; ++i) put<float>(out, 0.01f * float(i % 7));
+  };
+  const int64_t kv = KV * D;
+  const int64_t emb = V * dim, att = L * dim, wq = L * dim * dim, wk = L * kv * dim,
+                wo = L * dim * dim, ffn = L * dim, w1 = L * hidden * dim, fin = dim;
+  if (v1) {
+    for (int64_t n : {att, ffn, fin, emb, wq, wk, wk, wo, w1, w1, w1}) floats(n);
+  } else {
+    for (int64_t n : {emb, att, wq, wk, wk, wo, ffn, w1, w1, w1, fin}) floats(n);
+    floats(2 * int64_t(seq) * (D / 2));  // freq_cis_real, freq_cis_imag
+  }
+  if (!tied) floats(emb);
+  return out;
+}
+
+void llama2c_seeds() {
+  seed("fuzz_llama2c", "legacy_tied", llama2c_model(false, true));
+  seed("fuzz_llama2c", "legacy_untied", llama2c_model(false, false));
+  seed("fuzz_llama2c", "v1_tied", llama2c_model(true, true));
+  seed("fuzz_llama2c", "v1_untied", llama2c_model(true, false));
+}
+
+const std::vector<std::string>& texts() {
+  static const std::vector<std::string> t = {
+      "Hello the world, the thing is in the air",
+      "  leading spaces\tand\ttabs\n\nnewlines  ",
+      "caf\xC3\xA9 na\xC3\xAFve \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x91\x8B <0x41> <s>",
+      "I'm they'll 123 4567.89",
+      std::string("bytes \xFF\xFE\x80 nul \0 end", 19),  // 19: past the NUL
+  };
+  return t;
+}
+
+void tokenizer_seeds() {
+  const std::string enc = fuzz::synthetic_gpt2_encoder_json(),
+                    bpe = fuzz::synthetic_gpt2_vocab_bpe();
+  const std::string bin = fuzz::synthetic_llama2c_tokenizer_bin();
+  const std::string model = fuzz::synthetic_sentencepiece_model();
+  for (size_t i = 0; i < texts().size(); ++i) {
+    const std::string n = "text" + std::to_string(i);
+    seed("fuzz_gpt2_tokenizer", n, join({enc, bpe, texts()[i]}));
+    seed("fuzz_llama2c_tokenizer", n, join({bin, texts()[i]}));
+    seed("fuzz_sentencepiece_tokenizer", n, join({model, texts()[i]}));
+    seed("fuzz_tokenizer_roundtrip", n, texts()[i]);
+  }
+}
+
+void openai_seeds() {
+  // Selector byte: '0' completions + GPT-2, '1' chat + GPT-2, '2' completions + llama2.c, '3'
+  // chat + llama2.c.
+  const std::vector<std::pair<std::string, std::string>> bodies = {
+      {"prompt", R"({"model": "m", "prompt": "Hello the world", "max_tokens": 8})"},
+      {"ids", R"({"prompt": [1, 2, 3], "temperature": 0.5, "top_p": 0.9, "top_k": 4, "seed": 7})"},
+      {"nested", R"({"prompt": [[5, 6]], "stop": ["\n", "the"], "stop_token_ids": [1]})"},
+      {"stream",
+       R"({"prompt": ["hi"], "stream": true, "stream_options": {"include_usage": true}, "n": 1})"},
+      {"penalties",
+       R"({"prompt": "x", "min_p": 0.1, "repetition_penalty": 1.2, "presence_penalty": 0.5, "frequency_penalty": -0.5, "ignore_eos": true, "logprobs": false, "echo": false, "user": "u"})"},
+  };
+  for (const auto& [name, body] : bodies) {
+    seed("fuzz_openai_request", name, "0" + body);
+    seed("fuzz_openai_request", name + "_llama2c", "2" + body);
+  }
+  const std::vector<std::pair<std::string, std::string>> chats = {
+      {"chat",
+       R"({"model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}], "max_completion_tokens": 4})"},
+      {"chat_parts",
+       R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}], "stop": "x", "stream": false})"},
+  };
+  for (const auto& [name, body] : chats) {
+    seed("fuzz_openai_request", name, "1" + body);
+    seed("fuzz_openai_request", name + "_llama2c", "3" + body);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
+    return 2;
+  }
+  root = argv[1];
+  safetensors_seeds();
+  checkpoint_seeds();
+  llmc_seeds();
+  llama2c_seeds();
+  tokenizer_seeds();
+  openai_seeds();
+  return 0;
+}
