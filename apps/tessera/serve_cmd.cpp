@@ -3,10 +3,14 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -26,6 +30,7 @@ Command add_serve_command(CLI::App& app) {
     int64_t max_batch = 32, kv_blocks = 0, block_size = 16, max_batched_tokens = 2048;
     int64_t max_concurrent = 64;
     size_t max_body_bytes = size_t{1} << 20;
+    double shutdown_grace = 30.0;
     uint64_t seed = 0;
   };
   auto o = std::make_shared<Options>();
@@ -70,6 +75,11 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body (more get 413)")
       ->capture_default_str();
+  cmd->add_option("--shutdown-grace", o->shutdown_grace,
+                  "Seconds SIGTERM/SIGINT lets requests in flight finish before cancelling them "
+                  "(a second signal cancels them at once)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed for requests that bring none")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: OpenMP's default)")
       ->check(CLI::NonNegativeNumber);
@@ -113,11 +123,33 @@ Command add_serve_command(CLI::App& app) {
 
             serve::Server server(engine, sc);
             const int port = server.bind();
-            std::thread([&server, stop_signals] {
-              int sig = 0;
-              sigwait(&stop_signals, &sig);
-              server.stop();
-            }).detach();
+            // The first signal drains (new requests get 503, those in flight finish within the
+            // grace, then are cancelled); a second cancels them at once.
+            std::mutex drain_mutex;
+            std::thread drainer;
+            serve::ShutdownSummary summary;
+            std::atomic<bool> served{false};
+            std::thread watcher([&] {
+              for (int received = 0;; ++received) {
+                int sig = 0;
+                sigwait(&stop_signals, &sig);
+                if (served) return;  // woken by the main thread below
+                if (received > 0) {
+                  server.shutdown(std::chrono::milliseconds(0));
+                  continue;
+                }
+                std::fprintf(stderr,
+                             "serve: %s: finishing %lld requests in flight (up to %g s; signal "
+                             "again to cancel them now)\n",
+                             strsignal(sig), static_cast<long long>(server.in_flight()),
+                             o->shutdown_grace);
+                std::lock_guard<std::mutex> lock(drain_mutex);
+                drainer = std::thread([&] {
+                  summary = server.shutdown(
+                      std::chrono::milliseconds(static_cast<int64_t>(o->shutdown_grace * 1000.0)));
+                });
+              }
+            });
             const infer::EngineStats stats = engine->stats();
             std::fprintf(
                 stderr,
@@ -126,7 +158,18 @@ Command add_serve_command(CLI::App& app) {
                 device.str().c_str(), static_cast<long long>(ec.max_num_seqs),
                 static_cast<long long>(stats.blocks_total), static_cast<long long>(ec.block_size));
             server.run();
-            std::fprintf(stderr, "serve: stopped\n");
+            served = true;
+            pthread_kill(watcher.native_handle(), SIGTERM);  // blocked: only its sigwait sees it
+            watcher.join();
+            {
+              std::lock_guard<std::mutex> lock(drain_mutex);
+              if (drainer.joinable()) drainer.join();
+            }
+            std::fprintf(stderr,
+                         "serve: stopped in %.2f s (%lld requests in flight at the signal, %lld "
+                         "cancelled)\n",
+                         summary.seconds, static_cast<long long>(summary.in_flight),
+                         static_cast<long long>(summary.cancelled));
             return 0;
           }};
 }

@@ -3,13 +3,17 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "tessera/core/error.h"
 #include "tessera/serve/openai.h"
@@ -40,12 +44,21 @@ struct RequestChannel {
   std::mutex mutex;
   std::condition_variable ready;
   std::deque<infer::RequestOutput> outputs;
+  bool finished = false;  // a finishing output is queued: later ones are dropped
+  bool cancelled_by_shutdown = false;
   std::atomic<bool> cancelled{false};
   Clock::time_point arrival = Clock::now(), last_token;
   bool seen_token = false;
 
   // On the engine thread: queue the output and time it. False once the client is gone.
   bool push(const infer::RequestOutput& out, Metrics& metrics) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (finished) return false;  // cancelled by a shutdown in the meantime
+      finished = out.finished();
+      outputs.push_back(out);
+    }
+    ready.notify_one();
     if (!out.new_tokens.empty()) {
       const Clock::time_point now = Clock::now();
       if (!seen_token)
@@ -57,12 +70,24 @@ struct RequestChannel {
       last_token = now;
       metrics.count_tokens(0, static_cast<int64_t>(out.new_tokens.size()));
     }
+    return !cancelled;
+  }
+
+  // Ends an unfinished request with an Abort output (the engine's outputs for it are dropped
+  // from now on); false when it had already finished.
+  bool cancel_for_shutdown(int64_t id) {
     {
       std::lock_guard<std::mutex> lock(mutex);
-      outputs.push_back(out);
+      if (finished) return false;
+      finished = cancelled_by_shutdown = true;
+      infer::RequestOutput out;
+      out.request_id = id;
+      out.finish_reason = infer::FinishReason::Abort;
+      outputs.push_back(std::move(out));
     }
+    cancelled = true;
     ready.notify_one();
-    return !cancelled;
+    return true;
   }
 
   // Waits up to timeout for outputs and takes them all.
@@ -84,7 +109,8 @@ bool apply(CompletionState& s, const infer::RequestOutput& out, bool accumulate)
     s.text = out.text;
     s.token_ids = out.new_tokens;
   }
-  s.completion_tokens = out.completion_tokens;
+  // A shutdown's Abort output counts no tokens: keep the count so far.
+  s.completion_tokens = std::max(s.completion_tokens, out.completion_tokens);
   s.finish_reason = out.finish_reason;
   return out.finished();
 }
@@ -102,8 +128,15 @@ struct Server::Impl {
   std::atomic<int64_t> next_id{0};
   bool bound = false;
   int listen_fd = -1;  // the last socket httplib configured: the listening one after bind
+  // Requests submitted to the engine and not yet answered, for shutdown() to cancel.
+  std::mutex live_mutex;
+  std::map<int64_t, std::shared_ptr<RequestChannel>> live;
+  std::atomic<bool> draining{false};
+  std::mutex shutdown_mutex;  // guards shutdown_deadline
+  Clock::time_point shutdown_deadline;
 
   void routes();
+  int64_t cancel_live();
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint ep);
 };
 
@@ -161,6 +194,55 @@ void Server::stop() {
   if (impl_->http.is_running()) impl_->http.stop();
 }
 
+int64_t Server::in_flight() const { return impl_->in_flight; }
+
+int64_t Server::Impl::cancel_live() {
+  std::vector<std::pair<int64_t, std::shared_ptr<RequestChannel>>> open;
+  {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    open.assign(live.begin(), live.end());
+  }
+  int64_t n = 0;
+  for (auto& [id, channel] : open)
+    if (channel->cancel_for_shutdown(id)) {
+      engine->abort(id);
+      ++n;
+    }
+  return n;
+}
+
+ShutdownSummary Server::shutdown(std::chrono::milliseconds grace) {
+  Impl& s = *impl_;
+  const Clock::time_point start = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(s.shutdown_mutex);
+    if (s.draining) {
+      s.shutdown_deadline = std::min(s.shutdown_deadline, start + grace);
+      return {};
+    }
+    s.draining = true;
+    s.shutdown_deadline = start + grace;
+  }
+  ShutdownSummary summary;
+  summary.in_flight = s.in_flight;
+  auto past_deadline = [&s] {
+    std::lock_guard<std::mutex> lock(s.shutdown_mutex);
+    return Clock::now() >= s.shutdown_deadline;
+  };
+  constexpr auto kStep = std::chrono::milliseconds(5);
+  while (s.in_flight > 0 && !past_deadline()) std::this_thread::sleep_for(kStep);
+  // A request that passed the 503 check as the drain began registers late: cancel until none
+  // is left. A stream whose client stopped reading ends within the write timeout (5 s).
+  const Clock::time_point hard_deadline = Clock::now() + std::chrono::seconds(15);
+  while (s.in_flight > 0 && Clock::now() < hard_deadline) {
+    summary.cancelled += s.cancel_live();
+    std::this_thread::sleep_for(kStep);
+  }
+  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  stop();
+  return summary;
+}
+
 void Server::Impl::routes() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (config.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
@@ -202,8 +284,12 @@ void Server::Impl::routes() {
     metrics.count_request(known.count(req.path) ? req.path : "other", res.status);
   });
 
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, R"({"status":"ok"})");
+  // Load balancers stop routing here once a shutdown has begun.
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining)
+      send_json(res, 503, R"({"status":"shutting_down"})");
+    else
+      send_json(res, 200, R"({"status":"ok"})");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(engine->stats()), "text/plain; version=0.0.4");
@@ -223,6 +309,9 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   // Counts this request in flight until its response (or stream) is done.
   const bool over = ++in_flight > config.max_concurrent_requests;
   std::shared_ptr<void> slot(nullptr, [this](void*) { --in_flight; });
+  if (draining)
+    return send_error(
+        res, ApiError(503, "the server is shutting down", "", "server_error", "shutting_down"));
   if (over)
     return send_error(res, ApiError(429, "too many concurrent requests", "", "rate_limit_error",
                                     "rate_limit_exceeded"));
@@ -239,6 +328,15 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   } catch (const Error& e) {  // the engine's own validation
     return send_error(res, ApiError(400, e.what()));
   }
+  {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live.emplace(id, channel);
+  }
+  // Unregisters the request once its response (or stream) is done.
+  std::shared_ptr<void> registered(nullptr, [this, id](void*) {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live.erase(id);
+  });
   metrics.count_tokens(static_cast<int64_t>(r.prompt.size()), 0);
   CompletionState state;
   state.id = (ep == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id++);
@@ -250,6 +348,9 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
     for (bool done = false; !done;)
       for (const infer::RequestOutput& out : channel->take(kPollInterval))
         done = apply(state, out, /*accumulate=*/true) || done;
+    if (channel->cancelled_by_shutdown)
+      return send_error(res, ApiError(503, "the server shut down before the request finished", "",
+                                      "server_error", "shutting_down"));
     return send_json(res, 200, response_json(ep, state));
   }
 
@@ -261,7 +362,7 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   };
   res.set_chunked_content_provider(
       "text/event-stream",
-      [channel, state, ep, include_usage = r.include_usage, cancel, slot, first = true](
+      [channel, state, ep, include_usage = r.include_usage, cancel, slot, registered, first = true](
           size_t, httplib::DataSink& sink) mutable {
         for (const infer::RequestOutput& out : channel->take(kPollInterval)) {
           const bool done = apply(state, out, /*accumulate=*/false);

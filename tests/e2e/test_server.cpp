@@ -12,129 +12,23 @@
 #include <regex>
 #include <thread>
 
-#include "tessera/infer/async_engine.h"
 #include "tessera/infer/generate.h"
-#include "tessera/infer/model_loader.h"
 #include "tessera/models/llama.h"
-#include "tessera/serve/server.h"
-#include "tessera/tokenizers/llama2c_tokenizer.h"
-#include "testing/shared_data.h"
+#include "testing/server_harness.h"
 
 namespace tessera {
 namespace {
 
 using Json = nlohmann::json;
 
-// A server on a free port, running on its own thread for the test's lifetime.
-struct TestServer {
-  std::shared_ptr<infer::AsyncEngine> engine;
-  std::unique_ptr<serve::Server> server;
-  std::thread thread;
-  int port = 0;
-
-  TestServer(const models::CausalLM& model, std::shared_ptr<tokenizers::Tokenizer> tokenizer,
-             const infer::EngineConfig& ec, serve::ServerConfig sc = {}) {
-    engine =
-        std::make_shared<infer::AsyncEngine>(std::make_unique<infer::Engine>(model, ec, tokenizer));
-    sc.port = 0;
-    sc.model_name = "test-model";
-    server = std::make_unique<serve::Server>(engine, sc);
-    port = server->bind();
-    thread = std::thread([this] { server->run(); });
-    // Serving once /health answers (stop() before the loop starts would not stop it).
-    for (int i = 0; i < 500; ++i) {
-      if (auto res = client().Get("/health"); res && res->status == 200) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  ~TestServer() {
-    server->stop();
-    thread.join();
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  // A metric's value from /metrics.
-  double metric(const std::string& name) const {
-    auto res = client().Get("/metrics");
-    std::smatch m;
-    std::regex re("\n" + name + " ([0-9.e+-]+)\n");
-    if (!res || !std::regex_search(res->body, m, re)) return -1;
-    return std::stod(m[1]);
-  }
-};
-
-struct Stories {
-  std::shared_ptr<models::CausalLM> model;
-  std::shared_ptr<tokenizers::Tokenizer> tokenizer;
-};
-
-// The stories260K model and tokenizer, loaded once for the suite.
-const Stories* stories() {
-  static const Stories s = [] {
-    Stories st;
-    const std::string model = testing::shared_data_path("stories260K.bin").string();
-    const std::string tok = testing::shared_data_path("stories260K_idtok.bin").string();
-    if (std::filesystem::exists(model) && std::filesystem::exists(tok)) {
-      st.model = infer::load_model(model);
-      st.tokenizer = std::make_shared<tokenizers::Llama2cTokenizer>(tok);
-    }
-    return st;
-  }();
-  return s.model ? &s : nullptr;
-}
-
-#define STORIES_OR_SKIP(var)      \
-  const Stories* var = stories(); \
-  if (var == nullptr) GTEST_SKIP() << "shared data missing: stories260K.bin / _idtok.bin"
-
-// One streamed completion: the concatenated token ids and text, the finish reason and usage.
-struct StreamResult {
-  int status = 0;
-  std::vector<int32_t> tokens;
-  std::string text, finish_reason;
-  Json usage;
-  bool done = false;  // saw data: [DONE]
-  int events = 0;
-};
+using testing::Stories;
+using testing::StreamResult;
+using testing::TestServer;
 
 StreamResult stream_completion(const TestServer& ts, const Json& body) {
-  httplib::Client c = ts.client();
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  std::string buffer;
-  StreamResult r;
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buffer.append(data, n);
-    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
-      const std::string event = buffer.substr(0, end);
-      buffer.erase(0, end + 2);
-      EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
-      const std::string payload = event.substr(6);
-      if (payload == "[DONE]") {
-        r.done = true;
-        continue;
-      }
-      ++r.events;
-      const Json j = Json::parse(payload);
-      EXPECT_EQ(j["object"], "text_completion");
-      if (j.contains("usage")) r.usage = j["usage"];
-      for (const Json& ch : j["choices"]) {
-        r.text += ch["text"].get<std::string>();
-        for (const Json& t : ch["token_ids"]) r.tokens.push_back(t.get<int32_t>());
-        if (!ch["finish_reason"].is_null()) r.finish_reason = ch["finish_reason"];
-      }
-    }
-    return true;
-  };
-  auto res = c.send(req);
-  r.status = res ? res->status : -1;
-  if (!res) ADD_FAILURE() << "HTTP error: " << httplib::to_string(res.error());
+  StreamResult r = testing::stream_completion(ts.port, body);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  if (r.events > 0) EXPECT_EQ(r.object, "text_completion");
   return r;
 }
 

@@ -10,10 +10,15 @@
 // once (429), unknown routes (404). A streaming client that disconnects has its request aborted,
 // which frees its KV blocks.
 //
+// shutdown() drains: new completions get 503 while those in flight run to their end for up to
+// a grace period; the rest are then cancelled (a stream ends with finish_reason "abort" and
+// data: [DONE], a plain request gets 503) before run() returns.
+//
 //   auto engine = std::make_shared<infer::AsyncEngine>(
 //       std::make_unique<infer::Engine>(*model, engine_config, tokenizer));
 //   serve::Server server(engine, {.port = 8000, .api_key = "secret"});
 //   server.run();  // until server.stop() from another thread
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +38,12 @@ struct ServerConfig {
   int64_t max_concurrent_requests = 64;
 };
 
+struct ShutdownSummary {
+  int64_t in_flight = 0;  // completions in flight when the shutdown began
+  int64_t cancelled = 0;  // of those, cancelled when the grace ran out
+  double seconds = 0.0;   // from the call until run() was told to stop
+};
+
 class Server {
  public:
   // The engine must have a tokenizer (ValueError otherwise). Ignores SIGPIPE process-wide: a
@@ -46,8 +57,14 @@ class Server {
   int bind();
   // Serves until stop(), binding first if needed.
   void run();
-  // Stops run() (from another thread); safe to call more than once.
+  // Stops run() (from another thread) at once, cutting open streams; safe to call more than once.
   void stop();
+  // Graceful stop (from another thread): refuses new completions (503), waits up to grace for
+  // those in flight, cancels the rest, then stop(). Returns once they have all ended. A call
+  // made while another is waiting shortens its grace and returns an empty summary at once.
+  ShutdownSummary shutdown(std::chrono::milliseconds grace);
+  // Completion requests (and streams) not yet answered in full.
+  int64_t in_flight() const;
   const Metrics& metrics() const;
 
  private:
