@@ -24,18 +24,15 @@
 #include "tessera/core/error.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/data/lm_dataset.h"
-#include "tessera/dist/ddp.h"
-#include "tessera/dist/parallel_gradients.h"
-#include "tessera/dist/pipeline.h"
 #include "tessera/dist/zero.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/checkpoint.h"
-#include "tessera/models/pipeline_stage.h"
 #include "tessera/models/sampling.h"
 #include "tessera/optim/adam.h"
 #include "tessera/optim/lr_scheduler.h"
 #include "tessera/runtime/profiler.h"
 #include "tessera/tokenizers/char_tokenizer.h"
+#include "tessera/train/model_parallel.h"
 #include "tessera/train/trainer.h"
 #include "train_options.h"
 #include "train_setup.h"
@@ -125,7 +122,7 @@ class TrainingRun {
   void setup_new_run(const std::set<std::string>& explicit_keys);
   void setup_training();
   void setup_data(const Corpus& corpus);
-  void setup_model_parallel(const Device& device);
+  void setup_parallel(const Device& device);
   void setup_optimizer();
   // Where this rank's checkpoints go: --out, or under model parallelism a folder per rank.
   std::string checkpoint_dir() const;
@@ -152,12 +149,8 @@ class TrainingRun {
 
   std::shared_ptr<models::CausalLM> model_;  // float32 (the master weights under autocast)
   int64_t model_params_ = 0;                 // of the whole model
-  nn::Module* trained_ = nullptr;           // what this rank trains: model_, or its pipeline chunks
-  std::shared_ptr<nn::ModuleList> chunks_;  // of models::PipelineStage, with --pp > 1
-  std::unique_ptr<dist::PipelineExecutor> executor_;
-  std::unique_ptr<dist::ParallelGradients> parallel_grads_;
-  std::vector<std::unique_ptr<dist::DistributedDataParallel>> chunk_ddps_;
-  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  // This rank's part of the model, its DDP and pipeline (the whole model alone on one process).
+  std::unique_ptr<train::ModelParallel> parallel_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::WarmupCosineLR> scheduler_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
@@ -270,7 +263,7 @@ void TrainingRun::setup_training() {
   model_->to(device);
   model_->train();
   model_params_ = model_->num_parameters();
-  setup_model_parallel(device);
+  setup_parallel(device);
   seq_len_ = o_.seq_len > 0 ? o_.seq_len : model_->max_seq_len();
   TESSERA_CHECK(seq_len_ <= model_->max_seq_len(), ValueError,
                 "[train] expected --seq-len <= ", "the model's context of ", model_->max_seq_len(),
@@ -282,17 +275,10 @@ void TrainingRun::setup_training() {
   options.grad_accum = o_.grad_accum;
   options.grad_clip = o_.grad_clip;
   options.device = device.type;
-  options.ddp = ddp_.get();
-  options.model_parallel = parallel_grads_.get();
-  if (executor_) {
-    options.pipeline.executor = executor_.get();
-    options.pipeline.forward = train::causal_lm_pipeline_forward(*chunks_);
-    for (const auto& ddp : chunk_ddps_) options.pipeline.chunk_ddps.push_back(ddp.get());
-  }
+  parallel_->configure(options);
   if (o_.dtype != "float32") options.autocast_dtype = dtype_from_string(o_.dtype);
-  trainer_ =
-      std::make_unique<train::Trainer>(*trained_, train::causal_lm_loss(*model_), *optimizer_,
-                                       scheduler_.get(), train_loader_.get(), options);
+  trainer_ = std::make_unique<train::Trainer>(parallel_->trained(), parallel_->loss(), *optimizer_,
+                                              scheduler_.get(), train_loader_.get(), options);
   if (resume_from_) {
     rescale_data_position(*resume_from_);
     trainer_->restore(*resume_from_);
@@ -355,30 +341,16 @@ void TrainingRun::setup_data(const Corpus& corpus) {
 }
 
 void TrainingRun::setup_optimizer() {
-  TESSERA_CHECK(o_.zero_stage == 0 || !dp_.model_parallel(), ValueError,
-                "[train] expected --zero-stage 0 with --tp or --pp > 1 (ZeRO shards data-parallel "
-                "replicas of the whole model), got --zero-stage ",
-                o_.zero_stage);
-  TESSERA_CHECK(o_.zero_stage == 0 || dp_.dp_size > 1, ValueError,
-                "[train] expected --zero-stage with --dp > 1, got --zero-stage ", o_.zero_stage,
-                " on one process");
-  const dist::DDPOptions ddp_options{.bucket_cap_mb = o_.bucket_mb,
-                                     .reduce_scatter = o_.zero_stage == 2};
-  if (dp_.dp_size > 1 && chunks_) {
-    for (const auto& chunk : *chunks_)
-      chunk_ddps_.push_back(
-          std::make_unique<dist::DistributedDataParallel>(*chunk, dp_.dp_group, ddp_options));
-  } else if (dp_.dp_size > 1) {
-    ddp_ = std::make_unique<dist::DistributedDataParallel>(*model_, dp_.dp_group, ddp_options);
-  }
   const optim::AdamOptions adam{
       .lr = o_.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = o_.weight_decay};
   auto make_adamw = [adam](std::vector<optim::ParamGroup> groups) {
     return std::unique_ptr<optim::Optimizer>(new optim::AdamW(std::move(groups), adam));
   };
-  auto groups = optim::weight_decay_param_groups(trained_->parameters(), o_.weight_decay);
+  auto groups =
+      optim::weight_decay_param_groups(parallel_->trained().parameters(), o_.weight_decay);
   if (o_.zero_stage > 0)
-    optimizer_ = std::make_unique<dist::ZeroOptimizer>(*ddp_, std::move(groups), make_adamw);
+    optimizer_ =
+        std::make_unique<dist::ZeroOptimizer>(*parallel_->ddp(), std::move(groups), make_adamw);
   else
     optimizer_ = make_adamw(std::move(groups));
   // Short trial runs would otherwise trip over the default warmup (which must end before the
@@ -410,33 +382,32 @@ std::string TrainingRun::checkpoint_dir() const {
   return (fs::path(out_) / fmt("rank_%05d", dp_.rank)).string();
 }
 
-// Cuts this rank's part out of the whole model: its tensor-parallel slices, then its pipeline
-// chunks (global chunk c * pp + stage for local chunk c).
-void TrainingRun::setup_model_parallel(const Device& device) {
-  trained_ = model_.get();
-  if (!dp_.model_parallel()) return;
+// Cuts this rank's part out of the whole model (its tensor-parallel slices, then its pipeline
+// chunks) and wraps what it trains in DDP over the data-parallel group.
+void TrainingRun::setup_parallel(const Device& device) {
+  TESSERA_CHECK(o_.zero_stage == 0 || !dp_.model_parallel(), ValueError,
+                "[train] expected --zero-stage 0 with --tp or --pp > 1 (ZeRO shards data-parallel "
+                "replicas of the whole model), got --zero-stage ",
+                o_.zero_stage);
+  TESSERA_CHECK(o_.zero_stage == 0 || dp_.dp_size > 1, ValueError,
+                "[train] expected --zero-stage with --dp > 1, got --zero-stage ", o_.zero_stage,
+                " on one process");
   TESSERA_CHECK(o_.vpp == 1 || o_.pp > 1, ValueError,
                 "[train] expected --vpp only with --pp > 1, got --vpp ", o_.vpp);
   TESSERA_CHECK(!o_.sp || o_.tp > 1, ValueError, "[train] expected --sp only with --tp > 1");
-  model_->shard_tensor_parallel(dp_.tp_group, o_.sp);
-  dist::ParallelGradientsOptions grads{
-      .tp = dp_.tp_group, .sequence_parallel = o_.sp, .pp = dp_.pp_group};
-  if (dp_.pp > 1) {
-    const std::vector<int64_t> sizes =
-        models::split_layers(model_->n_layers(), dp_.pp * o_.vpp, layer_counts(o_.pp_layers));
-    chunks_ = models::pipeline_chunks(model_, sizes, dp_.pp, dp_.pp_rank);
-    trained_ = chunks_.get();
-    const dist::PipelineScheduleKind kind = o_.vpp > 1
-                                                ? dist::PipelineScheduleKind::Interleaved1F1B
-                                                : dist::parse_pipeline_schedule(o_.pp_schedule);
-    executor_ = std::make_unique<dist::PipelineExecutor>(dp_.pp_group, kind, o_.vpp, device);
-    if (dp_.embedding_group) {
-      grads.tied = models::tied_across_stages(model_);
-      grads.tied_group = dp_.embedding_group;
-      grads.count_tied_in_norm = dp_.pp_rank == 0;
-    }
-  }
-  parallel_grads_ = std::make_unique<dist::ParallelGradients>(*trained_, grads);
+  parallel_ = std::make_unique<train::ModelParallel>(
+      model_,
+      train::ModelParallelGroups{.dp = dp_.dp_group,
+                                 .tp = dp_.tp_group,
+                                 .pp = dp_.pp_group,
+                                 .embedding = dp_.embedding_group},
+      train::ModelParallelOptions{
+          .sequence_parallel = o_.sp,
+          .schedule = dist::parse_pipeline_schedule(o_.pp_schedule),
+          .virtual_stages = o_.vpp,
+          .layer_sizes = layer_counts(o_.pp_layers),
+          .ddp = {.bucket_cap_mb = o_.bucket_mb, .reduce_scatter = o_.zero_stage == 2},
+          .device = device});
 }
 
 double TrainingRun::evaluate(int64_t step) {

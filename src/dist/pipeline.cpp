@@ -1,6 +1,7 @@
 #include "tessera/dist/pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "tessera/autograd/engine.h"
@@ -27,6 +28,11 @@ int tag_of(int global_chunk, bool is_grad, bool is_payload) {
 }
 
 const char* what_of(bool is_grad) { return is_grad ? "gradient" : "activation"; }
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 }  // namespace
 
@@ -132,6 +138,8 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
   TESSERA_CHECK(m >= 1, ValueError, "[PipelineExecutor.run] expected micro_batches >= 1, got ", m);
   TESSERA_CHECK(static_cast<bool>(cb.forward), ValueError,
                 "[PipelineExecutor.run] expected a forward callback");
+  const Clock::time_point start = Clock::now();
+  timing_ = {};
   check_agreement(m);
   std::vector<PipelineStep> steps;
   std::optional<autograd::NoGradGuard> no_grad;
@@ -157,7 +165,9 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
         st.input = recv(false, g, step.micro);
         if (!cb.forward_only) st.input.requires_grad_(true);
       }
+      const Clock::time_point compute = Clock::now();
       st.output = cb.forward(step.chunk, step.micro, st.input);
+      timing_.compute_seconds += seconds_since(compute);
       TESSERA_CHECK(st.output.defined(), ValueError,
                     "[PipelineExecutor.run] expected the forward of chunk ", step.chunk,
                     " to return a tensor, got an undefined one");
@@ -172,8 +182,10 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
       }
       if (cb.forward_only) st = Stored{};
     } else {
+      Clock::time_point compute = Clock::now();
       if (cb.before_backward)
         cb.before_backward(step.chunk, step.micro, ++backwards[step.chunk] == m);
+      timing_.compute_seconds += seconds_since(compute);
       Tensor grad;
       if (is_last_chunk(step.chunk)) {
         grad = full_like(st.output, 1.0 / static_cast<double>(m));
@@ -184,7 +196,9 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
                       "'s output ", detail::describe(st.output), " for micro-batch ", step.micro,
                       ", got ", detail::describe(grad));
       }
+      compute = Clock::now();
       autograd::backward({st.output}, {grad});
+      timing_.compute_seconds += seconds_since(compute);
       if (g > 0) {
         Tensor gi = st.input.grad();
         send(gi.defined() ? gi : zeros_like(st.input), true, g - 1, step.micro);
@@ -199,6 +213,7 @@ double PipelineExecutor::run(int64_t micro_batches, const PipelineCallbacks& cb)
     group_->broadcast(loss, p - 1)->wait();
     loss_sum = loss.item().to_double();
   }
+  timing_.wall_seconds = seconds_since(start);
   return loss_sum;
 }
 

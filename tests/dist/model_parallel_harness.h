@@ -9,9 +9,7 @@
 
 #include "dist_test_util.h"
 #include "tessera/dist/layout_groups.h"
-#include "tessera/dist/parallel_gradients.h"
-#include "tessera/dist/pipeline.h"
-#include "tessera/models/pipeline_stage.h"
+#include "tessera/train/model_parallel.h"
 #include "training_harness.h"
 
 namespace tessera::dist::testing {
@@ -57,10 +55,7 @@ struct LayoutOptions {
 // One rank's part of a model-parallel run (or the whole model alone, with `alone`).
 struct ModelParallelRun {
   std::shared_ptr<models::CausalLM> model;
-  std::shared_ptr<nn::ModuleList> chunks;  // of models::PipelineStage (pipelines only)
-  std::vector<std::unique_ptr<DistributedDataParallel>> ddps;
-  std::unique_ptr<PipelineExecutor> executor;
-  std::unique_ptr<ParallelGradients> grads;
+  std::unique_ptr<train::ModelParallel> parallel;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<train::Trainer> trainer;
   int dp_rank = 0, dp_size = 1;
@@ -77,46 +72,24 @@ struct ModelParallelRun {
 
   // This rank's part of the layout; `accum` micro-batches per data-parallel rank.
   ModelParallelRun(const ModelFactory& make, int64_t accum, const LayoutOptions& o) {
-    const Layout layout = Layout::from_world(world()->size(), o.tp, o.pp);
-    const LayoutGroups groups = make_layout_groups(*world(), layout);
-    auto tp = groups.tp, dp = groups.dp, pp = groups.pp, embedding = groups.embedding;
-    dp_rank = dp->rank();
-    dp_size = dp->size();
+    const LayoutGroups groups =
+        make_layout_groups(*world(), Layout::from_world(world()->size(), o.tp, o.pp));
+    dp_rank = groups.dp->rank();
+    dp_size = groups.dp->size();
     model = make();
-    model->shard_tensor_parallel(tp, o.sequence_parallel);
+    parallel = std::make_unique<train::ModelParallel>(
+        model,
+        train::ModelParallelGroups{
+            .dp = groups.dp, .tp = groups.tp, .pp = groups.pp, .embedding = groups.embedding},
+        train::ModelParallelOptions{.sequence_parallel = o.sequence_parallel,
+                                    .schedule = o.schedule,
+                                    .virtual_stages = o.virtual_stages,
+                                    .layer_sizes = o.layer_sizes});
     train::TrainerOptions options{.grad_accum = accum, .grad_clip = 0.5};
-    ParallelGradientsOptions grad_options{
-        .tp = tp, .sequence_parallel = o.sequence_parallel, .pp = pp};
-    nn::Module* trained = model.get();
-    if (o.pp == 1) {
-      if (dp_size > 1) ddps.push_back(std::make_unique<DistributedDataParallel>(*model, dp));
-      options.ddp = ddps.empty() ? nullptr : ddps[0].get();
-    } else {
-      chunks = models::pipeline_chunks(
-          model, models::split_layers(model->n_layers(), o.pp * o.virtual_stages, o.layer_sizes),
-          o.pp, pp->rank());
-      trained = chunks.get();
-      if (embedding) {
-        grad_options.tied = models::tied_across_stages(model);
-        grad_options.tied_group = embedding;
-        grad_options.count_tied_in_norm = pp->rank() == 0;
-      }
-      executor = std::make_unique<PipelineExecutor>(pp, o.schedule, o.virtual_stages);
-      options.pipeline.executor = executor.get();
-      options.pipeline.forward = train::causal_lm_pipeline_forward(*chunks);
-      if (dp_size > 1)
-        for (const auto& chunk : *chunks) {
-          ddps.push_back(std::make_unique<DistributedDataParallel>(*chunk, dp));
-          options.pipeline.chunk_ddps.push_back(ddps.back().get());
-        }
-    }
-    grads = std::make_unique<ParallelGradients>(*trained, grad_options);
-    options.model_parallel = grads.get();
-    optimizer = make_adamw(optim::weight_decay_param_groups(trained->parameters(), 0.1));
-    auto unused = [](const data::Batch&) -> Tensor { throw std::logic_error("pipeline loss"); };
-    trainer = std::make_unique<train::Trainer>(
-        *trained, o.pp == 1 ? train::causal_lm_loss(*model) : train::LossFn(unused), *optimizer,
-        nullptr, nullptr, options);
+    parallel->configure(options);
+    optimizer = make_adamw(optim::weight_decay_param_groups(parallel->trained().parameters(), 0.1));
+    trainer = std::make_unique<train::Trainer>(parallel->trained(), parallel->loss(), *optimizer,
+                                               nullptr, nullptr, options);
   }
 
   std::vector<double> train(int64_t steps) {

@@ -4,8 +4,10 @@
 // the serial ones within 1e-12, over the world group and over two pipelines side by side.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
 #include <optional>
+#include <thread>
 
 #include "dist_test_util.h"
 #include "tessera/autograd/engine.h"
@@ -13,6 +15,7 @@
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linalg.h"
 #include "tessera/ops/nn.h"
+#include "tessera/ops/reduce.h"
 
 namespace tessera::dist::testing {
 namespace {
@@ -195,6 +198,28 @@ TEST(Pipeline, RanksDisagreeingOnTheScheduleRaiseInsteadOfHanging) {
         << e.what();
     EXPECT_NE(std::string(e.what()).find("rank 1: (gpipe, 1, 3)"), std::string::npos) << e.what();
   }
+}
+
+// last_timing(): each forward sleeps 5 ms, so a rank's compute is at least m times that, and
+// the last stage waits at least p - 1 forwards before its first (GPipe): idle, not compute.
+TEST(Pipeline, TimingSplitsComputeFromWaiting) {
+  auto group = world();
+  const int p = group->size();
+  const int64_t m = 2;
+  constexpr double kSleep = 0.005;
+  PipelineExecutor exec(group, PipelineScheduleKind::GPipe, 1);
+  Tensor weight = ones({3}, kFloat64).requires_grad_(true);
+  PipelineCallbacks cb;
+  cb.forward = [&](int chunk, int64_t, const Tensor& input) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kSleep));
+    Tensor h = (input.defined() ? input : ones({3}, kFloat64)) * weight;
+    return exec.is_last_chunk(chunk) ? sum(h) : h;
+  };
+  exec.run(m, cb);
+  const PipelineTiming& t = exec.last_timing();
+  EXPECT_GE(t.compute_seconds, m * kSleep);
+  EXPECT_GE(t.wall_seconds, t.compute_seconds);
+  if (exec.holds_last()) EXPECT_GE(t.idle_seconds(), 0.9 * (p - 1) * kSleep);
 }
 
 TEST(Pipeline, BadArgumentsRaiseValueError) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model_parallel_harness.h"
+#include "tessera/models/pipeline_stage.h"
 
 namespace tessera::dist::testing {
 namespace {

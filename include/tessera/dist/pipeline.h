@@ -44,6 +44,14 @@ struct PipelineCallbacks {
   bool forward_only = false;
 };
 
+// Where the last run()'s time went on this rank. compute: the callbacks and the backwards;
+// the rest of wall (waiting for peers, transfers, the agreement check and loss broadcast) is
+// this rank's pipeline bubble as measured, to set against (p - 1) / m of the schedule.
+struct PipelineTiming {
+  double wall_seconds = 0, compute_seconds = 0;
+  double idle_seconds() const { return wall_seconds - compute_seconds; }
+};
+
 class PipelineExecutor {
  public:
   // pp_group: the pipeline stages, stage = rank in the group. Received tensors are allocated on
@@ -70,6 +78,7 @@ class PipelineExecutor {
   // on a mismatch instead of hanging. Gradients accumulate into the chunks' leaves: zero them
   // between steps.
   double run(int64_t micro_batches, const PipelineCallbacks& cb);
+  const PipelineTiming& last_timing() const { return timing_; }
 
  private:
   struct Stored {
@@ -91,6 +100,7 @@ class PipelineExecutor {
   std::vector<Pending> pending_;
   // p = 1: transfers between this rank's own chunks, keyed by (is_grad, global chunk, micro).
   std::vector<std::pair<std::array<int64_t, 3>, Tensor>> local_;
+  PipelineTiming timing_;
 };
 
 }  // namespace tessera::dist
