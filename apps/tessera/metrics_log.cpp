@@ -1,5 +1,7 @@
 #include "metrics_log.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -36,8 +38,10 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::write(const nlohmann::json& record) {
   const std::string line = record.dump() + "\n";
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fflush(file_);
+  // A full disk stops the run here, clearly, rather than training on with its log going nowhere.
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+    throw RuntimeError(tessera::detail::str("[train] expected to append to '", path_, "', got ",
+                                            std::strerror(errno)));
   records_.push_back(record);
 }
 

@@ -23,7 +23,7 @@ class MetricsLog {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
-  // Appends one record as a line and flushes it.
+  // Appends one record as a line and flushes it; RuntimeError when it cannot (a full disk).
   void write(const nlohmann::json& record);
   // Every record in the file, oldest first (those kept on resume, then those written).
   const std::vector<nlohmann::json>& records() const { return records_; }

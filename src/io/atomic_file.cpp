@@ -20,6 +20,14 @@ namespace {
       detail::str("[", op, "] expected to ", what, " '", path, "', got ", std::strerror(err)));
 }
 
+// The file behind fd, for error messages ("a file" when /proc cannot tell).
+std::string fd_path(int fd) {
+  std::error_code ec;
+  const std::filesystem::path p =
+      std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
+  return ec ? std::string("a file") : "'" + p.string() + "'";
+}
+
 }  // namespace
 
 void write_all(int fd, const void* data, size_t nbytes, std::string_view op) {
@@ -27,8 +35,11 @@ void write_all(int fd, const void* data, size_t nbytes, std::string_view op) {
   while (nbytes > 0) {
     const ssize_t n = ::write(fd, p, nbytes);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      throw RuntimeError(detail::str("[", op, "] expected to write a file, got ", strerror(errno)));
+    if (n < 0) {
+      const int err = errno;
+      throw RuntimeError(
+          detail::str("[", op, "] expected to write ", fd_path(fd), ", got ", std::strerror(err)));
+    }
     p += n;
     nbytes -= static_cast<size_t>(n);
   }

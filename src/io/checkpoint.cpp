@@ -96,6 +96,18 @@ void publish(const fs::path& temp, const fs::path& final) {
                          final.string(), "', got ", std::strerror(err)));
 }
 
+// Deletes an old checkpoint. It is first renamed out of sight (one atomic step), so a crash
+// midway through the deletion never leaves a ckpt_ folder with files missing; the next save
+// removes what is left.
+void retire(const fs::path& folder) {
+  std::error_code ec;
+  const fs::path hidden =
+      folder.parent_path() / str(".", folder.filename().string(), kTempMarker, "retired");
+  fs::remove_all(hidden, ec);
+  fs::rename(folder, hidden, ec);
+  fs::remove_all(ec ? folder : hidden, ec);
+}
+
 Json file_record(const fs::path& path) {
   return {{"bytes", fs::file_size(path)},
           {"crc32c", hex32(detail::crc32c_file(path.string(), "save_checkpoint"))}};
@@ -241,7 +253,7 @@ std::string save_checkpoint(const std::string& root, const Checkpoint& ckpt, int
     for (const std::string& folder : all) {
       if (excess <= 0) break;
       if (fs::path(folder) == final) continue;
-      fs::remove_all(folder, ec);
+      retire(folder);
       --excess;
     }
   }

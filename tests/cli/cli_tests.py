@@ -401,15 +401,16 @@ SCENARIOS = {f.__name__: f for f in [
     train_on_token_file, sigkill_resume_matches_uninterrupted, corrupt_checkpoint_is_refused]}
 
 
-def main():
+def main(scenarios=SCENARIOS):
+    """Runs the scenario named on the command line (tests/reliability reuses this)."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("scenario", choices=sorted(scenarios))
     parser.add_argument("--tessera", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--shared-data")
     args = parser.parse_args()
     ctx = Context(args)
-    SCENARIOS[args.scenario](ctx)
+    scenarios[args.scenario](ctx)
     shutil.rmtree(ctx.work, ignore_errors=True)
     print("ok")
 

@@ -100,6 +100,27 @@ class Stream(threading.Thread):
             self.started.set()
 
 
+def refused_while_draining(port):
+    """During the drain /health answers 503 and so does a new completion (or, once the last
+    stream has ended, the port is closed). Returns whether the 503s were seen."""
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/health")
+            if conn.getresponse().status != 503:
+                time.sleep(0.005)
+                continue
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("POST", "/v1/completions", json.dumps({"prompt": "Once"}),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            check(resp.status == 503 and b"shutting down" in resp.read(),
+                  f"a completion during the drain got {resp.status}")
+            return True
+        except ConnectionError:
+            return False
+
+
 def drain(args, grace, expect):
     """Streams in flight, then SIGTERM; returns (seconds to exit, finish reasons)."""
     serve = Serve(args, grace)
@@ -110,6 +131,7 @@ def drain(args, grace, expect):
         s.started.wait(60)
     t0 = time.monotonic()
     serve.proc.send_signal(signal.SIGTERM)
+    refused = refused_while_draining(serve.port) if grace > 0 else None
     try:
         rc = serve.proc.wait(timeout=grace + 30)
     except subprocess.TimeoutExpired:
@@ -133,8 +155,9 @@ def drain(args, grace, expect):
         reasons.append(s.finish_reason)
     summary = [line.strip() for line in serve.lines if "serve: stopped" in line]
     print(f"grace {grace} s: SIGTERM with {STREAMS} streams in flight, exit 0 after "
-          f"{seconds:.2f} s, finish reasons {sorted(reasons)}; {summary[0]}")
-    return seconds, reasons
+          f"{seconds:.2f} s, finish reasons {sorted(reasons)}; {summary[0]}"
+          + ("; a new request during the drain got 503" if refused else ""))
+    return seconds, reasons, refused
 
 
 def main():
@@ -143,9 +166,10 @@ def main():
     parser.add_argument("--shared-data", required=True)
     args = parser.parse_args()
     # A long grace: every stream runs to its length.
-    drain(args, 60, {"length"})
+    _, _, refused = drain(args, 60, {"length"})
+    check(refused, "the drain ended before /health answered 503")
     # No grace: the streams still running are cancelled, each with a well-formed end.
-    _, reasons = drain(args, 0, {"length", "abort"})
+    _, reasons, _ = drain(args, 0, {"length", "abort"})
     check("abort" in reasons, f"no stream was cancelled with --shutdown-grace 0: {reasons}")
     print("ok")
 
