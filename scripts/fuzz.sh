@@ -18,6 +18,9 @@ if [ ${#targets[@]} -eq 0 ]; then
   done
 fi
 mkdir -p "$build/crashes" "$build/logs"
+# One thread: fuzzing runs one input at a time, and idle OpenMP workers spinning beside it only
+# slow it (and anything else on the machine) down.
+export OMP_NUM_THREADS=1
 echo "| target | runs | exec/s | cov | ft | corpus | crashes |"
 echo "|---|---|---|---|---|---|---|"
 failed=0

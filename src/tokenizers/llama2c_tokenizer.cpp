@@ -37,9 +37,12 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path) {
   TESSERA_CHECK(in, RuntimeError, "[", kOp, "] expected a readable file, got '", path, "'");
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t pos = 0;
-  const auto read = [&](void* dst, size_t n, std::string_view what) {
-    TESSERA_CHECK(pos + n <= data.size(), ValueError, "[", kOp, "] expected ", what, " at byte ",
+  const auto check_left = [&](size_t n, std::string_view what) {
+    TESSERA_CHECK(n <= data.size() - pos, ValueError, "[", kOp, "] expected ", what, " at byte ",
                   pos, " of '", path, "', got the end of the file (", data.size(), " bytes)");
+  };
+  const auto read = [&](void* dst, size_t n, std::string_view what) {
+    check_left(n, what);
     std::memcpy(dst, data.data() + pos, n);
     pos += n;
   };
@@ -54,9 +57,10 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path) {
     TESSERA_CHECK(len >= 0 && len <= max_token_length_, ValueError, "[", kOp,
                   "] expected token lengths in [0, ", max_token_length_, "] in '", path, "', got ",
                   len, " for token ", pieces_.size());
-    std::string piece(static_cast<size_t>(len), '\0');
-    read(piece.data(), piece.size(), "the token bytes");
-    pieces_.push_back(std::move(piece));
+    // Checked before allocating: a corrupt max_token_length lets len reach 2 GB.
+    check_left(static_cast<size_t>(len), detail::str(len, " bytes of token ", pieces_.size()));
+    pieces_.push_back(data.substr(pos, static_cast<size_t>(len)));
+    pos += static_cast<size_t>(len);
     scores_.push_back(score);
   }
   TESSERA_CHECK(pieces_.size() >= 3, ValueError, "[", kOp,

@@ -15,6 +15,8 @@ inline float vexp(float x) {
   // Clamp with selects: std::fmin/fmax are library calls that block vectorisation.
   float xc = x < -87.0f ? -87.0f : x;
   xc = xc > 88.0f ? 88.0f : xc;
+  // nan would reach the float -> int cast below, which is undefined; its result is not used.
+  xc = x != x ? 0.0f : xc;
   // Round xc / ln2 to nearest with the 1.5 * 2^23 trick (floor/nearbyint do not vectorise).
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = xc - n * 0.693359375f;

@@ -1,0 +1,79 @@
+// Inputs that crashed a fuzz target (fuzz/), fed to the library again: each is kept in the
+// target's corpus (fuzz/corpus/<target>/) and must now load cleanly or fail with a typed error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/io/importers.h"
+#include "tessera/ops/creation.h"
+#include "tessera/tokenizers/llama2c_tokenizer.h"
+#include "testing/expect_error.h"
+#include "testing/temp_dir.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path corpus_file(const std::string& target, const std::string& name) {
+  return fs::path(TESSERA_TESTS_DIR) / ".." / "fuzz" / "corpus" / target / name;
+}
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << "missing fuzz regression input " << path;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The first file of a multi-file fuzz input (parts split at "\n=====\n", see fuzz/fuzz_util.h).
+std::string first_part(const std::string& input) {
+  return input.substr(0, input.find("\n=====\n"));
+}
+
+// One forward of token 0; the logits of a model whose file holds nan weights.
+Tensor logits_of_token_0(models::CausalLM& model) {
+  autograd::NoGradGuard no_grad;
+  return model.forward(zeros({1, 1}, TensorOptions(kInt64))).contiguous();
+}
+
+bool any_nan(const Tensor& t) {
+  const float* p = t.data_ptr<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (std::isnan(p[i])) return true;
+  return false;
+}
+
+// nan weights reached detail::vexp, which cast nan to int (undefined; UBSan aborted): the
+// forward now runs and the nan propagates to the logits.
+TEST(FuzzRegressions, Llama2cModelWithNanWeightsRunsAndPropagatesNan) {
+  const auto model =
+      io::load_llama2c(corpus_file("fuzz_llama2c", "crash-nan-weights-vexp").string());
+  const Tensor logits = logits_of_token_0(*model);
+  EXPECT_EQ(logits.sizes(), (Shape{1, 1, model->vocab_size()}));
+  EXPECT_TRUE(any_nan(logits));
+}
+
+TEST(FuzzRegressions, LlmcModelWithNanWeightsRunsAndPropagatesNan) {
+  const auto model =
+      io::load_llmc_gpt2(corpus_file("fuzz_llmc", "crash-nan-weights-vexp").string());
+  const Tensor logits = logits_of_token_0(*model);
+  EXPECT_EQ(logits.sizes(), (Shape{1, 1, model->vocab_size()}));
+  EXPECT_TRUE(any_nan(logits));
+}
+
+// A corrupt max_token_length let a token claim ~2 GB, allocated before the bytes were checked
+// (out of memory under the fuzzer): the length is now checked against the file first.
+TEST(FuzzRegressions, Llama2cTokenizerTokenLongerThanTheFileIsAValueError) {
+  testing::TempDir dir;
+  const std::string path = dir.file("tokenizer.bin");
+  std::ofstream(path, std::ios::binary)
+      << first_part(read_bytes(corpus_file("fuzz_llama2c_tokenizer", "oom-token-length")));
+  EXPECT_TESSERA_ERROR(tokenizers::Llama2cTokenizer{path}, ValueError,
+                       "expected 1966866470 bytes of token 19 at byte 164");
+}
+
+}  // namespace
+}  // namespace tessera
