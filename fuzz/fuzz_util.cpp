@@ -10,6 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/creation.h"
+
 namespace tessera::fuzz {
 namespace {
 
@@ -151,6 +154,13 @@ void fail(std::string_view what, std::string_view input) {
   for (unsigned char c : input) std::fprintf(stderr, " %02x", c);
   std::fprintf(stderr, "\n");
   std::abort();
+}
+
+void check_model_runs(models::CausalLM& model, std::string_view input) {
+  autograd::NoGradGuard no_grad;
+  const Tensor logits = model.forward(zeros({1, 1}, TensorOptions(kInt64)));
+  if (logits.sizes() != Shape{1, 1, model.vocab_size()})
+    fail("an imported model gave logits of the wrong shape", input);
 }
 
 std::string synthetic_gpt2_encoder_json() {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/models/transformer.h"
 #include "tessera/tokenizers/gpt2_tokenizer.h"
 #include "tessera/tokenizers/llama2c_tokenizer.h"
 #include "tessera/tokenizers/sentencepiece_tokenizer.h"
@@ -40,6 +41,9 @@ void rejected(const std::exception& e);
 
 // Abort (a libFuzzer crash) with a message when a property that must hold does not.
 [[noreturn]] void fail(std::string_view what, std::string_view input);
+
+// A model an importer accepted must run: one forward of token 0 gives [1, 1, vocab_size] logits.
+void check_model_runs(models::CausalLM& model, std::string_view input);
 
 // Tokenizer files and tokenizers over a small vocabulary: all 256 bytes plus a few English
 // merges. The files are what the seed corpora start from.

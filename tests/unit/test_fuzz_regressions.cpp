@@ -2,6 +2,7 @@
 // target's corpus (fuzz/corpus/<target>/) and must now load cleanly or fail with a typed error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -33,35 +34,25 @@ std::string first_part(const std::string& input) {
   return input.substr(0, input.find("\n=====\n"));
 }
 
-// One forward of token 0; the logits of a model whose file holds nan weights.
-Tensor logits_of_token_0(models::CausalLM& model) {
+// One forward of token 0 runs and the nan of the weights reaches the logits.
+void expect_nan_logits(models::CausalLM& model) {
   autograd::NoGradGuard no_grad;
-  return model.forward(zeros({1, 1}, TensorOptions(kInt64))).contiguous();
-}
-
-bool any_nan(const Tensor& t) {
-  const float* p = t.data_ptr<float>();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (std::isnan(p[i])) return true;
-  return false;
+  const Tensor logits = model.forward(zeros({1, 1}, TensorOptions(kInt64))).contiguous();
+  EXPECT_EQ(logits.sizes(), (Shape{1, 1, model.vocab_size()}));
+  const float* p = logits.data_ptr<float>();
+  EXPECT_TRUE(std::any_of(p, p + logits.numel(), [](float v) { return std::isnan(v); }));
 }
 
 // nan weights reached detail::vexp, which cast nan to int (undefined; UBSan aborted): the
 // forward now runs and the nan propagates to the logits.
 TEST(FuzzRegressions, Llama2cModelWithNanWeightsRunsAndPropagatesNan) {
-  const auto model =
-      io::load_llama2c(corpus_file("fuzz_llama2c", "crash-nan-weights-vexp").string());
-  const Tensor logits = logits_of_token_0(*model);
-  EXPECT_EQ(logits.sizes(), (Shape{1, 1, model->vocab_size()}));
-  EXPECT_TRUE(any_nan(logits));
+  expect_nan_logits(
+      *io::load_llama2c(corpus_file("fuzz_llama2c", "crash-nan-weights-vexp").string()));
 }
 
 TEST(FuzzRegressions, LlmcModelWithNanWeightsRunsAndPropagatesNan) {
-  const auto model =
-      io::load_llmc_gpt2(corpus_file("fuzz_llmc", "crash-nan-weights-vexp").string());
-  const Tensor logits = logits_of_token_0(*model);
-  EXPECT_EQ(logits.sizes(), (Shape{1, 1, model->vocab_size()}));
-  EXPECT_TRUE(any_nan(logits));
+  expect_nan_logits(
+      *io::load_llmc_gpt2(corpus_file("fuzz_llmc", "crash-nan-weights-vexp").string()));
 }
 
 // A corrupt max_token_length let a token claim ~2 GB, allocated before the bytes were checked
