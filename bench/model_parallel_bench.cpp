@@ -388,12 +388,13 @@ int run(const Options& o) {
                                .bubble_overhead;
   std::printf(
       "{\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"vpp\":%d,\"sp\":%s,\"schedule\":\"%s\"},"
+      "\"threads\":%d,"
       "\"micro_batches\":%lld,\"synthetic\":%s,\"step_s\":%.4f,\"tokens_per_s\":%.1f,"
       "\"stage_compute_s\":[%s],\"bubble\":%.4f,\"bubble_theory\":%.4f,"
       "\"bubble_simulated\":%.4f,\"comm\":[%s],"
       "\"comm_matches\":%s}\n",
       dp, o.tp, o.pp, o.vpp, o.sp ? "true" : "false",
-      std::string(dist::pipeline_schedule_name(kind)).c_str(),
+      std::string(dist::pipeline_schedule_name(kind)).c_str(), o.threads,
       static_cast<long long>(o.micro_batches), o.synthetic() ? "true" : "false", step,
       tokens / step, compute.c_str(), bubble, theory, simulated, comm.c_str(),
       all_match ? "true" : "false");

@@ -13,10 +13,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
+TABLES=${TABLES:-"bubble train"}  # which tables to measure
 BIN=${BIN:-build/release/bench/model_parallel_bench}
 FWD_MS=${FWD_MS:-40}
 BWD_MS=${BWD_MS:-80}
-MODEL=${MODEL:-"--layers 8 --embd 256 --heads 8 --seq 128 --batch 4 --vocab 8192 --micro-batches 8"}
+MODEL=${MODEL:-"--layers 8 --embd 128 --heads 4 --seq 128 --batch 4 --vocab 4096 --micro-batches 8"}
 # Unbound, so that one process can run two threads.
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
 out=$(mktemp)
@@ -39,6 +40,8 @@ train_runs=(
   "2 --pp 2" "2 --pp 2 --vpp 2" "4 --tp 2" "4 --tp 2 --sp" "4 --pp 2 --tp 2"
   "4 --pp 2 --tp 2 --sp" "4 --pp 4" "4 --pp 4 --vpp 2")
 
+[[ " $TABLES " == *" bubble "* ]] || bubble_runs=()
+[[ " $TABLES " == *" train "* ]] || train_runs=()
 echo "model_parallel_bench: $ROUNDS rounds of ${#bubble_runs[@]} pipeline and ${#train_runs[@]} training runs" >&2
 for round in $(seq "$ROUNDS"); do
   for r in "${bubble_runs[@]}"; do
@@ -63,7 +66,7 @@ fwd, bwd, model = sys.argv[2], sys.argv[3], sys.argv[4]
 def key(r):
     l = r["layout"]
     return (r["synthetic"], l["dp"], l["tp"], l["pp"], l["vpp"], l["sp"], l["schedule"],
-            r["micro_batches"])
+            r["micro_batches"], r["threads"])
 
 runs = collections.OrderedDict()
 for r in rows:
@@ -84,9 +87,11 @@ cpu = subprocess.run("lscpu | sed -n 's/^Model name: *//p'", shell=True, capture
 flags = subprocess.run("grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u",
                        shell=True, capture_output=True, text=True).stdout.split()
 print(f"Machine: {cpu}, {' '.join(flags)}; {len(next(iter(runs.values())))} rounds.\n")
-print(f"Pipeline bubble, stages sleeping {fwd} ms forward and {bwd} ms backward per micro-batch:\n")
-print("| stages | schedule | m | measured bubble | (p-1)/(v m) | simulated |")
-print("|---|---|---|---|---|---|")
+synthetic = any(k[0] for k in runs)
+if synthetic:
+    print(f"Pipeline bubble, stages sleeping {fwd} ms forward and {bwd} ms backward per micro-batch:\n")
+    print("| stages | schedule | m | measured bubble | (p-1)/(v m) | simulated |")
+    print("|---|---|---|---|---|---|")
 for k, rs in runs.items():
     if not k[0]: continue
     l = rs[0]["layout"]
@@ -95,10 +100,11 @@ for k, rs in runs.items():
           f"{stat([r['bubble'] for r in rs], '{:.3f}')} | {rs[0]['bubble_theory']:.3f} | "
           f"{rs[0]['bubble_simulated']:.3f} |")
 
-print(f"\nGPT-2 training ({model}), float32, global batch the same for every layout:\n")
-print("| ranks | layout | tokens/s | bubble | theory | TP bus MB/step | DP bus MB/step "
-      "| PP bus MB/step | tied-embedding MB/step | = formulas |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+if not all(k[0] for k in runs):
+    print(f"\nGPT-2 training ({model}), float32, global batch the same for every layout:\n")
+    print("| ranks | layout | tokens/s | bubble | theory | TP bus MB/step | DP bus MB/step "
+          "| PP bus MB/step | tied-embedding MB/step | = formulas |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
 for k, rs in runs.items():
     if k[0]: continue
     r0, l = rs[0], rs[0]["layout"]
@@ -110,7 +116,8 @@ for k, rs in runs.items():
     theory = f"{r0['bubble_theory']:.3f}" if l["pp"] > 1 else "-"
     cell = lambda g: f"{bus[g]:.2f}" if g in bus else "-"
     matches = all(r["comm_matches"] for r in rs)
-    print(f"| {ranks} | {layout_name(l)} | {stat([r['tokens_per_s'] for r in rs], '{:,.0f}')} | "
+    name = layout_name(l) + (f", {r0['threads']} threads" if r0["threads"] > 1 else "")
+    print(f"| {ranks} | {name} | {stat([r['tokens_per_s'] for r in rs], '{:,.0f}')} | "
           f"{bubble} | {theory} | {cell('tp')} | {cell('dp')} | {cell('pp')} | "
           f"{cell('embedding')} | {'yes' if matches else 'NO'} |")
 EOF

@@ -95,6 +95,7 @@ void init_types(py::module_& m);
 void init_tensor(py::module_& m);
 void init_indexing(py::module_& m);
 void init_interop(py::module_& m);
+void init_io(py::module_& m);
 void init_ops(py::module_& m);
 void init_ops_shape(py::module_& m);
 void init_ops_nn(py::module_& m);

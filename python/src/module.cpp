@@ -2,6 +2,7 @@
 // every binding file uses, then lets each file add its part (one file per C++ module).
 #include "bind.h"
 #include "tessera/ops/registry.h"
+#include "tessera/runtime/threads.h"
 
 namespace tessera::python {
 
@@ -51,6 +52,7 @@ PYBIND11_MODULE(_C, m) {
   init_tensor(m);
   init_indexing(m);
   init_interop(m);
+  init_io(m);
   init_ops(m);
   init_ops_shape(m);
   init_ops_nn(m);
@@ -65,7 +67,8 @@ PYBIND11_MODULE(_C, m) {
 
   // Submodules become importable (from tessera._C.nn import Linear).
   py::dict modules = py::module_::import("sys").attr("modules");
-  for (const char* name : {"nn", "optim", "data", "autograd", "functional", "cuda", "distributed"})
+  for (const char* name :
+       {"nn", "optim", "data", "autograd", "functional", "cuda", "distributed", "io"})
     modules[py::str(std::string("tessera._C.") + name)] = m.attr(name);
   modules["tessera._C.nn.init"] = m.attr("nn").attr("init");
 
@@ -75,4 +78,7 @@ PYBIND11_MODULE(_C, m) {
       "manual_seed", [](uint64_t seed) { tessera::manual_seed(seed); }, py::arg("seed"),
       "Seeds the default generator (dropout masks, rand, randn, random_sample).");
   m.def("initial_seed", [] { return tessera::default_generator().seed(); });
+  m.def("set_num_threads", &tessera::set_num_threads, py::arg("n"),
+        "The CPU threads the kernels use, from the calling thread on (torch.set_num_threads).");
+  m.def("get_num_threads", &tessera::get_num_threads);
 }

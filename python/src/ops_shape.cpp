@@ -258,6 +258,13 @@ void bind_random(py::module_& m, py::class_<Tensor>& cls) {
         return p ? bernoulli(x, *p, g) : bernoulli(x, g);
       },
       py::arg("p") = py::none(), py::kw_only(), py::arg("generator") = py::none());
+  def_op(
+      m, cls, "multinomial",
+      [](const Tensor& x, int64_t num_samples, bool replacement, Generator* g) {
+        return multinomial(x, num_samples, replacement, g);
+      },
+      py::arg("num_samples"), py::arg("replacement") = false, py::kw_only(),
+      py::arg("generator") = py::none());
   def_inplace(
       cls, "normal_",
       [](Tensor& t, double mean, double stdev, Generator* g) { normal_(t, mean, stdev, g); },

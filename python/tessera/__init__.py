@@ -16,6 +16,7 @@ del autograd, data, distributed, functional, nn, optim, runtime, train  # noqa: 
 from ._size import Size  # noqa: F401,E402
 from . import amp, autograd, data, distributed, nn, optim, profiler, train, utils  # noqa: F401,E402
 from .amp import autocast  # noqa: F401,E402
+from .serialization import load, save  # noqa: F401,E402
 from .autograd import (  # noqa: F401,E402
     enable_grad,
     inference_mode,

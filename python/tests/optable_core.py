@@ -317,6 +317,22 @@ def random_cases():
             "bernoulli", [In((n,), "zero")], lambda m, x: m.bernoulli(m.full_like(x, 0.3)), **stats
         ),
         Case(
+            "multinomial",
+            [],
+            lambda m: m.multinomial(m.tensor([1.0, 2.0, 0.0, 3.0, 4.0]), n, replacement=True),
+            dtypes=(),
+            **stats
+        ),
+        Case(
+            "multinomial",
+            [],
+            lambda m: m.multinomial(m.ones(2, 50), 50),  # each row a permutation
+            dtypes=(),
+            grad=False,
+            check="sorted",
+            label="without_replacement",
+        ),
+        Case(
             "dropout",
             [In((n,), "zero")],
             lambda m, x: m.nn.functional.dropout(m.ones_like(x), 0.3),

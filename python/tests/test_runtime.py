@@ -133,3 +133,16 @@ def test_cuda_module_reports_devices_and_allocator():
     del x
     cuda.empty_cache()
     assert cuda.memory_reserved() == cuda.memory_allocated()
+
+
+def test_set_num_threads_sets_the_kernels_threads():
+    before = tessera.get_num_threads()
+    try:
+        tessera.set_num_threads(1)
+        assert tessera.get_num_threads() == 1
+        tessera.set_num_threads(2)
+        assert tessera.get_num_threads() == 2
+    finally:
+        tessera.set_num_threads(before)
+    with pytest.raises(ValueError, match=r"\[set_num_threads\] expected n >= 1"):
+        tessera.set_num_threads(0)

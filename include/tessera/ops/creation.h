@@ -70,5 +70,9 @@ Tensor& uniform_(Tensor& t, double low = 0.0, double high = 1.0, Generator* gen 
 // Samples 0/1 with probability p (elementwise tensor of probabilities), same dtype as p.
 Tensor bernoulli(const Tensor& p, Generator* gen = nullptr);
 Tensor bernoulli(const Tensor& like, double p, Generator* gen = nullptr);
+// num_samples category indices (int64) per row of non-negative weights (1-d [n] -> [num_samples],
+// 2-d [m, n] -> [m, num_samples]), with or without replacement, as torch.multinomial.
+Tensor multinomial(const Tensor& input, int64_t num_samples, bool replacement = false,
+                   Generator* gen = nullptr);
 
 }  // namespace tessera
