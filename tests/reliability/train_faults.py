@@ -32,7 +32,8 @@ from cli_tests import TINY, check, fail, losses, metrics  # noqa: E402
 RNG = random.Random(int(os.environ.get("TESSERA_FAULT_SEED", "19")))
 
 STEPS = 40
-KILL_STEPS = 240  # the SIGKILL run: long enough for about fifty kills
+# The SIGKILL run: long enough for about fifty kills (fewer in the sanitizer build, ~10x slower).
+KILL_STEPS = int(os.environ.get("TESSERA_FAULT_STEPS", "240"))
 RUN = ["--max-steps", STEPS, "--eval-every", 0, "--sample-tokens", 0, "--dropout", 0.1]
 
 
