@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -63,6 +64,15 @@ py::object size_object(const Shape& shape);
 // None for an undefined tensor.
 inline py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
+// A Python object owned from C++ (a hook, an autograd Function's context): it may be released
+// on a thread without the GIL, so its deleter takes the GIL.
+inline std::shared_ptr<py::object> gil_safe(py::object obj) {
+  return std::shared_ptr<py::object>(new py::object(std::move(obj)), [](py::object* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
 // Binds f as a module function (first argument named `input`) and as a Tensor method.
 template <class F, class... Extra>
 void def_op(py::module_& m, py::class_<Tensor>& cls, const char* name, F&& f,
@@ -101,6 +111,8 @@ void init_ops_shape(py::module_& m);
 void init_ops_nn(py::module_& m);
 void init_autograd(py::module_& m);
 void init_nn(py::module_& m);
+// Sequential, ModuleList and ModuleDict in tessera._C.nn (after Module is registered).
+void init_nn_containers(py::module_& nn_m);
 void init_optim(py::module_& m);
 void init_data(py::module_& m);
 void init_runtime(py::module_& m);

@@ -91,15 +91,104 @@ py::object load_state(nn::Module& m, const py::dict& state, bool strict) {
       py::cast(r.missing_keys), py::cast(r.unexpected_keys));
 }
 
-std::shared_ptr<nn::UnaryModule> as_unary(py::handle h, const char* container) {
-  auto m = std::dynamic_pointer_cast<nn::UnaryModule>(h.cast<std::shared_ptr<nn::Module>>());
-  TESSERA_CHECK(m != nullptr, TypeError, "[", container,
-                "] expected modules mapping one tensor to one tensor, got ",
-                h.cast<nn::Module&>().type_name());
-  return m;
+using ModuleClass = py::class_<nn::Module, PyModule, std::shared_ptr<nn::Module>>;
+
+// A Python hook inside a module's C++ hook list. Called from C++ (a module run by a C++
+// container) it sees the inputs as a tuple of tensors; Module.__call__ recognises it (target<>())
+// and passes the Python arguments and output as they are, as torch does.
+struct PyForwardPreHook {
+  std::shared_ptr<py::object> fn;
+  std::optional<TensorList> operator()(nn::Module& m, const TensorList& inputs) const {
+    py::gil_scoped_acquire gil;
+    py::object r = (*fn)(module_object(m), py::tuple(py::cast(inputs)));
+    if (r.is_none()) return std::nullopt;
+    if (py::isinstance<Tensor>(r)) return TensorList{r.cast<Tensor>()};
+    return r.cast<TensorList>();
+  }
+};
+
+struct PyForwardHook {
+  std::shared_ptr<py::object> fn;
+  std::optional<Tensor> operator()(nn::Module& m, const TensorList& inputs,
+                                   const Tensor& output) const {
+    py::gil_scoped_acquire gil;
+    py::object r = (*fn)(module_object(m), py::tuple(py::cast(inputs)), output);
+    if (r.is_none()) return std::nullopt;
+    return r.cast<Tensor>();
+  }
+};
+
+// The positional arguments as tensors, for a hook registered from C++.
+TensorList tensor_args(const py::tuple& args, const nn::Module& m) {
+  TensorList out;
+  for (py::handle a : args) {
+    TESSERA_CHECK(py::isinstance<Tensor>(a), TypeError, "[", m.type_name(),
+                  "] a C++ forward hook expects tensor arguments, got ",
+                  std::string(py::str(py::type::handle_of(a).attr("__name__"))));
+    out.push_back(a.cast<Tensor>());
+  }
+  return out;
 }
 
-using ModuleClass = py::class_<nn::Module, PyModule, std::shared_ptr<nn::Module>>;
+// Module.__call__: forward with the pre-hooks before it and the forward hooks after it. A
+// pre-hook returning a value replaces the arguments (a non-tuple becomes a 1-tuple), a forward
+// hook returning a value replaces the output.
+py::object module_call(py::object self, py::args args, py::kwargs kwargs) {
+  nn::Module& m = self.cast<nn::Module&>();
+  py::object forward = self.attr("forward");
+  if (!m.has_forward_hooks()) return forward(*args, **kwargs);
+  py::tuple in = args;
+  for (const nn::ForwardPreHook& hook : m.forward_pre_hooks()) {
+    if (const auto* py_hook = hook.target<PyForwardPreHook>()) {
+      py::object r = (*py_hook->fn)(self, in);
+      if (!r.is_none()) in = py::isinstance<py::tuple>(r) ? r : py::make_tuple(r);
+    } else if (std::optional<TensorList> r = hook(m, tensor_args(in, m))) {
+      in = py::tuple(py::cast(*r));
+    }
+  }
+  py::object out = forward(*in, **kwargs);
+  for (const nn::ForwardHook& hook : m.forward_hooks()) {
+    if (const auto* py_hook = hook.target<PyForwardHook>()) {
+      py::object r = (*py_hook->fn)(self, in, out);
+      if (!r.is_none()) out = r;
+    } else {
+      TESSERA_CHECK(py::isinstance<Tensor>(out), TypeError, "[", m.type_name(),
+                    "] a C++ forward hook expects a tensor output, got ",
+                    std::string(py::str(py::type::handle_of(out).attr("__name__"))));
+      if (std::optional<Tensor> r = hook(m, tensor_args(in, m), out.cast<Tensor>()))
+        out = py::cast(*r);
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<py::object> checked_hook(py::object fn, const char* op) {
+  TESSERA_CHECK(PyCallable_Check(fn.ptr()), TypeError, "[", op, "] expected a callable, got ",
+                std::string(py::str(py::type::handle_of(fn).attr("__name__"))));
+  return gil_safe(std::move(fn));
+}
+
+void bind_hooks(ModuleClass& cls, py::module_& nn_m) {
+  py::class_<nn::HookHandle>(nn_m, "RemovableHandle", "remove() unregisters the hook.")
+      .def("remove", &nn::HookHandle::remove)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](nn::HookHandle& h, py::args) { h.remove(); });
+  cls.def(
+         "register_forward_pre_hook",
+         [](nn::Module& m, py::object hook) {
+           return m.register_forward_pre_hook(
+               PyForwardPreHook{checked_hook(hook, "register_forward_pre_hook")});
+         },
+         py::arg("hook"), "hook(module, args) runs before forward; a returned value replaces args.")
+      .def(
+          "register_forward_hook",
+          [](nn::Module& m, py::object hook) {
+            return m.register_forward_hook(
+                PyForwardHook{checked_hook(hook, "register_forward_hook")});
+          },
+          py::arg("hook"),
+          "hook(module, args, output) runs after forward; a returned value replaces output.");
+}
 
 void bind_module(py::module_& nn_m) {
   ModuleClass cls(nn_m, "Module", py::dynamic_attr(),
@@ -108,8 +197,7 @@ void bind_module(py::module_& nn_m) {
   cls.def(py::init<>())
       .def("__setattr__", &module_setattr)
       .def("__getattr__", &module_getattr)
-      .def("__call__", [](py::object self, py::args args,
-                          py::kwargs kwargs) { return self.attr("forward")(*args, **kwargs); })
+      .def("__call__", &module_call)
       .def("forward",
            [](nn::Module& m, py::args, py::kwargs) -> py::object {
              throw NotImplementedError(detail::str(
@@ -223,6 +311,8 @@ void bind_module(py::module_& nn_m) {
     });
   }
 
+  bind_hooks(cls, nn_m);
+
   py::class_<Parameter, Tensor>(nn_m, "Parameter",
                                 "A Tensor that a Module registers when assigned as an attribute.")
       .def(py::init([](py::object data, bool requires_grad) {
@@ -298,66 +388,6 @@ void bind_layers(py::module_& nn_m) {
       .def(py::init<std::string>(), py::arg("approximate") = "none");
   layer_class<nn::SiLU>(nn_m, "SiLU", "x * sigmoid(x).").def(py::init<>());
   layer_class<nn::ReLU>(nn_m, "ReLU", "max(x, 0).").def(py::init<>());
-
-  // Containers keep their elements' Python objects alive (keep_alive), so Python-defined
-  // modules inside them keep their forward.
-  layer_class<nn::Sequential>(nn_m, "Sequential", "Chains modules that take one tensor.")
-      .def(py::init([](const py::args& modules) {
-             auto s = std::make_shared<nn::Sequential>();
-             for (py::handle h : modules) s->push_back(as_unary(h, "Sequential"));
-             return s;
-           }),
-           py::keep_alive<1, 2>())
-      .def(
-          "append",
-          [](py::object self, py::object module) {
-            self.cast<nn::Sequential&>().push_back(as_unary(module, "Sequential"));
-            return self;
-          },
-          py::keep_alive<1, 2>())
-      .def("__len__", &nn::Sequential::size)
-      .def("__getitem__",
-           [](const nn::Sequential& s, int64_t i) {
-             const int64_t n = static_cast<int64_t>(s.size());
-             TESSERA_CHECK(i >= -n && i < n, IndexError, "[Sequential] expected an index in [", -n,
-                           ", ", n - 1, "], got ", i);
-             return std::static_pointer_cast<nn::Module>(s[i < 0 ? i + n : i]);
-           })
-      .def("__iter__", [](const nn::Sequential& s) {
-        py::list out;
-        for (const auto& layer : s) out.append(std::static_pointer_cast<nn::Module>(layer));
-        return py::iter(out);
-      });
-
-  py::class_<nn::ModuleList, nn::Module, std::shared_ptr<nn::ModuleList>>(
-      nn_m, "ModuleList", py::dynamic_attr(), "Modules registered as '0', '1', ...")
-      .def(py::init([](std::optional<py::iterable> modules) {
-             auto l = std::make_shared<nn::ModuleList>();
-             if (modules)
-               for (py::handle h : *modules) l->push_back(h.cast<std::shared_ptr<nn::Module>>());
-             return l;
-           }),
-           py::arg("modules") = py::none(), py::keep_alive<1, 2>())
-      .def(
-          "append",
-          [](py::object self, py::object module) {
-            self.cast<nn::ModuleList&>().push_back(module.cast<std::shared_ptr<nn::Module>>());
-            return self;
-          },
-          py::keep_alive<1, 2>())
-      .def("__len__", &nn::ModuleList::size)
-      .def("__getitem__",
-           [](const nn::ModuleList& l, int64_t i) {
-             const int64_t n = static_cast<int64_t>(l.size());
-             TESSERA_CHECK(i >= -n && i < n, IndexError, "[ModuleList] expected an index in [", -n,
-                           ", ", n - 1, "], got ", i);
-             return l[i < 0 ? i + n : i];
-           })
-      .def("__iter__", [](const nn::ModuleList& l) {
-        py::list out;
-        for (const auto& m : l) out.append(m);
-        return py::iter(out);
-      });
 }
 
 void bind_init(py::module_& nn_m) {
@@ -418,6 +448,7 @@ void init_nn(py::module_& m) {
   py::module_ nn_m = m.def_submodule("nn", "Modules, layers and initialisation.");
   bind_module(nn_m);
   bind_layers(nn_m);
+  init_nn_containers(nn_m);
   bind_init(nn_m);
 }
 

@@ -319,6 +319,20 @@ bool Module::has_forward_hooks() const {
   return hooks_ && (!hooks_->pre.empty() || !hooks_->post.empty());
 }
 
+std::vector<ForwardPreHook> Module::forward_pre_hooks() const {
+  std::vector<ForwardPreHook> out;
+  if (hooks_)
+    for (const auto& [_, hook] : hooks_->pre) out.push_back(hook);
+  return out;
+}
+
+std::vector<ForwardHook> Module::forward_hooks() const {
+  std::vector<ForwardHook> out;
+  if (hooks_)
+    for (const auto& [_, hook] : hooks_->post) out.push_back(hook);
+  return out;
+}
+
 Tensor Module::call_with_hooks(TensorList inputs,
                                const std::function<Tensor(const TensorList&)>& forward) {
   if (!has_forward_hooks()) return forward(inputs);

@@ -157,6 +157,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
   HookHandle register_forward_pre_hook(ForwardPreHook hook);
   HookHandle register_forward_hook(ForwardHook hook);
+  bool has_forward_hooks() const;
+  // Copies of the registered hooks in registration order, for callers that run a forward
+  // themselves (the Python bindings around a Python forward).
+  std::vector<ForwardPreHook> forward_pre_hooks() const;
+  std::vector<ForwardHook> forward_hooks() const;
 
   // ---- printing ----
 
@@ -176,7 +181,6 @@ class Module : public std::enable_shared_from_this<Module> {
   //   }
   Tensor call_with_hooks(TensorList inputs,
                          const std::function<Tensor(const TensorList&)>& forward);
-  bool has_forward_hooks() const;
 
  private:
   using Visitor = std::function<void(const std::string& prefix, const Module&)>;

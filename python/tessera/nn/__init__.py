@@ -10,6 +10,7 @@ from .._C.nn import (  # noqa: F401
     LayerNorm,
     Linear,
     Module,
+    ModuleDict,
     ModuleList,
     Parameter,
     ReLU,
