@@ -114,8 +114,10 @@ std::string message_text(const Json& content) {
   if (content.is_array()) {
     std::string text;
     for (const Json& part : content) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-          !part["text"].is_string())
+      // Compared as JSON: value("type", "") threw a JSON type_error (not an ApiError) when
+      // "type" was not a string.
+      if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+          !part.contains("text") || !part["text"].is_string())
         throw bad("messages", "message content parts must be {\"type\": \"text\", \"text\": ...}");
       text += part["text"].get<std::string>();
     }

@@ -10,6 +10,8 @@
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/io/importers.h"
 #include "tessera/ops/creation.h"
+#include "tessera/serve/openai.h"
+#include "tessera/tokenizers/char_tokenizer.h"
 #include "tessera/tokenizers/llama2c_tokenizer.h"
 #include "testing/expect_error.h"
 #include "testing/temp_dir.h"
@@ -64,6 +66,23 @@ TEST(FuzzRegressions, Llama2cTokenizerTokenLongerThanTheFileIsAValueError) {
       << first_part(read_bytes(corpus_file("fuzz_llama2c_tokenizer", "oom-token-length")));
   EXPECT_TESSERA_ERROR(tokenizers::Llama2cTokenizer{path}, ValueError,
                        "expected 1966866470 bytes of token 19 at byte 164");
+}
+
+// A chat content part whose "type" is a number made parse_request throw nlohmann's type_error
+// (the server answered it as an internal error): it is now a 400 naming "messages".
+TEST(FuzzRegressions, ChatContentPartWithNonStringTypeIsAnApiError) {
+  const std::string input =
+      read_bytes(corpus_file("fuzz_openai_request", "crash-content-part-type-number"));
+  ASSERT_EQ(input[0], '1');  // the selector byte: chat endpoint
+  const tokenizers::CharTokenizer tok("abcdefghijklmnopqrstuvwxyz :\n");
+  try {
+    serve::parse_request(serve::Endpoint::ChatCompletions, input.substr(1), tok,
+                         {64, tok.vocab_size()});
+    ADD_FAILURE() << "parse_request accepted " << input;
+  } catch (const serve::ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "messages");
+  }
 }
 
 }  // namespace
