@@ -52,8 +52,9 @@ std::shared_ptr<models::Llama> load_llama2c(const std::string& path) {
     std::memcpy(p.data(), file.data(), sizeof(p));
     shared = p[5] > 0;  // the legacy format flags an untied classifier with a negative vocab
   }
-  const int64_t dim = p[0], hidden = p[1], L = p[2], H = p[3], KV = p[4], V = std::abs(p[5]),
-                seq = p[6];
+  // |vocab_size| in 64 bits: std::abs of INT32_MIN in int overflows.
+  const int64_t dim = p[0], hidden = p[1], L = p[2], H = p[3], KV = p[4],
+                V = std::abs(static_cast<int64_t>(p[5])), seq = p[6];
   TESSERA_CHECK(dim > 0 && hidden > 0 && L > 0 && H > 0 && KV > 0 && V > 0 && seq > 0 &&
                     dim % H == 0 && (dim / H) % 2 == 0 && H % KV == 0,
                 ValueError, "[", op, "] expected a llama2.c header (positive sizes, dim % n_heads ",

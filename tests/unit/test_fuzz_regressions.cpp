@@ -57,6 +57,15 @@ TEST(FuzzRegressions, LlmcModelWithNanWeightsRunsAndPropagatesNan) {
       *io::load_llmc_gpt2(corpus_file("fuzz_llmc", "crash-nan-weights-vexp").string()));
 }
 
+// A legacy header with vocab_size INT32_MIN: std::abs overflowed int (UBSan in the debug build;
+// clang's does not check std::abs, so the fuzzer passed it). Now |vocab_size| = 2^31 fails the
+// plausibility check.
+TEST(FuzzRegressions, Llama2cVocabSizeInt32MinIsAValueError) {
+  const auto model = corpus_file("fuzz_llama2c", "review-vocab-int32-min").string();
+  EXPECT_TESSERA_ERROR(io::load_llama2c(model), ValueError, "expected plausible sizes");
+  EXPECT_TESSERA_ERROR(io::load_llama2c(model), ValueError, "vocab_size 2147483648");
+}
+
 // A corrupt max_token_length let a token claim ~2 GB, allocated before the bytes were checked
 // (out of memory under the fuzzer): the length is now checked against the file first.
 TEST(FuzzRegressions, Llama2cTokenizerTokenLongerThanTheFileIsAValueError) {
