@@ -8,6 +8,45 @@ import functools
 
 from ._C.autograd import Node, backward, grad, is_grad_enabled  # noqa: F401
 from ._C import autograd as _C_autograd
+from ._C.autograd import FunctionCtx  # noqa: F401
+
+
+class Function:
+    """A custom op with its own gradient (torch.autograd.Function):
+
+        class Exp(Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = x.exp()
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad):
+                (y,) = ctx.saved_tensors
+                return grad * y
+
+        Exp.apply(x)
+
+    forward runs without recording; apply records one graph node whose backward calls the class's
+    backward with one gradient per output (zeros for unused ones) and expects one per forward
+    argument (None for non-tensors or inputs needing none).
+    """
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        if kwargs:
+            raise TypeError(f"[{cls.__name__}.apply] expected positional arguments, got keywords "
+                            f"{sorted(kwargs)}")
+        return _C_autograd._function_apply(cls, args)
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError("[Function] expected the subclass to define forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("[Function] expected the subclass to define backward(ctx, ...)")
 
 
 class _Mode:
