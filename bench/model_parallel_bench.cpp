@@ -23,7 +23,8 @@
 //   DP: DDP all-reduces every local gradient once per step (4 bytes per local parameter) and the
 //     Trainer the step's loss (8 bytes).
 // Usage: mpirun -np N model_parallel_bench [--tp T] [--pp P] [--sp] [--schedule gpipe|1f1b]
-//          [--vpp V] [--micro-batches M (global, per step)] [--steps S] [--warmup W]
+//          [--vpp V] [--pp-layers 5,3] [--micro-batches M (global, per step)] [--steps S] [--warmup
+//          W]
 //          [--layers L] [--embd H] [--heads NH] [--seq S] [--batch B] [--vocab V]
 //          [--synthetic F,B] [--threads N]
 // Prints one JSON object (rank 0) on stdout.
@@ -61,6 +62,7 @@ struct Options {
   int tp = 1, pp = 1, vpp = 1;
   bool sp = false;
   std::string schedule = "1f1b";
+  std::vector<int64_t> layer_sizes;  // per global chunk (--pp-layers 5,3); empty: even
   int64_t micro_batches = 8, steps = 5, warmup = 2;
   int64_t layers = 8, embd = 256, heads = 8, seq = 128, batch = 4, vocab = 8192;
   double synthetic_fwd_ms = 0, synthetic_bwd_ms = 0;  // > 0: the synthetic pipeline
@@ -105,7 +107,14 @@ Options parse(int argc, char** argv) {
       o.seq = std::stoll(next());
     else if (a == "--batch")
       o.batch = std::stoll(next());
-    else if (a == "--vocab")
+    else if (a == "--pp-layers") {
+      std::string v = next();
+      for (size_t at = 0; at <= v.size();) {
+        const size_t comma = std::min(v.find(',', at), v.size());
+        o.layer_sizes.push_back(std::stoll(v.substr(at, comma - at)));
+        at = comma + 1;
+      }
+    } else if (a == "--vocab")
       o.vocab = std::stoll(next());
     else if (a == "--threads")
       o.threads = std::stoi(next());
@@ -262,8 +271,10 @@ int run(const Options& o) {
     model = std::make_shared<models::GPT2>(c);
     parallel = std::make_unique<train::ModelParallel>(
         model, train::ModelParallelGroups{groups.dp, groups.tp, groups.pp, groups.embedding},
-        train::ModelParallelOptions{
-            .sequence_parallel = o.sp, .schedule = kind, .virtual_stages = o.vpp});
+        train::ModelParallelOptions{.sequence_parallel = o.sp,
+                                    .schedule = kind,
+                                    .virtual_stages = o.vpp,
+                                    .layer_sizes = o.layer_sizes});
     train::TrainerOptions options{.grad_accum = m, .grad_clip = 1.0};
     parallel->configure(options);
     optimizer = std::make_unique<optim::AdamW>(
@@ -310,7 +321,7 @@ int run(const Options& o) {
   if (parallel) {
     for (const Tensor& p : parallel->trained().parameters()) r.local_params += p.numel();
     const int chunks = o.pp * o.vpp;
-    const std::vector<int64_t> sizes = models::split_layers(o.layers, chunks, {});
+    const std::vector<int64_t> sizes = models::split_layers(o.layers, chunks, o.layer_sizes);
     for (int c = 0; c < o.vpp; ++c) {
       const int global = c * o.pp + stage;
       r.layers += sizes[global];
@@ -377,6 +388,8 @@ int run(const Options& o) {
                     bus, match ? "true" : "false");
       comm += row;
     }
+  std::string pp_layers;
+  for (int64_t n : o.layer_sizes) pp_layers += (pp_layers.empty() ? "" : ",") + std::to_string(n);
   const int p = o.pp, v = o.vpp;
   const double theory = p > 1 ? static_cast<double>(p - 1) / (static_cast<double>(v) * m) : 0;
   // The schedule's own bubble with free communication and these forward : backward times (1 : 2
@@ -388,13 +401,13 @@ int run(const Options& o) {
                                .bubble_overhead;
   std::printf(
       "{\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"vpp\":%d,\"sp\":%s,\"schedule\":\"%s\"},"
-      "\"threads\":%d,"
+      "\"threads\":%d,\"pp_layers\":\"%s\","
       "\"micro_batches\":%lld,\"synthetic\":%s,\"step_s\":%.4f,\"tokens_per_s\":%.1f,"
       "\"stage_compute_s\":[%s],\"bubble\":%.4f,\"bubble_theory\":%.4f,"
       "\"bubble_simulated\":%.4f,\"comm\":[%s],"
       "\"comm_matches\":%s}\n",
       dp, o.tp, o.pp, o.vpp, o.sp ? "true" : "false",
-      std::string(dist::pipeline_schedule_name(kind)).c_str(), o.threads,
+      std::string(dist::pipeline_schedule_name(kind)).c_str(), o.threads, pp_layers.c_str(),
       static_cast<long long>(o.micro_batches), o.synthetic() ? "true" : "false", step,
       tokens / step, compute.c_str(), bubble, theory, simulated, comm.c_str(),
       all_match ? "true" : "false");

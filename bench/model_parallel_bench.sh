@@ -18,15 +18,18 @@ BIN=${BIN:-build/release/bench/model_parallel_bench}
 FWD_MS=${FWD_MS:-40}
 BWD_MS=${BWD_MS:-80}
 MODEL=${MODEL:-"--layers 8 --embd 128 --heads 4 --seq 128 --batch 4 --vocab 4096 --micro-batches 8"}
-# Unbound, so that one process can run two threads.
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 run() {  # run NP ARGS...: appends the run's JSON line to $out
   local np=$1
   shift
-  "${MPIRUN[@]}" -np "$np" "$BIN" "$@" 2> /dev/null | grep '^{' >> "$out"
+  if [ "$np" = 1 ]; then  # outside mpirun: under it one process's two threads shared a core
+    "$BIN" "$@" 2> /dev/null | grep '^{' >> "$out"
+  else
+    "${MPIRUN[@]}" -np "$np" "$BIN" "$@" 2> /dev/null | grep '^{' >> "$out"
+  fi
 }
 
 bubble_runs=(
@@ -37,9 +40,12 @@ bubble_runs=(
   "4 --pp 4 --micro-batches 16" "4 --pp 4 --vpp 2 --micro-batches 16")
 train_runs=(
   "1 --threads 2" "1 --threads 1" "2" "2 --tp 2" "2 --tp 2 --sp" "2 --pp 2 --schedule gpipe"
-  "2 --pp 2" "2 --pp 2 --vpp 2" "4 --tp 2" "4 --tp 2 --sp" "4 --pp 2 --tp 2"
+  "2 --pp 2" "2 --pp 2 --pp-layers 5,3" "2 --pp 2 --vpp 2" "2 --pp 2 --vpp 2 --pp-layers 3,2,2,1"
+  "4 --tp 2" "4 --tp 2 --sp" "4 --pp 2 --tp 2"
   "4 --pp 2 --tp 2 --sp" "4 --pp 4" "4 --pp 4 --vpp 2")
 
+# TRAIN_RUNS="2 --tp 2;4 --pp 4": another list of training runs (ranks, then flags).
+if [ -n "${TRAIN_RUNS:-}" ]; then IFS=';' read -r -a train_runs <<< "$TRAIN_RUNS"; fi
 [[ " $TABLES " == *" bubble "* ]] || bubble_runs=()
 [[ " $TABLES " == *" train "* ]] || train_runs=()
 echo "model_parallel_bench: $ROUNDS rounds of ${#bubble_runs[@]} pipeline and ${#train_runs[@]} training runs" >&2
@@ -66,7 +72,7 @@ fwd, bwd, model = sys.argv[2], sys.argv[3], sys.argv[4]
 def key(r):
     l = r["layout"]
     return (r["synthetic"], l["dp"], l["tp"], l["pp"], l["vpp"], l["sp"], l["schedule"],
-            r["micro_batches"], r["threads"])
+            r["micro_batches"], r["threads"], r["pp_layers"])
 
 runs = collections.OrderedDict()
 for r in rows:
@@ -86,7 +92,8 @@ cpu = subprocess.run("lscpu | sed -n 's/^Model name: *//p'", shell=True, capture
                      text=True).stdout.strip()
 flags = subprocess.run("grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u",
                        shell=True, capture_output=True, text=True).stdout.split()
-print(f"Machine: {cpu}, {' '.join(flags)}; {len(next(iter(runs.values())))} rounds.\n")
+rounds = max(len(rs) for rs in runs.values())
+print(f"Machine: {cpu}, {' '.join(flags)}; {rounds} rounds.\n")
 synthetic = any(k[0] for k in runs)
 if synthetic:
     print(f"Pipeline bubble, stages sleeping {fwd} ms forward and {bwd} ms backward per micro-batch:\n")
@@ -117,6 +124,7 @@ for k, rs in runs.items():
     cell = lambda g: f"{bus[g]:.2f}" if g in bus else "-"
     matches = all(r["comm_matches"] for r in rs)
     name = layout_name(l) + (f", {r0['threads']} threads" if r0["threads"] > 1 else "")
+    name += f", layers {r0['pp_layers']}" if r0["pp_layers"] else ""
     print(f"| {ranks} | {name} | {stat([r['tokens_per_s'] for r in rs], '{:,.0f}')} | "
           f"{bubble} | {theory} | {cell('tp')} | {cell('dp')} | {cell('pp')} | "
           f"{cell('embedding')} | {'yes' if matches else 'NO'} |")
