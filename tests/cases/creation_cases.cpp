@@ -100,6 +100,14 @@ std::vector<OpCase> random_cases() {
         return sum(one_hot(randperm(6, &gen).to(x[0].device()), 6), {0});
       },
       [](auto&) { return ones({6}, kInt64); }));
+  // Without replacement, drawing every category of positive weights is a permutation.
+  v.push_back(one(
+      "multinomial", "all_without_replacement", {constant({6})},
+      [](auto& x) {
+        Generator gen(7);
+        return sum(one_hot(multinomial(abs(x[0]) + 0.5, 6, false, &gen), 6), {0});
+      },
+      [](auto&) { return ones({6}, kInt64); }));
   for (auto& c : v) c.gradcheck = false;
   return v;
 }
