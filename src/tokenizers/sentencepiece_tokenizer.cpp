@@ -18,7 +18,14 @@ std::optional<int32_t> defined(int id) {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  const auto status = sp_->Load(model_path);
+  sentencepiece::util::Status status;
+  try {
+    status = sp_->Load(model_path);
+  } catch (const std::exception& e) {
+    // libsentencepiece reports most bad models in its status, but some (an empty piece in a
+    // unigram model: its trie builder's Darts exception) escape as exceptions.
+    status = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, e.what());
+  }
   TESSERA_CHECK(status.ok(), ValueError, "[", kOp, "] expected a SentencePiece model at '",
                 model_path, "', got: ", status.ToString());
 }

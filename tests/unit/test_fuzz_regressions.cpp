@@ -13,6 +13,7 @@
 #include "tessera/serve/openai.h"
 #include "tessera/tokenizers/char_tokenizer.h"
 #include "tessera/tokenizers/llama2c_tokenizer.h"
+#include "tessera/tokenizers/sentencepiece_tokenizer.h"
 #include "testing/expect_error.h"
 #include "testing/temp_dir.h"
 
@@ -75,6 +76,16 @@ TEST(FuzzRegressions, Llama2cTokenizerTokenLongerThanTheFileIsAValueError) {
       << first_part(read_bytes(corpus_file("fuzz_llama2c_tokenizer", "oom-token-length")));
   EXPECT_TESSERA_ERROR(tokenizers::Llama2cTokenizer{path}, ValueError,
                        "expected 1966866470 bytes of token 19 at byte 164");
+}
+
+// A SentencePiece model with an empty piece: libsentencepiece's trie builder threw its own
+// exception (no status), which escaped the constructor. Now a ValueError like other bad models.
+TEST(FuzzRegressions, SentencePieceModelWithEmptyPieceIsAValueError) {
+  testing::TempDir dir;
+  const std::string path = dir.file("tokenizer.model");
+  std::ofstream(path, std::ios::binary)
+      << first_part(read_bytes(corpus_file("fuzz_sentencepiece_tokenizer", "crash-empty-piece")));
+  EXPECT_TESSERA_ERROR(tokenizers::SentencePieceTokenizer{path}, ValueError, "zero-length key");
 }
 
 // A chat content part whose "type" is a number made parse_request throw nlohmann's type_error
