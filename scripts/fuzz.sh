@@ -21,17 +21,20 @@ mkdir -p "$build/crashes" "$build/logs"
 # One thread: fuzzing runs one input at a time, and idle OpenMP workers spinning beside it only
 # slow it (and anything else on the machine) down.
 export OMP_NUM_THREADS=1
+# The targets' scratch folders: libFuzzer often exits without running atexit handlers.
+export TMPDIR="$PWD/$build/tmp"
 echo "| target | runs | exec/s | cov | ft | corpus | crashes |"
 echo "|---|---|---|---|---|---|---|"
 failed=0
 for name in "${targets[@]}"; do
   corpus="$build/corpus/$name"
   log="$build/logs/$name.log"
-  mkdir -p "$corpus"
+  mkdir -p "$corpus" "$TMPDIR"
   # -timeout: an input slower than 60 s under ASan is a hang worth reporting.
   "$build/fuzz/$name" -max_total_time="$seconds" -timeout=60 -print_final_stats=1 \
     -artifact_prefix="$build/crashes/$name-" "$corpus" "fuzz/corpus/$name" >"$log" 2>&1
   rc=$?
+  rm -rf "$TMPDIR"
   last=$(grep -E '^#[0-9]+' "$log" | tail -1)
   field() { sed -nE "s/.* $1: ([0-9]+).*/\1/p" <<<"$last"; }
   runs=$(sed -nE 's/^stat::number_of_executed_units: ([0-9]+)/\1/p' "$log")
