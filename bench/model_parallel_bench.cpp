@@ -320,15 +320,16 @@ int run(const Options& o) {
               0};
   if (parallel) {
     for (const Tensor& p : parallel->trained().parameters()) r.local_params += p.numel();
-    const int chunks = o.pp * o.vpp;
-    const std::vector<int64_t> sizes = models::split_layers(o.layers, chunks, o.layer_sizes);
-    for (int c = 0; c < o.vpp; ++c) {
-      const int global = c * o.pp + stage;
-      r.layers += sizes[global];
-      r.local_chunks_sending += global < chunks - 1;
-      r.local_chunks_receiving_grads += global > 0;
+    r.layers = o.layers;
+    if (const auto& chunks = parallel->chunks()) {
+      r.layers = 0;
+      for (size_t c = 0; c < chunks->size(); ++c) {
+        const auto& chunk = *chunks->at<models::PipelineStage>(c);
+        r.layers += chunk.end() - chunk.begin();
+        r.local_chunks_sending += !chunk.is_last();
+        r.local_chunks_receiving_grads += !chunk.is_first();
+      }
     }
-    if (o.pp == 1) r.layers = o.layers;
   }
   const Table expected = expected_volume(o, r, m);
 
@@ -350,7 +351,7 @@ int run(const Options& o) {
   if (world->rank() != 0) return 0;
   const size_t per = mine.size();
   const int ranks = world->size();
-  const double step = median(std::vector<double>(step_s));
+  const double step = mine[0];
   const double tokens = static_cast<double>(o.micro_batches * o.batch * o.seq);
   // The pipeline's bubble: its slowest stage's time over the stages' mean compute, less 1
   // (stage s's TP rank 0 of DP replica 0 is world rank s * tp: Megatron order, TP fastest).

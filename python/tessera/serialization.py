@@ -62,7 +62,6 @@ def load(f, map_location=None, weights_only=None):
     file object). map_location: a device (or its name) to move the tensors to. weights_only is
     accepted for torch compatibility: nothing here ever runs code from the file."""
     del weights_only
-    data = None
     if isinstance(f, (str, os.PathLike)):
         path = os.fspath(f)
         if zipfile.is_zipfile(path):

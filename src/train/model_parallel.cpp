@@ -21,41 +21,36 @@ ModelParallel::ModelParallel(std::shared_ptr<models::CausalLM> model, ModelParal
   TESSERA_CHECK(v == 1 || pp > 1, ValueError,
                 "[ModelParallel] expected virtual stages only with 2 or more pipeline stages, got ",
                 v, " virtual stages on ", pp);
-  if (tp * pp == 1) {
-    if (dp > 1)
-      ddps_.push_back(
-          std::make_unique<dist::DistributedDataParallel>(*model_, groups.dp, options.ddp));
-    return;
-  }
-  model_->shard_tensor_parallel(groups.tp, options.sequence_parallel);
-  dist::ParallelGradientsOptions grads;
-  grads.tp = groups.tp;
-  grads.sequence_parallel = options.sequence_parallel;
-  grads.pp = groups.pp;
-  if (pp > 1) {
-    const int stage = groups.pp->rank();
-    chunks_ = models::pipeline_chunks(
-        model_, models::split_layers(model_->n_layers(), pp * v, options.layer_sizes), pp, stage);
-    const dist::PipelineScheduleKind kind =
-        v > 1 ? dist::PipelineScheduleKind::Interleaved1F1B : options.schedule;
-    executor_ = std::make_unique<dist::PipelineExecutor>(groups.pp, kind, v, options.device);
-    if (groups.embedding) {
-      grads.tied = models::tied_across_stages(model_);
-      grads.tied_group = groups.embedding;
-      grads.count_tied_in_norm = stage == 0;
+  if (tp * pp > 1) {
+    model_->shard_tensor_parallel(groups.tp, options.sequence_parallel);
+    dist::ParallelGradientsOptions grads;
+    grads.tp = groups.tp;
+    grads.sequence_parallel = options.sequence_parallel;
+    grads.pp = groups.pp;
+    if (pp > 1) {
+      const int stage = groups.pp->rank();
+      chunks_ = models::pipeline_chunks(
+          model_, models::split_layers(model_->n_layers(), pp * v, options.layer_sizes), pp, stage);
+      const dist::PipelineScheduleKind kind =
+          v > 1 ? dist::PipelineScheduleKind::Interleaved1F1B : options.schedule;
+      executor_ = std::make_unique<dist::PipelineExecutor>(groups.pp, kind, v, options.device);
+      if (groups.embedding) {
+        grads.tied = models::tied_across_stages(model_);
+        grads.tied_group = groups.embedding;
+        grads.count_tied_in_norm = stage == 0;
+      }
     }
+    grads_ = std::make_unique<dist::ParallelGradients>(trained(), grads);
   }
-  if (dp > 1) {
-    if (chunks_) {
-      for (const auto& chunk : *chunks_)
-        ddps_.push_back(
-            std::make_unique<dist::DistributedDataParallel>(*chunk, groups.dp, options.ddp));
-    } else {
-      ddps_.push_back(
-          std::make_unique<dist::DistributedDataParallel>(*model_, groups.dp, options.ddp));
-    }
+  if (dp == 1) return;
+  // One DDP per pipeline chunk (each synchronises on its own last backward), else the model's.
+  std::vector<nn::Module*> replicated{model_.get()};
+  if (chunks_) {
+    replicated.clear();
+    for (const auto& chunk : *chunks_) replicated.push_back(chunk.get());
   }
-  grads_ = std::make_unique<dist::ParallelGradients>(trained(), grads);
+  for (nn::Module* m : replicated)
+    ddps_.push_back(std::make_unique<dist::DistributedDataParallel>(*m, groups.dp, options.ddp));
 }
 
 LossFn ModelParallel::loss() const {

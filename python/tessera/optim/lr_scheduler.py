@@ -23,7 +23,21 @@ def _initial_lr(optimizer):
     return list(_initial_lrs[optimizer])
 
 
-class _Schedule:
+class _Scheduler:
+    """What every schedule here shares: the lrs of the last step and a state dict of the
+    schedule's own fields (not the optimizer's)."""
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state):
+        self.__dict__.update(state)
+
+
+class _Schedule(_Scheduler):
     """A schedule with a closed form: lr of each group at step t from its base lr."""
 
     def __init__(self, optimizer, last_epoch=-1):
@@ -40,15 +54,6 @@ class _Schedule:
         self._last_lr = [self.lr_at(self.last_epoch, b) for b in self.base_lrs]
         for group, lr in zip(self.optimizer.param_groups, self._last_lr):
             group["lr"] = lr
-
-    def get_last_lr(self):
-        return list(self._last_lr)
-
-    def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state):
-        self.__dict__.update(state)
 
 
 class CosineAnnealingLR(_Schedule):
@@ -88,7 +93,7 @@ def _anneal(strategy, start, end, pct):
     return start + (end - start) * pct
 
 
-class OneCycleLR:
+class OneCycleLR(_Scheduler):
     """The 1cycle policy: lr from max_lr / div_factor up to max_lr over pct_start of the steps,
     then down to initial / final_div_factor (three_phase: back to initial first), and momentum
     (SGD's momentum or Adam's beta1) the other way between max_momentum and base_momentum."""
@@ -162,12 +167,8 @@ class OneCycleLR:
                 else:
                     group["momentum"] = m
 
-    get_last_lr = _Schedule.get_last_lr
-    state_dict = _Schedule.state_dict
-    load_state_dict = _Schedule.load_state_dict
 
-
-class SequentialLR:
+class SequentialLR(_Scheduler):
     """schedulers[i] runs from milestones[i - 1] on (restarted at its step 0 there)."""
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
@@ -194,9 +195,6 @@ class SequentialLR:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def get_last_lr(self):
-        return list(self._last_lr)
-
     def state_dict(self):
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
         state["_schedulers"] = [s.state_dict() for s in self._schedulers]
@@ -209,7 +207,7 @@ class SequentialLR:
         self.__dict__.update(state)
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(_Scheduler):
     """Multiplies the lrs by factor once the metric passed to step() has not improved (by
     threshold, relative or absolute) for more than patience steps; then waits cooldown steps."""
 
@@ -257,10 +255,3 @@ class ReduceLROnPlateau:
                     group["lr"] = new
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
-
-    get_last_lr = SequentialLR.get_last_lr
-
-    def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    load_state_dict = _Schedule.load_state_dict
