@@ -31,6 +31,7 @@
 #include "tessera/ops/nn.h"
 #include "tessera/ops/reduce.h"
 #include "tessera/ops/shape.h"
+#include "tessera/ops/sort.h"
 #include "tessera/optim/adam.h"
 #include "tessera/optim/clip_grad.h"
 #include "tessera/optim/grad_scaler.h"

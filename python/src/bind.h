@@ -52,6 +52,13 @@ Tensor to_tensor(py::handle h, std::optional<DType> dtype = std::nullopt);
 
 // Optimizer params as torch takes them: an iterable of tensors or of param-group dicts.
 std::vector<optim::ParamGroup> param_groups_of(py::handle params);
+// A flat StateDict as {"tensors": {...}, "scalars": {...}}, and back.
+py::dict flat_state_to_python(const optim::StateDict& s);
+optim::StateDict flat_state_from_python(const py::dict& d);
+// An optimizer's state dict in torch's layout ({"state": {i: {...}}, "param_groups": [...]}),
+// and back (also from the flat C++ layout {"tensors", "scalars"}).
+py::dict optimizer_state_to_python(const optim::Optimizer& o);
+optim::StateDict optimizer_state_from_python(const optim::Optimizer& o, const py::dict& d);
 
 // A numpy-style namedtuple type (cached), e.g. namedtuple("max", "values indices").
 py::object namedtuple(const char* name, const char* fields);

@@ -202,6 +202,22 @@ void bind_reductions(py::module_& m, py::class_<Tensor>& cls) {
   for (const auto& [name, fn] :
        {std::pair{"argmax", &tessera::argmax}, std::pair{"argmin", &tessera::argmin}})
     def_op(m, cls, name, fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  def_op(
+      m, cls, "sort",
+      [](const Tensor& x, int64_t dim, bool descending, bool stable) {
+        auto [values, indices] = tessera::sort(x, dim, descending, stable);
+        return namedtuple("sort", "values indices")(values, indices);
+      },
+      py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(), py::arg("stable") = false);
+  def_op(m, cls, "argsort", &tessera::argsort, py::arg("dim") = -1, py::arg("descending") = false,
+         py::kw_only(), py::arg("stable") = false);
+  def_op(
+      m, cls, "topk",
+      [](const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+        auto [values, indices] = tessera::topk(x, k, dim, largest, sorted);
+        return namedtuple("topk", "values indices")(values, indices);
+      },
+      py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, py::arg("sorted") = true);
   using Moment = Tensor (*)(const Tensor&, const Shape&, int64_t, bool);
   for (const auto& [name, fn] : {std::pair<const char*, Moment>{"var", &tessera::var},
                                  std::pair<const char*, Moment>{"std", &tessera::std}}) {

@@ -57,26 +57,6 @@ std::vector<ParamGroup> param_groups_of(py::handle params) {
 
 namespace {
 
-py::dict state_to_python(const optim::StateDict& s) {
-  py::dict tensors, scalars;
-  for (const auto& [k, v] : s.tensors) tensors[py::str(k)] = v;
-  for (const auto& [k, v] : s.scalars) scalars[py::str(k)] = v;
-  py::dict out;
-  out["tensors"] = tensors;
-  out["scalars"] = scalars;
-  return out;
-}
-
-optim::StateDict state_from_python(const py::dict& d) {
-  optim::StateDict s;
-  if (d.contains("tensors"))
-    for (auto [k, v] : d["tensors"].cast<py::dict>()) s.tensors.insert(py::str(k), to_tensor(v));
-  if (d.contains("scalars"))
-    for (auto [k, v] : d["scalars"].cast<py::dict>())
-      s.scalars.insert(py::str(k), v.cast<double>());
-  return s;
-}
-
 // optimizer.param_groups[i]: a live view of one C++ group as a dict-like object.
 struct GroupView {
   std::shared_ptr<Optimizer> opt;
@@ -171,9 +151,10 @@ void bind_optimizers(py::module_& m) {
             return out;
           },
           py::arg("param"), "The per-parameter state (step and buffers), None before a step.")
-      .def("state_dict", [](const Optimizer& o) { return state_to_python(o.state_dict()); })
-      .def("load_state_dict",
-           [](Optimizer& o, const py::dict& d) { o.load_state_dict(state_from_python(d)); });
+      .def("state_dict", &optimizer_state_to_python, "torch's layout: state and param_groups.")
+      .def("load_state_dict", [](Optimizer& o, const py::dict& d) {
+        o.load_state_dict(optimizer_state_from_python(o, d));
+      });
 
   py::class_<optim::SGD, Optimizer, std::shared_ptr<optim::SGD>>(m, "SGD").def(
       py::init([](py::handle params, double lr, double momentum, double dampening,
@@ -244,9 +225,9 @@ void bind_schedulers(py::module_& m) {
       .def("get_last_lr", &LRScheduler::last_lr)
       .def_property_readonly("last_epoch", &LRScheduler::last_step)
       .def_property_readonly("base_lrs", &LRScheduler::base_lrs)
-      .def("state_dict", [](const LRScheduler& s) { return state_to_python(s.state_dict()); })
+      .def("state_dict", [](const LRScheduler& s) { return flat_state_to_python(s.state_dict()); })
       .def("load_state_dict",
-           [](LRScheduler& s, const py::dict& d) { s.load_state_dict(state_from_python(d)); });
+           [](LRScheduler& s, const py::dict& d) { s.load_state_dict(flat_state_from_python(d)); });
   py::class_<optim::StepLR, LRScheduler>(m, "StepLR")
       .def(py::init<Optimizer&, int64_t, double>(), py::arg("optimizer"), py::arg("step_size"),
            py::arg("gamma") = 0.1, py::keep_alive<1, 2>());

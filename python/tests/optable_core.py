@@ -200,6 +200,13 @@ def reduction_cases():
         Case("min", [R(4, 3, nc=True)], lambda m, x: x.min(0, keepdim=True), label="dim_nc"),
         Case("argmax", [R(3, 5)], lambda m, x: m.argmax(x, dim=1), grad=False),
         Case("argmax", [R(3, 5)], lambda m, x: x.argmax(), label="flat", grad=False),
+        Case("sort", [R(3, 5)], lambda m, x: m.sort(x).values),
+        Case("sort", [R(4, 3, nc=True)], lambda m, x: x.sort(0, descending=True)[1],
+             label="indices_nc", grad=False),
+        Case("argsort", [R(3, 5)], lambda m, x: m.argsort(x, dim=-1, descending=True), grad=False),
+        Case("topk", [R(3, 6)], lambda m, x: m.topk(x, 2).values),
+        Case("topk", [R(2, 5, 3)], lambda m, x: x.topk(3, dim=1, largest=False).indices,
+             label="smallest_indices", grad=False),
         Case("argmin", [R(3, 5)], lambda m, x: m.argmin(x, 0, keepdim=True), grad=False),
         Case("var", [R(3, 6)], lambda m, x: m.var(x, 1)),
         Case(
