@@ -116,6 +116,7 @@ void init_io(py::module_& m);
 void init_ops(py::module_& m);
 void init_ops_shape(py::module_& m);
 void init_ops_nn(py::module_& m);
+void init_ops_paged(py::module_& m);
 void init_autograd(py::module_& m);
 void init_nn(py::module_& m);
 // Sequential, ModuleList and ModuleDict in tessera._C.nn (after Module is registered).

@@ -56,6 +56,7 @@ PYBIND11_MODULE(_C, m) {
   init_ops(m);
   init_ops_shape(m);
   init_ops_nn(m);
+  init_ops_paged(m);
   init_autograd(m);
   init_nn(m);
   init_optim(m);

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as TF
 
 from optable import Case, I, In, K, M, P, R
+from paged_reference import ref_attend, ref_paged, ref_paged_caching
 
 # ---- torch references for ops torch 1.13 does not have ----
 
@@ -366,4 +367,60 @@ def nn_cases():
     ]
 
 
-CASES = view_cases() + shape_cases() + indexing_cases() + nn_cases()
+def kv_cache_cases():
+    # tessera.ops' KV-cache attention (infinicore.ops); caches [num_blocks, nkv, d, block_size].
+    # Scattered tables; sequences 1 and 2 share block 2. Forward only.
+    tables, lens = [[5, 0], [2, 7], [2, 6]], [1, 17, 32]
+    history, cu = [0, 16, 5], [0, 3, 4, 24]
+
+    def i32(m, values):
+        return m.tensor(values, dtype=m.int32)
+
+    def paged(q, kc, vc, lens, starts):
+        table = torch.tensor(tables, dtype=torch.int32)
+        return ref_paged(q, kc, vc, table, lens, starts, q.shape[-1] ** -0.5).to(q.dtype)
+
+    def attention_ref(t, q, k, v, kc, vc):
+        k_all, v_all = torch.cat([kc[:, :2], k], 1), torch.cat([vc[:, :2], v], 1)
+        return ref_attend(q.transpose(0, 1), k_all, v_all, 8 ** -0.5).to(q.dtype)
+
+    slots = [17, 3, -1, 63, 32]
+    return [
+        Case(
+            "paged_caching",
+            [K(5, 2, 16), K(5, 2, 16), K(4, 2, 16, 16), K(4, 2, 16, 16)],
+            lambda m, k, v, kc, vc: m.ops.paged_caching(
+                k, v, kc.clone(), vc.clone(), m.tensor(slots)
+            ),
+            ref=lambda t, k, v, kc, vc: ref_paged_caching(k, v, kc, vc, t.tensor(slots)),
+            grad=False,
+        ),
+        Case(
+            "paged_attention",
+            [K(3, 4, 16), K(8, 2, 16, 16), K(8, 2, 16, 16)],
+            lambda m, q, kc, vc: m.ops.paged_attention(
+                q, kc, vc, i32(m, tables), i32(m, lens)
+            ),
+            ref=lambda t, q, kc, vc: paged(q, kc, vc, lens, [0, 1, 2, 3]),
+            grad=False,
+        ),
+        Case(
+            "paged_attention_prefill",
+            [K(24, 4, 16), K(8, 2, 16, 16), K(8, 2, 16, 16)],
+            lambda m, q, kc, vc: m.ops.paged_attention_prefill(
+                q, kc, vc, i32(m, tables), i32(m, history), i32(m, cu)
+            ),
+            ref=lambda t, q, kc, vc: paged(q, kc, vc, [3, 17, 25], cu),
+            grad=False,
+        ),
+        Case(
+            "attention",
+            [K(4, 3, 8), K(2, 3, 8), K(2, 3, 8), K(2, 8, 8), K(2, 8, 8)],
+            lambda m, q, k, v, kc, vc: m.ops.attention(q, k, v, kc.clone(), vc.clone(), 2),
+            ref=attention_ref,
+            grad=False,
+        ),
+    ]
+
+
+CASES = view_cases() + shape_cases() + indexing_cases() + nn_cases() + kv_cache_cases()

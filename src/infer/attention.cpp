@@ -13,11 +13,20 @@
 namespace tessera::infer {
 namespace {
 
-void check_float(const Tensor& t, const char* what, const char* op) {
-  TESSERA_CHECK(t.defined() && t.dtype() == kFloat32, TypeError, "[", op, "] expected ", what,
-                " to be a float32 tensor, got ",
+// Floating values of the caches' dtype (the kernels' float32 is checked by their callers).
+void check_values(const Tensor& t, const char* what, std::optional<DType> dtype, const char* op) {
+  TESSERA_CHECK(t.defined() && is_floating(t.dtype()) && (!dtype || t.dtype() == *dtype), TypeError,
+                "[", op, "] expected ", what, " to be a ",
+                dtype ? detail::str(*dtype, " (the caches' dtype)") : std::string("floating"),
+                " tensor, got ",
                 t.defined() ? detail::str(t.dtype(), " on ", t.device().str()) : "undefined");
   TESSERA_CHECK(t.is_contiguous(), ValueError, "[", op, "] expected a contiguous ", what);
+}
+
+// The kernels compute in float32 only.
+void check_float32(const Tensor& t, const char* op) {
+  TESSERA_CHECK(t.dtype() == kFloat32, TypeError, "[", op,
+                "] expected float32 tensors (the kernel's dtype), got ", t.dtype());
 }
 
 void check_index(const Tensor& t, DType dtype, int64_t dims, const char* what, const char* op) {
@@ -42,8 +51,8 @@ Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.to(kCPU); }
 
 // Cache views: keys and values [num_blocks, Hkv, D, bs].
 void check_caches(const Tensor& k_cache, const Tensor& v_cache, const char* op) {
-  check_float(k_cache, "k_cache", op);
-  check_float(v_cache, "v_cache", op);
+  check_values(k_cache, "k_cache", std::nullopt, op);
+  check_values(v_cache, "v_cache", k_cache.dtype(), op);
   TESSERA_CHECK(k_cache.dim() == 4 && k_cache.sizes() == v_cache.sizes(), ValueError, "[", op,
                 "] expected k_cache and v_cache of one shape [num_blocks, Hkv, D, bs], got ",
                 k_cache.shape_str(), " and ", v_cache.shape_str());
@@ -54,12 +63,11 @@ void check_caches(const Tensor& k_cache, const Tensor& v_cache, const char* op) 
 
 }  // namespace
 
-void paged_caching(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
-                   const Tensor& slot_mapping) {
-  constexpr const char* op = "paged_caching";
+void check_paged_caching(const char* op, const Tensor& k, const Tensor& v, const Tensor& k_cache,
+                         const Tensor& v_cache, const Tensor& slot_mapping) {
   check_caches(k_cache, v_cache, op);
-  check_float(k, "k", op);
-  check_float(v, "v", op);
+  check_values(k, "k", k_cache.dtype(), op);
+  check_values(v, "v", k_cache.dtype(), op);
   const int64_t Hkv = k_cache.size(1), D = k_cache.size(2), bs = k_cache.size(3);
   TESSERA_CHECK(k.dim() == 3 && k.sizes() == v.sizes() && k.size(1) == Hkv && k.size(2) == D,
                 ValueError, "[", op, "] expected k and v [N, ", Hkv, ", ", D, "], got ",
@@ -80,26 +88,13 @@ void paged_caching(const Tensor& k, const Tensor& v, const Tensor& k_cache, cons
   for (int64_t n = 0; n < N; ++n)
     TESSERA_CHECK(slots[n] >= -1 && slots[n] < num_slots, IndexError, "[", op,
                   "] expected slots in [-1, ", num_slots, "), got ", slots[n]);
-  PagedCachingArgs a;
-  a.k = k.data_ptr<float>();
-  a.v = v.data_ptr<float>();
-  a.k_stride = a.v_stride = Hkv * D;
-  a.k_cache = k_cache.data_ptr<float>();
-  a.v_cache = v_cache.data_ptr<float>();
-  a.slots = slot_mapping.data_ptr<int64_t>();
-  a.num_tokens = N;
-  a.num_kv_heads = Hkv;
-  a.head_dim = D;
-  a.block_size = bs;
-  call_kernel<paged_caching_kernel>(k.device(), a);
 }
 
-Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const Tensor& block_tables, const Tensor& seq_lens,
-                       const Tensor& query_start, std::optional<double> scale) {
-  constexpr const char* op = "paged_attention";
+void check_paged_attention(const char* op, const Tensor& q, const Tensor& k_cache,
+                           const Tensor& v_cache, const Tensor& block_tables,
+                           const Tensor& seq_lens, const Tensor& query_start) {
   check_caches(k_cache, v_cache, op);
-  check_float(q, "q", op);
+  check_values(q, "q", k_cache.dtype(), op);
   const int64_t num_blocks = k_cache.size(0), Hkv = k_cache.size(1), D = k_cache.size(2),
                 bs = k_cache.size(3);
   TESSERA_CHECK(q.dim() == 3 && q.size(2) == D && q.size(1) % Hkv == 0, ValueError, "[", op,
@@ -125,7 +120,8 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   const int32_t* lens = host_lens.data_ptr<int32_t>();
   const int32_t* tables = host_tables.data_ptr<int32_t>();
   TESSERA_CHECK(qs[0] == 0 && qs[S] == N, ValueError, "[", op,
-                "] expected query_start to run from 0 to ", N, ", got ", qs[0], " to ", qs[S]);
+                "] expected query_start (cu_seqlens_q) to run from 0 to ", N, ", got ", qs[0],
+                " to ", qs[S]);
   for (int64_t s = 0; s < S; ++s) {
     const int64_t nq = qs[s + 1] - qs[s];
     TESSERA_CHECK(nq >= 0 && lens[s] >= nq && lens[s] <= max_blocks * bs, ValueError, "[", op,
@@ -136,6 +132,37 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
                     IndexError, "[", op, "] expected blocks in [0, ", num_blocks, "), got ",
                     tables[s * max_blocks + i]);
   }
+}
+
+void paged_caching(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+                   const Tensor& slot_mapping) {
+  constexpr const char* op = "paged_caching";
+  check_paged_caching(op, k, v, k_cache, v_cache, slot_mapping);
+  check_float32(k, op);
+  const int64_t Hkv = k_cache.size(1), D = k_cache.size(2), bs = k_cache.size(3);
+  const int64_t N = k.size(0);
+  PagedCachingArgs a;
+  a.k = k.data_ptr<float>();
+  a.v = v.data_ptr<float>();
+  a.k_stride = a.v_stride = Hkv * D;
+  a.k_cache = k_cache.data_ptr<float>();
+  a.v_cache = v_cache.data_ptr<float>();
+  a.slots = slot_mapping.data_ptr<int64_t>();
+  a.num_tokens = N;
+  a.num_kv_heads = Hkv;
+  a.head_dim = D;
+  a.block_size = bs;
+  call_kernel<paged_caching_kernel>(k.device(), a);
+}
+
+Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const Tensor& block_tables, const Tensor& seq_lens,
+                       const Tensor& query_start, std::optional<double> scale) {
+  constexpr const char* op = "paged_attention";
+  check_paged_attention(op, q, k_cache, v_cache, block_tables, seq_lens, query_start);
+  check_float32(q, op);
+  const int64_t S = seq_lens.size(0), Hkv = k_cache.size(1), D = k_cache.size(2),
+                bs = k_cache.size(3), max_blocks = block_tables.size(1);
   Tensor out = empty(q.sizes(), TensorOptions(kFloat32).with_device(q.device()));
   PagedAttentionArgs a;
   a.q = q.data_ptr<float>();

@@ -28,4 +28,13 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
                        const Tensor& block_tables, const Tensor& seq_lens,
                        const Tensor& query_start, std::optional<double> scale = std::nullopt);
 
+// The argument checks of the two calls above for any floating dtype (caches, q, k and v of one
+// dtype), with errors naming op: the InfiniCore-style public ops (tessera/ops/paged_attention.h)
+// validate through them before taking the kernel or their composite path.
+void check_paged_caching(const char* op, const Tensor& k, const Tensor& v, const Tensor& k_cache,
+                         const Tensor& v_cache, const Tensor& slot_mapping);
+void check_paged_attention(const char* op, const Tensor& q, const Tensor& k_cache,
+                           const Tensor& v_cache, const Tensor& block_tables,
+                           const Tensor& seq_lens, const Tensor& query_start);
+
 }  // namespace tessera::infer
