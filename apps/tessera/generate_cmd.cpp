@@ -9,11 +9,13 @@
 #include <string>
 
 #include "commands.h"
-#include "model_files.h"
 #include "tessera/core/error.h"
 #include "tessera/infer/generate.h"
+#include "tessera/llm/model_files.h"
 
 namespace tessera::cli {
+
+using namespace llm;  // model files and their tokenizers
 
 namespace {
 

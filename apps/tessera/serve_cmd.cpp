@@ -15,14 +15,16 @@
 #include <thread>
 
 #include "commands.h"
-#include "model_files.h"
 #include "tessera/core/error.h"
 #include "tessera/infer/async_engine.h"
 #include "tessera/serve/server.h"
+#include "tessera/llm/model_files.h"
 
 namespace tessera::cli {
 
 Command add_serve_command(CLI::App& app) {
+using namespace llm;  // model files and their tokenizers
+
   struct Options {
     std::string model, tokenizer, data_dir, host = "127.0.0.1", api_key, model_name;
     std::string device = "cpu";

@@ -5,11 +5,13 @@
 #include <optional>
 #include <string>
 
-#include "model_files.h"
 #include "tessera/data/token_buffer.h"
+#include "tessera/llm/model_files.h"
 #include "train_options.h"
 
 namespace tessera::cli {
+
+using namespace llm;  // model files and their tokenizers
 
 // The architecture from --model, --preset and the size options, for a vocabulary of vocab_size
 // (defaults without a preset: 4 layers, 4 heads, 128 channels, 128 positions). ValueError

@@ -19,7 +19,6 @@
 #include "data_parallel.h"
 #include "loss_plot.h"
 #include "metrics_log.h"
-#include "model_files.h"
 #include "progress_bar.h"
 #include "tessera/core/error.h"
 #include "tessera/data/dataloader.h"
@@ -27,6 +26,7 @@
 #include "tessera/dist/zero.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/checkpoint.h"
+#include "tessera/llm/model_files.h"
 #include "tessera/models/sampling.h"
 #include "tessera/optim/adam.h"
 #include "tessera/optim/lr_scheduler.h"
@@ -38,6 +38,8 @@
 #include "train_setup.h"
 
 namespace tessera::cli {
+
+using namespace llm;  // model files and their tokenizers
 
 namespace {
 

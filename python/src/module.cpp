@@ -65,11 +65,12 @@ PYBIND11_MODULE(_C, m) {
   init_cuda(m);
   init_train(m);
   init_distributed(m);
+  init_llm(m);
 
   // Submodules become importable (from tessera._C.nn import Linear).
   py::dict modules = py::module_::import("sys").attr("modules");
   for (const char* name :
-       {"nn", "optim", "data", "autograd", "functional", "cuda", "distributed", "io"})
+       {"nn", "optim", "data", "autograd", "functional", "cuda", "distributed", "io", "llm"})
     modules[py::str(std::string("tessera._C.") + name)] = m.attr(name);
   modules["tessera._C.nn.init"] = m.attr("nn").attr("init");
 

@@ -20,6 +20,9 @@ from .amp import autocast  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from .autograd import (  # noqa: F401,E402
     enable_grad,
+del llm  # noqa: F821  tessera._C.llm; the Python tessera.llm wraps it
+from . import llm  # noqa: E402  vLLM's LLM / AsyncLLM over the inference engine
+from .llm import LLM, SamplingParams  # noqa: F401,E402
     inference_mode,
     is_grad_enabled,
     no_grad,

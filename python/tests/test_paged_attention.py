@@ -271,7 +271,8 @@ def test_bad_inputs_raise_typed_errors_naming_the_op():
     with pytest.raises(ValueError, match=r"^\[paged_attention_prefill\] expected history_lens "
                                          r"\[S\] and cu_seqlens_q \[S \+ 1\]"):
         ops.paged_attention_prefill(q, kc, vc, tables, i32(0), i32(0))
-    with pytest.raises(ValueError, match=r"^\[paged_attention_prefill\] expected history_lens >= 0"):
+    with pytest.raises(ValueError,
+                       match=r"^\[paged_attention_prefill\] expected history_lens >= 0"):
         ops.paged_attention_prefill(q, kc, vc, tables, i32(-1), i32(0, 1))
     with pytest.raises(ValueError, match=r"^\[paged_attention_prefill\] .*table's 32 positions"):
         ops.paged_attention_prefill(q, kc, vc, tables, i32(32), i32(0, 1))

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "tessera/core/error.h"
+#include "tessera/tokenizers/chat_template.h"
 
 namespace tessera::serve {
 namespace {
@@ -130,16 +131,16 @@ std::string message_text(const Json& content) {
 std::string chat_prompt(const Json& messages) {
   if (!messages.is_array() || messages.empty())
     throw bad("messages", "'messages' must be a non-empty array");
-  static const std::set<std::string> roles{"system", "developer", "user", "assistant", "tool"};
-  std::string text;
+  std::vector<tokenizers::ChatMessage> parsed;
   for (const Json& m : messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
       throw bad("messages", "each message must be an object with a string 'role' and 'content'");
     const std::string role = m["role"].get<std::string>();
-    if (!roles.count(role)) throw bad("messages", "unknown message role '" + role + "'");
-    text += role + ": " + message_text(m["content"]) + "\n";
+    if (!tokenizers::is_chat_role(role))
+      throw bad("messages", "unknown message role '" + role + "'");
+    parsed.push_back({role, message_text(m["content"])});
   }
-  return text + "assistant:";
+  return tokenizers::plain_chat_prompt(parsed);
 }
 
 const std::set<std::string>& known_fields(Endpoint ep) {

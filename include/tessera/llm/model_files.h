@@ -1,5 +1,6 @@
 #pragma once
-// How the CLI stores a model and finds it again. A training run's folder (train --out) holds
+// How Tessera stores a model and finds it again, with its tokenizer: what `tessera generate` /
+// `serve` and tessera.llm.LLM load. A training run's folder (train --out) holds
 //   config.json       {"arch": "gpt2" | "llama", "model": {<GPT2Config or LlamaConfig>},
 //                      "tokenizer": <spec>, "tokenizer_data_dir": <dir>, "train": {<options>}}
 //   tokenizer.chars   the vocabulary of a character-level run
@@ -20,7 +21,7 @@
 #include "tessera/models/transformer.h"
 #include "tessera/tokenizers/tokenizer.h"
 
-namespace tessera::cli {
+namespace tessera::llm {
 
 // A model architecture: "gpt2" with a GPT2Config, or "llama" with a LlamaConfig, as JSON.
 struct ModelSpec {
@@ -69,8 +70,8 @@ struct LoadedModel {
 // ValueError "[load_model] ..." when path is none of them.
 LoadedModel load_model(const std::string& path);
 
-// The device a --device option names ("cpu", "cuda", "cuda:N"); ValueError naming op when this
-// machine (or build) has no such device.
+// The device spec names ("cpu", "cuda", "cuda:N", e.g. a --device option); ValueError naming op
+// when this machine (or build) has no such device.
 Device device_option(const std::string& spec, std::string_view op);
 
 // The tokenizer to use with loaded: `spec` when given (data_dir: where gpt2's files are), else
@@ -81,4 +82,4 @@ std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const LoadedModel& loaded
                                                        const std::string& data_dir,
                                                        std::string_view op);
 
-}  // namespace tessera::cli
+}  // namespace tessera::llm

@@ -1,4 +1,4 @@
-#include "model_files.h"
+#include "tessera/llm/model_files.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include "tessera/infer/model_loader.h"
 #include "tessera/models/registry.h"
 
-namespace tessera::cli {
+namespace tessera::llm {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
@@ -107,9 +107,9 @@ std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const LoadedModel& loaded
 Device device_option(const std::string& spec, std::string_view op) {
   const Device device(spec);
   TESSERA_CHECK(device.index < device_count(device.type), ValueError, "[", op,
-                "] expected --device ", spec, " to name one of this machine's ",
+                "] expected device '", spec, "' to name one of this machine's ",
                 device_count(device.type), " ", device.is_cpu() ? "cpu" : "CUDA", " devices");
   return device;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::llm

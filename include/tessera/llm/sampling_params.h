@@ -1,0 +1,40 @@
+#pragma once
+// vLLM's SamplingParams, turned into the engine's GenerationParams: n sequences per prompt, top_k
+// -1 for "all tokens", stop strings and token ids, ignore_eos, and a seed that sequence i of a
+// request moves to seed + i (as the server does for its n choices), so n > 1 sequences differ
+// and each is reproducible.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/infer/generate.h"
+#include "tessera/tokenizers/tokenizer.h"
+
+namespace tessera::llm {
+
+struct SamplingParams {
+  int64_t n = 1;  // sequences per prompt
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;  // 0 or -1: every token
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  int64_t max_tokens = 16;
+  std::vector<std::string> stop;  // excluded from the text, as OpenAI's
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;      // else the tokenizer's EOS (and BOS, which starts a new text) stop
+  std::optional<int64_t> seed;  // unset: the engine draws one per sequence
+
+  // ValueError "[SamplingParams] expected <field> ..." ("[sample] ..." for temperature, top_p
+  // and top_k, checked by the sampler) naming the first field out of range.
+  void validate() const;
+  // The engine's params for sequence `index` of n; tokenizer (may be null) gives the end-of-text
+  // ids unless ignore_eos.
+  infer::GenerationParams generation_params(const tokenizers::Tokenizer* tokenizer,
+                                            int64_t index = 0) const;
+};
+
+}  // namespace tessera::llm

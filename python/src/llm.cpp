@@ -1,0 +1,267 @@
+// tessera._C.llm: the LLM engine API (llm/llm.h) and its tokenizer. The engine works on its own
+// thread: every call that waits for it releases the GIL, and what its thread calls into Python
+// (a stream's wake-up function) takes the GIL itself.
+#include "tessera/llm/llm.h"
+#include "bind.h"
+
+namespace tessera::python {
+
+namespace {
+
+// Objects whose destruction joins or waits for the engine thread, which may be waiting for the
+// GIL in a wake-up call, are deleted with the GIL released.
+struct DeleteWithoutGil {
+  template <class T>
+  void operator()(T* p) const {
+    py::gil_scoped_release release;
+    delete p;
+  }
+};
+template <class T>
+using Unlocked = std::unique_ptr<T, DeleteWithoutGil>;
+
+// A Python callable run from the engine thread; dropped under the GIL wherever it goes.
+struct PyWaker {
+  py::object fn;
+  explicit PyWaker(py::object f) : fn(std::move(f)) {}
+  ~PyWaker() {
+    py::gil_scoped_acquire gil;
+    fn = py::object();
+  }
+  void operator()() const {
+    py::gil_scoped_acquire gil;
+    try {
+      fn();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("tessera.llm stream wake-up");
+    }
+  }
+};
+
+std::vector<std::string> stop_strings(py::handle stop) {
+  if (stop.is_none()) return {};
+  if (py::isinstance<py::str>(stop)) return {stop.cast<std::string>()};
+  try {
+    return stop.cast<std::vector<std::string>>();
+  } catch (const py::cast_error&) {
+    throw TypeError("[SamplingParams] expected stop to be None, a str or a list of str, got " +
+                    std::string(py::str(py::type::handle_of(stop).attr("__name__"))));
+  }
+}
+
+py::dict stats_dict(const infer::EngineStats& s) {
+  py::dict d;
+  d["num_waiting"] = s.num_waiting;
+  d["num_running"] = s.num_running;
+  d["blocks_used"] = s.blocks_used;
+  d["blocks_total"] = s.blocks_total;
+  d["num_preemptions"] = s.num_preemptions;
+  d["num_steps"] = s.num_steps;
+  return d;
+}
+
+std::string finish_reason(infer::FinishReason r) {
+  return std::string(infer::finish_reason_name(r));
+}
+
+void bind_tokenizer(py::module_& m) {
+  using tokenizers::Tokenizer;
+  py::class_<Tokenizer, std::shared_ptr<Tokenizer>>(
+      m, "Tokenizer", "A model's tokenizer (encode / decode), as LLM.get_tokenizer() returns it.")
+      .def("encode", &Tokenizer::encode, py::arg("text"), py::arg("add_bos") = false,
+           py::arg("add_eos") = false)
+      .def(
+          "decode",
+          [](const Tokenizer& t, const std::vector<int32_t>& ids) { return t.decode(ids); },
+          py::arg("token_ids"))
+      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
+      .def_property_readonly("bos_token_id", &Tokenizer::bos_id)
+      .def_property_readonly("eos_token_id", &Tokenizer::eos_id)
+      .def_property_readonly("name", [](const Tokenizer& t) { return std::string(t.name()); })
+      .def("__len__", &Tokenizer::vocab_size);
+}
+
+void bind_sampling_params(py::module_& m) {
+  using llm::SamplingParams;
+  py::class_<SamplingParams>(m, "SamplingParams",
+                             "vLLM's SamplingParams (validated on construction: ValueError "
+                             "naming the field).")
+      .def(py::init([](int64_t n, double temperature, double top_p, int64_t top_k, double min_p,
+                       double repetition_penalty, double presence_penalty, double frequency_penalty,
+                       int64_t max_tokens, py::handle stop,
+                       std::optional<std::vector<int32_t>> stop_token_ids, bool ignore_eos,
+                       std::optional<int64_t> seed) {
+             SamplingParams p;
+             p.n = n;
+             p.temperature = temperature;
+             p.top_p = top_p;
+             p.top_k = top_k;
+             p.min_p = min_p;
+             p.repetition_penalty = repetition_penalty;
+             p.presence_penalty = presence_penalty;
+             p.frequency_penalty = frequency_penalty;
+             p.max_tokens = max_tokens;
+             p.stop = stop_strings(stop);
+             p.stop_token_ids = stop_token_ids.value_or(std::vector<int32_t>{});
+             p.ignore_eos = ignore_eos;
+             p.seed = seed;
+             p.validate();
+             return p;
+           }),
+           py::kw_only(), py::arg("n") = 1, py::arg("temperature") = 1.0, py::arg("top_p") = 1.0,
+           py::arg("top_k") = 0, py::arg("min_p") = 0.0, py::arg("repetition_penalty") = 1.0,
+           py::arg("presence_penalty") = 0.0, py::arg("frequency_penalty") = 0.0,
+           py::arg("max_tokens") = 16, py::arg("stop") = py::none(),
+           py::arg("stop_token_ids") = py::none(), py::arg("ignore_eos") = false,
+           py::arg("seed") = py::none())
+      .def_readonly("n", &SamplingParams::n)
+      .def_readonly("temperature", &SamplingParams::temperature)
+      .def_readonly("top_p", &SamplingParams::top_p)
+      .def_readonly("top_k", &SamplingParams::top_k)
+      .def_readonly("min_p", &SamplingParams::min_p)
+      .def_readonly("repetition_penalty", &SamplingParams::repetition_penalty)
+      .def_readonly("presence_penalty", &SamplingParams::presence_penalty)
+      .def_readonly("frequency_penalty", &SamplingParams::frequency_penalty)
+      .def_readonly("max_tokens", &SamplingParams::max_tokens)
+      .def_readonly("stop", &SamplingParams::stop)
+      .def_readonly("stop_token_ids", &SamplingParams::stop_token_ids)
+      .def_readonly("ignore_eos", &SamplingParams::ignore_eos)
+      .def_readonly("seed", &SamplingParams::seed)
+      .def("__repr__", [](const SamplingParams& p) {
+        return detail::str("SamplingParams(n=", p.n, ", temperature=", p.temperature,
+                           ", top_p=", p.top_p, ", top_k=", p.top_k, ", min_p=", p.min_p,
+                           ", max_tokens=", p.max_tokens, ", stop=", p.stop.size(),
+                           " strings, ignore_eos=", p.ignore_eos ? "True" : "False",
+                           ", seed=", p.seed ? std::to_string(*p.seed) : "None", ")");
+      });
+}
+
+// A sequence's (index, token ids, text, finish reason) as a tuple.
+py::tuple sequence_tuple(int64_t index, const std::vector<int32_t>& ids, const std::string& text,
+                         infer::FinishReason reason) {
+  return py::make_tuple(index, ids, py::bytes(text).attr("decode")("utf-8", "replace"),
+                        reason == infer::FinishReason::None ? py::object(py::none())
+                                                            : py::str(finish_reason(reason)));
+}
+
+void bind_stream(py::module_& m) {
+  using llm::RequestStream;
+  py::class_<RequestStream, Unlocked<RequestStream>>(
+      m, "RequestStream", "One request's sequences in flight (LLM.submit).")
+      .def(
+          "take",
+          [](RequestStream& s) {
+            py::list out;
+            for (const RequestStream::Delta& d : s.take())
+              out.append(sequence_tuple(d.index, d.output.new_tokens, d.output.text,
+                                        d.output.finish_reason));
+            return out;
+          },
+          "The (index, new token ids, new text, finish reason or None) outputs queued since the "
+          "last call.")
+      .def_property_readonly("finished", &RequestStream::finished)
+      .def("abort", &RequestStream::abort, py::call_guard<py::gil_scoped_release>(),
+           "Aborts the unfinished sequences (their KV blocks are freed).")
+      .def("close", &RequestStream::close, py::call_guard<py::gil_scoped_release>(),
+           "Aborts what is unfinished and waits until the engine thread calls on_output no "
+           "more.")
+      .def_property_readonly("request_ids", &RequestStream::request_ids);
+}
+
+void bind_llm(py::module_& m) {
+  using llm::LLM;
+  py::class_<LLM, Unlocked<LLM>>(m, "LLM", "The engine behind tessera.llm.LLM (llm/llm.h).")
+      .def(py::init([](const std::string& model, const std::string& tokenizer,
+                       const std::string& data_dir, const std::string& device, int64_t max_num_seqs,
+                       int64_t num_blocks, int64_t block_size, int64_t max_num_batched_tokens,
+                       uint64_t seed) {
+             llm::LLMConfig c;
+             c.model = model;
+             c.tokenizer = tokenizer;
+             c.data_dir = data_dir;
+             c.device = device;
+             c.engine.max_num_seqs = max_num_seqs;
+             c.engine.num_blocks = num_blocks;
+             c.engine.block_size = block_size;
+             c.engine.max_num_batched_tokens = std::max(max_num_batched_tokens, max_num_seqs);
+             c.engine.seed = seed;
+             py::gil_scoped_release release;
+             return Unlocked<LLM>(new LLM(c));
+           }),
+           py::arg("model"), py::arg("tokenizer") = "", py::arg("data_dir") = "",
+           py::arg("device") = "cpu", py::arg("max_num_seqs") = 32, py::arg("num_blocks") = 0,
+           py::arg("block_size") = 16, py::arg("max_num_batched_tokens") = 2048,
+           py::arg("seed") = 0)
+      .def_property_readonly("tokenizer", &LLM::shared_tokenizer)
+      .def_property_readonly("source", [](const LLM& l) { return l.model().source; })
+      .def_property_readonly("max_model_len",
+                             [](const LLM& l) { return l.model().model->max_seq_len(); })
+      .def("stats", [](const LLM& l) { return stats_dict(l.stats()); })
+      .def("encode", &LLM::encode, py::arg("prompt"))
+      .def(
+          "encode_chat",
+          [](const LLM& l, const std::vector<std::pair<std::string, std::string>>& messages) {
+            std::vector<tokenizers::ChatMessage> chat;
+            for (const auto& [role, content] : messages) chat.push_back({role, content});
+            return l.encode_chat(chat);
+          },
+          py::arg("messages"), "Token ids of [(role, content)] through the plain chat template.")
+      .def(
+          "submit",
+          [](LLM& l, std::vector<int32_t> prompt, const llm::SamplingParams& params,
+             py::object on_output) {
+            std::function<void()> wake;
+            if (!on_output.is_none()) {
+              auto waker = std::make_shared<PyWaker>(std::move(on_output));
+              wake = [waker] { (*waker)(); };
+            }
+            py::gil_scoped_release release;
+            return Unlocked<llm::RequestStream>(
+                l.submit(std::move(prompt), params, std::move(wake)).release());
+          },
+          py::arg("prompt_token_ids"), py::arg("params"), py::arg("on_output") = py::none(),
+          "Submits one request; on_output() is called from the engine thread after each "
+          "output (quick: e.g. loop.call_soon_threadsafe).")
+      .def(
+          "generate",
+          [](LLM& l, const std::vector<std::vector<int32_t>>& prompts,
+             const std::vector<llm::SamplingParams>& params) {
+            // Ctrl-C reaches Python while the engine works: polled under the GIL.
+            bool interrupted = false;
+            auto check = [&] {
+              py::gil_scoped_acquire gil;
+              interrupted = PyErr_CheckSignals() != 0;
+              return interrupted;
+            };
+            std::vector<std::vector<llm::Sequence>> results;
+            {
+              py::gil_scoped_release release;
+              results = l.generate(prompts, params, check);
+            }
+            if (interrupted) throw py::error_already_set();
+            py::list out;
+            for (const auto& seqs : results) {
+              py::list each;
+              for (size_t j = 0; j < seqs.size(); ++j)
+                each.append(sequence_tuple(static_cast<int64_t>(j), seqs[j].token_ids, seqs[j].text,
+                                           seqs[j].finish_reason));
+              out.append(each);
+            }
+            return out;
+          },
+          py::arg("prompts"), py::arg("params"),
+          "Every prompt's sequences as [(index, token ids, text, finish reason)], all submitted "
+          "at once; the GIL is released while the engine works.");
+}
+
+}  // namespace
+
+void init_llm(py::module_& m) {
+  py::module_ l = m.def_submodule("llm", "The LLM engine API (tessera.llm is built on it).");
+  bind_tokenizer(l);
+  bind_sampling_params(l);
+  bind_stream(l);
+  bind_llm(l);
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,216 @@
+"""vLLM's offline and async engine API over Tessera's continuous-batching engine (llm/llm.h).
+
+    from tessera.llm import LLM, SamplingParams
+    llm = LLM(model="stories260K.bin", tokenizer="stories260K_idtok.bin")
+    for out in llm.generate(["Once upon a time", "The dog"], SamplingParams(temperature=0)):
+        print(out.outputs[0].text)
+
+The engine runs on its own thread; generate() waits for it with the GIL released. AsyncLLM
+streams a request's outputs into an asyncio event loop.
+"""
+import asyncio
+import atexit
+import dataclasses
+import itertools
+import weakref
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from . import _C
+
+SamplingParams = _C.llm.SamplingParams
+Tokenizer = _C.llm.Tokenizer
+
+
+@dataclass
+class CompletionOutput:
+    """One generated sequence of a request (vLLM's CompletionOutput)."""
+
+    index: int
+    text: str
+    token_ids: List[int]
+    cumulative_logprob: Optional[float] = None  # the engine does not report logprobs here
+    logprobs: Optional[list] = None
+    finish_reason: Optional[str] = None  # "stop", "length", "abort"; None while running
+
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class RequestOutput:
+    """A prompt with its n sequences (vLLM's RequestOutput)."""
+
+    request_id: str
+    prompt: Optional[str]
+    prompt_token_ids: List[int]
+    outputs: List[CompletionOutput] = field(default_factory=list)
+    finished: bool = False
+
+
+def _completion(seq):
+    index, token_ids, text, reason = seq
+    return CompletionOutput(index=index, text=text, token_ids=list(token_ids), finish_reason=reason)
+
+
+class LLM:
+    """A model file (anything `tessera generate` loads) with its tokenizer and an engine.
+
+    model: a llama2.c .bin, an llm.c GPT-2 .bin, a .safetensors file or Hugging Face folder, a
+    Tessera training run or checkpoint. tokenizer: a tokenizer path or name (default: the one
+    the model records). The engine computes in float32: dtype may be None, "auto" or float32.
+    """
+
+    def __init__(self, model, tokenizer=None, *, max_num_seqs=32, num_blocks=0, block_size=16,
+                 max_num_batched_tokens=2048, seed=0, dtype=None, device="cpu", data_dir=None):
+        if dtype not in (None, "auto", "float32", _C.float32):
+            raise ValueError(f"[LLM] expected dtype None, 'auto' or float32 (the engine runs "
+                             f"float32 weights), got {dtype!r}")
+        self._engine = _C.llm.LLM(str(model), str(tokenizer or ""), str(data_dir or ""),
+                                  str(device), max_num_seqs, num_blocks, block_size,
+                                  max_num_batched_tokens, seed)
+        self._ids = itertools.count()
+
+    def get_tokenizer(self) -> Tokenizer:
+        return self._engine.tokenizer
+
+    def stats(self) -> dict:
+        """The engine's scheduler and KV cache figures (blocks_used, blocks_total, ...)."""
+        return self._engine.stats()
+
+    def _prompt(self, prompt):
+        """(text or None, token ids) of a str, a token id list or {"prompt_token_ids": [...]}."""
+        if isinstance(prompt, str):
+            return prompt, self._engine.encode(prompt)
+        if isinstance(prompt, dict):
+            if "prompt_token_ids" in prompt:
+                return prompt.get("prompt"), list(prompt["prompt_token_ids"])
+            if "prompt" in prompt:
+                return prompt["prompt"], self._engine.encode(prompt["prompt"])
+            raise ValueError("[LLM.generate] expected a prompt dict with 'prompt' or "
+                             f"'prompt_token_ids', got keys {sorted(prompt)}")
+        if isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
+            return None, list(prompt)
+        raise TypeError("[LLM.generate] expected a prompt str, a list of token ids or a dict, "
+                        f"got {type(prompt).__name__}")
+
+    def _prompts(self, prompts):
+        single = isinstance(prompts, (str, dict)) or (
+            isinstance(prompts, (list, tuple)) and len(prompts) > 0
+            and all(isinstance(t, int) for t in prompts))
+        return [self._prompt(p) for p in ([prompts] if single else prompts)]
+
+    def generate(self, prompts, sampling_params=None, use_tqdm=False) -> List[RequestOutput]:
+        """Completions of every prompt, in order. All are submitted at once (the engine batches
+        them); sampling_params: one SamplingParams for all, or a list with one per prompt.
+        use_tqdm is accepted for vLLM's signature; no progress bar is drawn."""
+        parsed = self._prompts(prompts)
+        if sampling_params is None:
+            sampling_params = SamplingParams()
+        params = list(sampling_params) if isinstance(sampling_params, (list, tuple)) \
+            else [sampling_params]
+        results = self._engine.generate([ids for _, ids in parsed], params)
+        return [RequestOutput(request_id=str(next(self._ids)), prompt=text, prompt_token_ids=ids,
+                              outputs=[_completion(s) for s in seqs], finished=True)
+                for (text, ids), seqs in zip(parsed, results)]
+
+    def chat(self, messages, sampling_params=None, use_tqdm=False) -> List[RequestOutput]:
+        """Replies to a conversation ([{"role": ..., "content": ...}]) or a list of them, with
+        the server's plain chat template ("<role>: <content>\\n" per message, then
+        "assistant:")."""
+        conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+        prompts = [{"prompt_token_ids": self._engine.encode_chat(
+            [(m["role"], m["content"]) for m in conv])} for conv in conversations]
+        return self.generate(prompts, sampling_params, use_tqdm)
+
+
+_async_engines = weakref.WeakSet()
+
+
+@atexit.register
+def _close_streams():
+    """Streams still open at exit (generators never finished) stop calling into Python before
+    the interpreter goes away."""
+    for engine in list(_async_engines):
+        for stream in list(engine._streams.values()):
+            stream.close()
+
+
+class AsyncLLM:
+    """vLLM's AsyncLLMEngine: generate() is an async generator of a request's outputs as the
+    engine produces them. The engine's thread wakes the event loop through
+    loop.call_soon_threadsafe; the loop itself never waits for the engine. Cancelling the
+    consuming task, or abort(request_id), aborts the request and frees its KV blocks.
+
+        engine = AsyncLLM(model="stories260K.bin", tokenizer="stories260K_idtok.bin")
+        async for out in engine.generate("Once", SamplingParams(max_tokens=32)):
+            print(out.outputs[0].text, end="")
+    """
+
+    def __init__(self, model=None, *, llm: Optional[LLM] = None, **kwargs):
+        self.llm = llm if llm is not None else LLM(model, **kwargs)
+        self._streams = {}
+        _async_engines.add(self)
+
+    def get_tokenizer(self) -> Tokenizer:
+        return self.llm.get_tokenizer()
+
+    def stats(self) -> dict:
+        return self.llm.stats()
+
+    def abort(self, request_id: str) -> None:
+        """Aborts a request in flight: its stream ends with finish_reason "abort"."""
+        stream = self._streams.get(request_id)
+        if stream is not None:
+            stream.abort()
+
+    async def generate(self, prompt, sampling_params=None, request_id=None, *,
+                       output_kind="delta"):
+        """Yields RequestOutputs as tokens arrive: output_kind "delta" (each holds the new text
+        and token ids since the last) or "cumulative" (everything so far, vLLM's default)."""
+        if output_kind not in ("delta", "cumulative"):
+            raise ValueError(f"[AsyncLLM.generate] expected output_kind 'delta' or "
+                             f"'cumulative', got {output_kind!r}")
+        text, ids = self.llm._prompt(prompt)
+        params = sampling_params if sampling_params is not None else SamplingParams()
+        request_id = str(next(self.llm._ids)) if request_id is None else str(request_id)
+        if request_id in self._streams:
+            raise ValueError(f"[AsyncLLM.generate] request_id {request_id!r} is already running")
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+
+        def wake():  # on the engine thread
+            try:
+                loop.call_soon_threadsafe(ready.set)
+            except RuntimeError:  # the loop has closed
+                pass
+
+        stream = self.llm._engine.submit(ids, params, wake)
+        self._streams[request_id] = stream
+        outputs = [CompletionOutput(index=i, text="", token_ids=[]) for i in range(params.n)]
+        try:
+            while True:
+                await ready.wait()
+                ready.clear()
+                deltas = stream.take()
+                if not deltas:
+                    continue
+                if output_kind == "delta":
+                    outputs = [CompletionOutput(index=o.index, text="", token_ids=[],
+                                                finish_reason=o.finish_reason) for o in outputs]
+                for index, new_ids, new_text, reason in deltas:
+                    o = outputs[index]
+                    o.token_ids = o.token_ids + list(new_ids)
+                    o.text += new_text
+                    o.finish_reason = reason
+                finished = stream.finished
+                yield RequestOutput(request_id=request_id, prompt=text, prompt_token_ids=ids,
+                                    outputs=[dataclasses.replace(o) for o in outputs],
+                                    finished=finished)
+                if finished:
+                    return
+        finally:
+            # Reached on completion, cancellation, or a consumer that stopped iterating; after
+            # close() the engine thread no longer calls wake().
+            self._streams.pop(request_id, None)
+            stream.close()

@@ -1,0 +1,382 @@
+"""tessera.llm (vLLM's LLM, SamplingParams and AsyncLLM over the C++ engine) on llama2.c's
+stories260K: greedy output equal to a float64 numpy decode of the model file written here and to
+`tessera generate`; batched equal to single; stop strings, lengths, seeds, n > 1, chat, errors;
+the GIL released while the engine works; async streams that add up to the offline result,
+interleave, and free their KV blocks when cancelled or aborted."""
+import asyncio
+import os
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera.llm import LLM, AsyncLLM, RequestOutput, SamplingParams
+
+
+def shared_data(name):
+    """$TESSERA_SHARED_DATA/name, else ../shared/data beside the repository (as the C++ tests)."""
+    root = os.environ.get("TESSERA_SHARED_DATA")
+    base = Path(root) if root else Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    return base / name
+
+
+MODEL = shared_data("stories260K.bin")
+TOKENIZER = shared_data("stories260K_idtok.bin")
+pytestmark = pytest.mark.skipif(not (MODEL.exists() and TOKENIZER.exists()),
+                                reason=f"shared test data missing: {MODEL}, {TOKENIZER}")
+END_IDS = (1, 2)  # llama2.c's BOS and EOS both end a story
+# stories260K_idtok.bin spells a token as its bytes or "{id}": text prompts become byte tokens
+# (which the model rarely saw), so most prompts here are token ids after BOS.
+PROMPTS = ["Once upon a time", [1, 461, 430], [1, 309, 295, 446], [1, 306, 473, 283, 330]]
+GREEDY = dict(temperature=0.0, max_tokens=48)
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return LLM(model=str(MODEL), tokenizer=str(TOKENIZER), max_num_seqs=8, seed=0)
+
+
+# --- the reference: llama2.c's forward in float64 numpy, the whole sequence each step ---------
+
+def load_llama2c(path):
+    data = Path(path).read_bytes()
+    dim, hidden, layers, heads, kv_heads, vocab, seq_len = struct.unpack("7i", data[:28])
+    shared, vocab = vocab > 0, abs(vocab)
+    flat = np.frombuffer(data, dtype=np.float32, offset=28)
+    hs = dim // heads
+    offset = 0
+
+    def take(*shape):
+        nonlocal offset
+        n = int(np.prod(shape))
+        a = flat[offset:offset + n].reshape(shape).astype(np.float64)
+        offset += n
+        return a
+
+    w = dict(emb=take(vocab, dim), rms_att=take(layers, dim), wq=take(layers, dim, dim),
+             wk=take(layers, kv_heads * hs, dim), wv=take(layers, kv_heads * hs, dim),
+             wo=take(layers, dim, dim), rms_ffn=take(layers, dim),
+             w1=take(layers, hidden, dim), w2=take(layers, dim, hidden),
+             w3=take(layers, hidden, dim), rms_final=take(dim))
+    take(seq_len, hs)  # llama2.c's stored RoPE tables (recomputed below)
+    w["cls"] = w["emb"] if shared else take(vocab, dim)
+    w.update(layers=layers, heads=heads, kv_heads=kv_heads, hs=hs)
+    return w
+
+
+def last_logits(w, ids):
+    T, H, KV, hs = len(ids), w["heads"], w["kv_heads"], w["hs"]
+    rms = lambda x, g: x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * g  # noqa: E731
+    angle = np.arange(T)[:, None] / 10000.0 ** (np.arange(0, hs, 2) / hs)[None]
+    cos, sin = np.cos(angle)[:, None], np.sin(angle)[:, None]
+
+    def rope(q):  # rotates the pairs (2i, 2i + 1) of every head
+        out = np.empty_like(q)
+        out[..., 0::2] = q[..., 0::2] * cos - q[..., 1::2] * sin
+        out[..., 1::2] = q[..., 0::2] * sin + q[..., 1::2] * cos
+        return out
+
+    x = w["emb"][ids]
+    causal = np.triu(np.ones((T, T), dtype=bool), 1)
+    for l in range(w["layers"]):
+        h = rms(x, w["rms_att"][l])
+        q = rope((h @ w["wq"][l].T).reshape(T, H, hs))
+        k = np.repeat(rope((h @ w["wk"][l].T).reshape(T, KV, hs)), H // KV, axis=1)
+        v = np.repeat((h @ w["wv"][l].T).reshape(T, KV, hs), H // KV, axis=1)
+        att = np.einsum("thd,shd->hts", q, k) / np.sqrt(hs)
+        att[:, causal] = -np.inf
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        x = x + np.einsum("hts,shd->thd", att, v).reshape(T, -1) @ w["wo"][l].T
+        h = rms(x, w["rms_ffn"][l])
+        gate = h @ w["w1"][l].T
+        x = x + ((gate / (1 + np.exp(-gate))) * (h @ w["w3"][l].T)) @ w["w2"][l].T
+    return rms(x[-1], w["rms_final"]) @ w["cls"].T
+
+
+def greedy_reference(w, prompt, max_tokens):
+    ids, out = list(prompt), []
+    while len(out) < max_tokens:
+        out.append(int(np.argmax(last_logits(w, ids))))
+        ids.append(out[-1])
+        if out[-1] in END_IDS:
+            break
+    return out
+
+
+# --- offline generation -------------------------------------------------------------------------
+
+def test_greedy_equals_a_numpy_decode_of_the_model_file(llm):
+    w = load_llama2c(MODEL)
+    outs = llm.generate(PROMPTS[:3], SamplingParams(**GREEDY))
+    assert outs[0].prompt == PROMPTS[0] and outs[1].prompt is None
+    for prompt, out in zip(PROMPTS, outs):
+        assert isinstance(out, RequestOutput) and out.finished
+        assert out.prompt_token_ids[0] == 1  # BOS, as `tessera generate` encodes text
+        ref = greedy_reference(w, out.prompt_token_ids, GREEDY["max_tokens"])
+        got = out.outputs[0]
+        assert got.token_ids == ref, prompt
+        assert got.finish_reason == ("stop" if ref[-1] in END_IDS else "length")
+        assert got.index == 0 and got.cumulative_logprob is None and len(got.text) > 20
+
+
+def test_greedy_text_equals_tessera_generate(llm):
+    cli = Path(tessera.__file__).resolve().parents[2] / "bin" / "tessera"
+    if not cli.exists():
+        pytest.skip(f"the tessera CLI is not built: {cli}")
+    out = llm.generate(PROMPTS[0], SamplingParams(**GREEDY))[0].outputs[0]
+    printed = subprocess.run(
+        [str(cli), "generate", "--model", str(MODEL), "--tokenizer", str(TOKENIZER), "--prompt",
+         PROMPTS[0], "--temperature", "0", "--max-new-tokens", str(GREEDY["max_tokens"])],
+        check=True, capture_output=True, text=True).stdout
+    assert printed == PROMPTS[0] + out.text + "\n"
+
+
+def test_batched_prompts_equal_single_prompts_in_order(llm):
+    for params in (SamplingParams(**GREEDY), SamplingParams(temperature=0.9, top_p=0.9,
+                                                            max_tokens=32, seed=11)):
+        batch = llm.generate(PROMPTS, params)
+        assert [o.prompt_token_ids for o in batch[1:]] == PROMPTS[1:]
+        for prompt, got in zip(PROMPTS, batch):
+            alone = llm.generate([prompt], params)[0]
+            assert got.outputs[0].token_ids == alone.outputs[0].token_ids
+            assert got.outputs[0].text == alone.outputs[0].text
+
+
+def test_prompt_forms_and_per_prompt_params(llm):
+    ids = llm.generate("The little dog", SamplingParams(**GREEDY))[0]
+    assert ids.prompt == "The little dog"
+    tokens = ids.prompt_token_ids
+    for form in ([tokens], {"prompt_token_ids": tokens}, [{"prompt_token_ids": tokens}]):
+        again = llm.generate(form, SamplingParams(**GREEDY))
+        assert len(again) == 1 and again[0].prompt is None
+        assert again[0].outputs[0].token_ids == ids.outputs[0].token_ids
+    short, long = llm.generate([tokens, tokens], [SamplingParams(temperature=0, max_tokens=3),
+                                                  SamplingParams(temperature=0, max_tokens=9)])
+    assert len(short.outputs[0].token_ids) == 3 and short.outputs[0].finish_reason == "length"
+    assert long.outputs[0].token_ids[:3] == short.outputs[0].token_ids
+
+
+def test_stop_strings_and_max_tokens_set_the_finish_reason(llm):
+    greedy = llm.generate([PROMPTS[1]], SamplingParams(**GREEDY))[0].outputs[0]
+    full = greedy.text
+    stop = llm.get_tokenizer().decode(greedy.token_ids[5:6])  # a token from the middle
+    for spec in (stop, [stop, "zzzz"]):
+        out = llm.generate([PROMPTS[1]], SamplingParams(**GREEDY, stop=spec))[0].outputs[0]
+        assert out.finish_reason == "stop"
+        assert out.text == full[:full.index(stop)]  # the stop string itself is not returned
+    out = llm.generate([PROMPTS[1]], SamplingParams(temperature=0, max_tokens=5))[0].outputs[0]
+    assert out.finish_reason == "length" and len(out.token_ids) == 5
+    assert out.token_ids == greedy.token_ids[:5] and full.startswith(out.text)
+    # A sampled story that ends (EOS or a new story's BOS), then the same seed ignoring the end.
+    for seed in range(20):
+        params = SamplingParams(temperature=1.0, max_tokens=400, seed=seed)
+        end = llm.generate([[1]], params)[0].outputs[0]
+        if end.finish_reason == "stop":
+            break
+    assert end.finish_reason == "stop" and end.token_ids[-1] in END_IDS
+    n = len(end.token_ids)
+    ignored = llm.generate([[1]], SamplingParams(temperature=1.0, max_tokens=n + 5, seed=seed,
+                                                 ignore_eos=True))[0].outputs[0]
+    assert ignored.finish_reason == "length" and ignored.token_ids[:n] == end.token_ids
+
+
+def test_seeds_reproduce_and_differ(llm):
+    def sample(seed):
+        params = SamplingParams(temperature=1.0, max_tokens=40, seed=seed, ignore_eos=True)
+        return llm.generate(PROMPTS[0], params)[0].outputs[0].token_ids
+
+    assert sample(7) == sample(7) and len(sample(7)) == 40
+    assert sample(7) != sample(8)
+    assert sample(None) != sample(None)  # the engine draws a seed per request
+
+
+def test_n_sequences_use_seed_plus_index(llm):
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=30, seed=3, ignore_eos=True)
+    out = llm.generate(PROMPTS[1], params)[0]
+    assert [o.index for o in out.outputs] == [0, 1]
+    first, second = (o.token_ids for o in out.outputs)
+    assert first != second
+    for seed, want in ((3, first), (4, second)):
+        one = SamplingParams(temperature=1.0, max_tokens=30, seed=seed, ignore_eos=True)
+        assert llm.generate(PROMPTS[1], one)[0].outputs[0].token_ids == want
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(temperature=-1.0), "temperature"), (dict(top_p=0.0), "top_p"),
+    (dict(top_p=1.5), "top_p"), (dict(top_k=-2), "top_k"), (dict(n=0), "n >= 1"),
+    (dict(max_tokens=0), "max_tokens"), (dict(min_p=1.5), "min_p"),
+    (dict(repetition_penalty=0.0), "repetition_penalty"),
+    (dict(presence_penalty=2.5), "presence_penalty"),
+    (dict(frequency_penalty=-3.0), "frequency_penalty"), (dict(stop=[""]), "stop"),
+    (dict(stop_token_ids=[-1]), "stop_token_ids")])
+def test_bad_sampling_params_raise_value_error_naming_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        SamplingParams(**kwargs)
+
+
+def test_other_bad_arguments(llm):
+    with pytest.raises(TypeError, match="stop"):
+        SamplingParams(stop=5)
+    with pytest.raises(ValueError, match="dtype"):
+        LLM(model=str(MODEL), tokenizer=str(TOKENIZER), dtype="bfloat16")
+    with pytest.raises(ValueError, match=r"\[LLM\] expected --tokenizer"):
+        LLM(model=str(MODEL))  # llama2.c files record no tokenizer
+    with pytest.raises(ValueError, match="one per prompt"):
+        llm.generate(PROMPTS[:3], [SamplingParams(), SamplingParams()])
+    with pytest.raises(ValueError, match="token ids in"):
+        llm.generate([[1, 100000]])
+    with pytest.raises(ValueError, match="prompt of 1 to"):
+        llm.generate([[1] * 600])
+    with pytest.raises(ValueError, match="unknown message role"):
+        llm.chat([{"role": "narrator", "content": "Hi"}])
+    assert llm.stats()["num_running"] == 0 and llm.stats()["blocks_used"] == 0
+
+
+def test_sampling_params_defaults_are_vllms():
+    p = SamplingParams()
+    assert (p.n, p.temperature, p.top_p, p.top_k, p.min_p, p.max_tokens) == (1, 1.0, 1.0, 0,
+                                                                              0.0, 16)
+    assert (p.repetition_penalty, p.presence_penalty, p.frequency_penalty) == (1.0, 0.0, 0.0)
+    assert p.stop == [] and p.stop_token_ids == [] and not p.ignore_eos and p.seed is None
+    assert SamplingParams(stop="x", top_k=-1).stop == ["x"]
+    assert tessera.LLM is LLM and tessera.SamplingParams is SamplingParams
+
+
+def test_chat_uses_the_plain_template(llm):
+    messages = [{"role": "system", "content": "Tell a story."},
+                {"role": "user", "content": "A cat"}]
+    got = llm.chat(messages, SamplingParams(**GREEDY))[0]
+    want = llm.generate("system: Tell a story.\nuser: A cat\nassistant:",
+                        SamplingParams(**GREEDY))[0]
+    assert got.prompt_token_ids == want.prompt_token_ids
+    assert got.outputs[0].token_ids == want.outputs[0].token_ids
+    assert len(llm.chat([messages, messages[1:]], SamplingParams(max_tokens=2))) == 2
+
+
+def test_tokenizer_encodes_and_decodes(llm):
+    tok = llm.get_tokenizer()
+    assert tok.vocab_size == 512 and len(tok) == 512
+    assert (tok.bos_token_id, tok.eos_token_id) == (1, 2)
+    ids = tok.encode("Once upon a time")
+    assert tok.encode("Once upon a time", add_bos=True) == [1] + ids
+    assert tok.decode(ids) == " Once upon a time"  # SentencePiece's prefix space, as llama2.c
+
+
+def test_generate_releases_the_gil(llm):
+    stamps, running = [], threading.Event()
+
+    def tick():  # notes the time about every millisecond it gets to run
+        running.wait()
+        last = 0.0
+        while running.is_set():
+            now = time.perf_counter()
+            if now - last > 0.001:
+                stamps.append(now)
+                last = now
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    running.set()
+    start = time.perf_counter()
+    llm.generate(PROMPTS * 2, SamplingParams(temperature=0, max_tokens=200, ignore_eos=True))
+    end = time.perf_counter()
+    running.clear()
+    thread.join()
+    # A thread starved by a held GIL notes nothing between the first and last tenth of the call.
+    lo, hi = start + 0.1 * (end - start), end - 0.1 * (end - start)
+    inside = sum(lo < t < hi for t in stamps)
+    assert end - start > 0.1 and inside > 20, (end - start, inside)
+
+
+# --- async streaming ----------------------------------------------------------------------------
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture(scope="module")
+def engine(llm):
+    return AsyncLLM(llm=llm)
+
+
+def test_stream_deltas_add_up_to_the_offline_result(llm, engine):
+    want = llm.generate(PROMPTS[2], SamplingParams(**GREEDY))[0].outputs[0]
+
+    async def collect(kind):
+        return [o async for o in engine.generate(PROMPTS[2], SamplingParams(**GREEDY),
+                                                 output_kind=kind)]
+
+    deltas = run(collect("delta"))
+    assert len(deltas) > 3 and deltas[-1].finished and not deltas[0].finished
+    assert "".join(d.outputs[0].text for d in deltas) == want.text
+    assert sum((d.outputs[0].token_ids for d in deltas), []) == want.token_ids
+    assert deltas[-1].outputs[0].finish_reason == want.finish_reason
+    cumulative = run(collect("cumulative"))
+    texts = [c.outputs[0].text for c in cumulative]
+    assert all(b.startswith(a) for a, b in zip(texts, texts[1:])) and texts[-1] == want.text
+    assert cumulative[-1].outputs[0].token_ids == want.token_ids
+
+
+def test_concurrent_streams_interleave_in_one_loop(engine):
+    order = []
+
+    async def consume(name, prompt):
+        params = SamplingParams(temperature=0, max_tokens=60, ignore_eos=True)
+        async for out in engine.generate(prompt, params, request_id=name):
+            order.append(name)
+        return out
+
+    async def main():
+        return await asyncio.gather(*(consume(n, p) for n, p in zip("abc", PROMPTS)))
+
+    outs = run(main())
+    assert [o.request_id for o in outs] == ["a", "b", "c"]
+    assert all(o.finished and o.outputs[0].finish_reason == "length" for o in outs)
+    for name in "abc":  # every stream yields before every other has ended
+        first = order.index(name)
+        assert all(first < len(order) - 1 - order[::-1].index(other) for other in "abc")
+
+
+def test_cancelling_the_consumer_aborts_and_frees_blocks(engine):
+    seen = {}
+
+    async def consume():
+        params = SamplingParams(temperature=0, max_tokens=400, ignore_eos=True)
+        async for out in engine.generate(PROMPTS[0], params, request_id="cancelled"):
+            seen["blocks"] = engine.stats()["blocks_used"]
+            seen["outputs"] = seen.get("outputs", 0) + 1
+
+    async def main():
+        task = asyncio.create_task(consume())
+        while seen.get("outputs", 0) < 3:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return engine.stats()
+
+    stats = run(main())
+    assert seen["blocks"] > 0
+    assert stats["blocks_used"] == 0 and stats["num_running"] == 0 and stats["num_waiting"] == 0
+
+
+def test_abort_ends_the_stream_and_frees_blocks(engine):
+    async def main():
+        params = SamplingParams(temperature=0, max_tokens=400, ignore_eos=True)
+        outs = []
+        async for out in engine.generate(PROMPTS[1], params, request_id="aborted"):
+            outs.append(out)
+            if len(outs) == 2:
+                engine.abort("aborted")
+        return outs
+
+    outs = run(main())
+    assert outs[-1].finished and outs[-1].outputs[0].finish_reason == "abort"
+    assert len(outs) <= 4  # at most an output already queued before the abort
+    assert engine.stats()["blocks_used"] == 0 and engine.stats()["num_running"] == 0

@@ -1,0 +1,191 @@
+#include "tessera/llm/llm.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "tessera/core/error.h"
+
+namespace tessera::llm {
+
+struct RequestStream::State {
+  mutable std::mutex mutex;
+  std::condition_variable ready;  // an output is queued, or an on_output call returned
+  std::vector<Delta> queue;
+  std::vector<bool> done;  // per sequence: its last output is queued
+  int64_t unfinished = 0;
+  std::function<void()> on_output;
+  int64_t calling = 0;  // on_output calls under way
+  bool closed = false;  // no more on_output calls
+
+  // The engine thread's callback for sequence index; false once it was aborted here.
+  bool push(int64_t index, const infer::RequestOutput& out) {
+    bool call = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (done[index]) return false;
+      queue.push_back({index, out});
+      if (out.finished()) {
+        done[index] = true;
+        --unfinished;
+      }
+      call = on_output && !closed;
+      calling += call;
+    }
+    ready.notify_all();
+    if (call) notify();
+    return true;
+  }
+
+  // Runs on_output, counted in `calling` by the caller.
+  void notify() {
+    on_output();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      --calling;
+    }
+    ready.notify_all();
+  }
+};
+
+RequestStream::RequestStream(std::shared_ptr<infer::AsyncEngine> engine,
+                             std::shared_ptr<State> state)
+    : engine_(std::move(engine)), state_(std::move(state)) {}
+
+RequestStream::~RequestStream() { close(); }
+
+void RequestStream::close() {
+  abort();
+  std::function<void()> on_output;
+  {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    state_->closed = true;
+    state_->ready.wait(lock, [&] { return state_->calling == 0; });
+    on_output.swap(state_->on_output);
+  }
+  // Destroyed here, on the caller's thread, rather than wherever the state's last owner is.
+  on_output = nullptr;
+}
+
+std::vector<RequestStream::Delta> RequestStream::take() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<Delta> out;
+  out.swap(state_->queue);
+  return out;
+}
+
+bool RequestStream::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  return state_->ready.wait_for(lock, timeout, [&] { return !state_->queue.empty(); });
+}
+
+bool RequestStream::finished() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->unfinished == 0;
+}
+
+void RequestStream::abort() {
+  std::vector<int64_t> aborted;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (size_t i = 0; i < ids_.size(); ++i) {
+      if (state_->done[i]) continue;
+      state_->done[i] = true;
+      --state_->unfinished;
+      infer::RequestOutput out;
+      out.request_id = ids_[i];
+      out.finish_reason = infer::FinishReason::Abort;
+      state_->queue.push_back({static_cast<int64_t>(i), std::move(out)});
+      aborted.push_back(ids_[i]);
+    }
+  }
+  // Outside the stream's lock: an engine callback may be waiting for it.
+  for (int64_t id : aborted) engine_->abort(id);
+  if (aborted.empty()) return;
+  bool call = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    call = state_->on_output && !state_->closed;
+    state_->calling += call;
+  }
+  state_->ready.notify_all();
+  if (call) state_->notify();
+}
+
+LLM::LLM(const LLMConfig& config) {
+  const Device device = device_option(config.device, "LLM");
+  loaded_ = load_model(config.model);
+  loaded_.model->to(device);
+  tokenizer_ = model_tokenizer(loaded_, config.tokenizer, config.data_dir, "LLM");
+  auto engine = std::make_unique<infer::Engine>(*loaded_.model, config.engine, tokenizer_);
+  // The deleter holds the model: the engine reads its weights until it is gone.
+  engine_ = std::shared_ptr<infer::AsyncEngine>(
+      new infer::AsyncEngine(std::move(engine)),
+      [model = loaded_.model](infer::AsyncEngine* e) { delete e; });
+}
+
+std::vector<int32_t> LLM::encode(std::string_view prompt) const {
+  return prompt_ids(*tokenizer_, prompt);
+}
+
+std::vector<int32_t> LLM::encode_chat(std::span<const tokenizers::ChatMessage> messages) const {
+  return encode(tokenizers::plain_chat_prompt(messages));
+}
+
+std::unique_ptr<RequestStream> LLM::submit(std::vector<int32_t> prompt,
+                                           const SamplingParams& params,
+                                           std::function<void()> on_output) {
+  params.validate();
+  auto state = std::make_shared<RequestStream::State>();
+  state->done.assign(static_cast<size_t>(params.n), false);
+  state->unfinished = params.n;
+  state->on_output = std::move(on_output);
+  std::unique_ptr<RequestStream> stream(new RequestStream(engine_, state));
+  // A refused sequence leaves the stream's destructor to abort the ones already submitted.
+  for (int64_t i = 0; i < params.n; ++i)
+    stream->ids_.push_back(engine_->submit(
+        prompt, params.generation_params(tokenizer_.get(), i),
+        [state, i](const infer::RequestOutput& out) { return state->push(i, out); }));
+  return stream;
+}
+
+std::vector<std::vector<Sequence>> LLM::generate(std::span<const std::vector<int32_t>> prompts,
+                                                 std::span<const SamplingParams> params,
+                                                 const std::function<bool()>& interrupted) {
+  TESSERA_CHECK(params.size() == 1 || params.size() == prompts.size(), ValueError,
+                "[LLM.generate] expected one sampling params or one per prompt (", prompts.size(),
+                "), got ", params.size());
+  for (const SamplingParams& p : params) p.validate();
+  std::vector<std::unique_ptr<RequestStream>> streams;
+  std::vector<std::vector<Sequence>> results(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const SamplingParams& p = params[params.size() == 1 ? 0 : i];
+    streams.push_back(submit(prompts[i], p));
+    results[i].resize(static_cast<size_t>(p.n));
+  }
+  constexpr auto kPoll = std::chrono::milliseconds(50);
+  auto polled = std::chrono::steady_clock::now();
+  bool stopped = false;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    RequestStream& s = *streams[i];
+    for (;;) {
+      for (RequestStream::Delta& d : s.take()) {
+        Sequence& seq = results[i][static_cast<size_t>(d.index)];
+        seq.token_ids.insert(seq.token_ids.end(), d.output.new_tokens.begin(),
+                             d.output.new_tokens.end());
+        seq.text += d.output.text;
+        seq.finish_reason = d.output.finish_reason;
+      }
+      if (s.finished()) break;
+      s.wait_for(kPoll);
+      if (!interrupted || stopped || std::chrono::steady_clock::now() - polled < kPoll) continue;
+      polled = std::chrono::steady_clock::now();
+      if (interrupted()) {
+        stopped = true;
+        for (auto& each : streams) each->abort();
+      }
+    }
+  }
+  return results;
+}
+
+}  // namespace tessera::llm
