@@ -38,11 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     serve::CompletionState s;
     s.id = "cmpl-fuzz";
     s.model = "fuzz";
-    s.text = tok.decode(r.prompt);  // any bytes, invalid UTF-8 included
-    s.token_ids = r.prompt;
+    serve::Choice c;
+    c.text = tok.decode(r.prompt);  // any bytes, invalid UTF-8 included
+    c.token_ids = r.prompt;
+    s.choices.assign(static_cast<size_t>(r.n), c);
     s.prompt_tokens = P;
     expect_json(serve::response_json(endpoint, s), input);
-    const std::string event = serve::stream_event(endpoint, s, /*first=*/true);
+    const std::string event = serve::stream_event(endpoint, s, 0, /*first=*/true);
     expect_json(event.substr(6), input);  // after "data: "
   } catch (const serve::ApiError& e) {
     fuzz::rejected(e);

@@ -25,6 +25,8 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+# The openai npm client for the OpenAI API fidelity tests (needs npm; skipped without).
+"$(dirname "$0")/install-openai-client.sh"
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -13,20 +13,22 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "commands.h"
 #include "tessera/core/error.h"
 #include "tessera/infer/async_engine.h"
-#include "tessera/serve/server.h"
 #include "tessera/llm/model_files.h"
+#include "tessera/serve/server.h"
 
 namespace tessera::cli {
 
-Command add_serve_command(CLI::App& app) {
 using namespace llm;  // model files and their tokenizers
 
+Command add_serve_command(CLI::App& app) {
   struct Options {
-    std::string model, tokenizer, data_dir, host = "127.0.0.1", api_key, model_name;
+    std::string model, tokenizer, data_dir, host = "127.0.0.1", api_key;
+    std::vector<std::string> model_names;
     std::string device = "cpu";
     int port = 8000, threads = 0;
     int64_t max_batch = 32, kv_blocks = 0, block_size = 16, max_batched_tokens = 2048;
@@ -57,7 +59,10 @@ using namespace llm;  // model files and their tokenizers
       ->capture_default_str();
   cmd->add_option("--api-key", o->api_key,
                   "Require 'Authorization: Bearer KEY' on /v1 routes (default: open)");
-  cmd->add_option("--model-name", o->model_name, "Name in /v1/models (default: the file name)");
+  cmd->add_option("--served-model-name,--model-name", o->model_names,
+                  "A name /v1/models lists and requests' \"model\" must use; repeat for aliases "
+                  "(default: the model file's name without its extension)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--max-batch", o->max_batch, "Sequences decoded together at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -117,9 +122,9 @@ using namespace llm;  // model files and their tokenizers
             sc.host = o->host;
             sc.port = o->port;
             sc.api_key = o->api_key;
-            sc.model_name = o->model_name.empty()
-                                ? std::filesystem::path(loaded.source).filename().string()
-                                : o->model_name;
+            sc.model_names = o->model_names;
+            if (sc.model_names.empty())
+              sc.model_names = {std::filesystem::path(loaded.source).stem().string()};
             sc.max_body_bytes = o->max_body_bytes;
             sc.max_concurrent_requests = o->max_concurrent;
 
@@ -156,7 +161,7 @@ using namespace llm;  // model files and their tokenizers
             std::fprintf(
                 stderr,
                 "serve: %s as '%s' on http://%s:%d (%s, batch %lld, %lld KV blocks of %lld)\n",
-                loaded.source.c_str(), sc.model_name.c_str(), sc.host.c_str(), port,
+                loaded.source.c_str(), sc.model_names.front().c_str(), sc.host.c_str(), port,
                 device.str().c_str(), static_cast<long long>(ec.max_num_seqs),
                 static_cast<long long>(stats.blocks_total), static_cast<long long>(ec.block_size));
             server.run();

@@ -35,6 +35,11 @@ void AsyncEngine::publish_stats() {
   stats_ = s;
 }
 
+std::vector<float> AsyncEngine::embed(std::span<const int32_t> prompt) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return engine_->embed(prompt);
+}
+
 EngineStats AsyncEngine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   return stats_;

@@ -11,8 +11,11 @@ namespace tessera::infer {
 struct Engine::Request {
   Sequence seq;
   TextStream text;
-  Request(Sequence s, const tokenizers::Tokenizer* tokenizer)
-      : seq(std::move(s)), text(tokenizer, &seq.stopping.stop, seq.tokens.back()) {}
+  int64_t logprobs;  // GenerationParams::logprobs
+  Request(Sequence s, const tokenizers::Tokenizer* tokenizer, int64_t logprobs)
+      : seq(std::move(s)),
+        text(tokenizer, &seq.stopping.stop, seq.tokens.back()),
+        logprobs(logprobs) {}
 };
 
 Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
@@ -38,6 +41,9 @@ Engine::~Engine() = default;
 int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {
   params.sampling.validate();
   params.stopping.validate();
+  TESSERA_CHECK(params.logprobs >= -1 && params.logprobs <= runner_.vocab_size(), ValueError,
+                "[Engine.add_request] expected logprobs in [-1, ", runner_.vocab_size(), "], got ",
+                params.logprobs);
   const int64_t P = static_cast<int64_t>(prompt.size());
   // The longest sequence: the model's context, and what the whole cache can hold.
   const int64_t capacity =
@@ -66,11 +72,29 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
     const auto r = philox(config_.seed, static_cast<uint64_t>(s.id));
     s.seed = (static_cast<uint64_t>(r[0]) << 32) | r[1];
   }
-  auto req = std::make_unique<Request>(std::move(s), tokenizer_.get());
+  auto req = std::make_unique<Request>(std::move(s), tokenizer_.get(), params.logprobs);
   scheduler_->add(&req->seq);
   const int64_t id = req->seq.id;
   requests_.emplace(id, std::move(req));
   return id;
+}
+
+std::vector<float> Engine::embed(std::span<const int32_t> prompt) {
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  TESSERA_CHECK(P >= 1 && P <= runner_.max_seq_len(), ValueError,
+                "[Engine.embed] expected a prompt of 1 to ", runner_.max_seq_len(), " tokens, got ",
+                P);
+  StaticKVCache cache(runner_.kv_spec(), P, runner_.device());
+  StepBatch batch;
+  batch.add_sequence(prompt, 0, cache.table(), cache.block_size(), /*want_logits=*/false);
+  const std::span<const float> h = runner_.hidden_states(batch, cache);
+  const int64_t C = runner_.hidden_size();
+  std::vector<double> sum(C, 0.0);
+  for (int64_t t = 0; t < P; ++t)
+    for (int64_t c = 0; c < C; ++c) sum[c] += h[t * C + c];
+  std::vector<float> mean(C);
+  for (int64_t c = 0; c < C; ++c) mean[c] = static_cast<float>(sum[c] / P);
+  return mean;
 }
 
 void Engine::abort_request(int64_t id) {
@@ -93,7 +117,7 @@ const std::vector<RequestOutput>& Engine::step() {
   const SchedulerOutput& plan = scheduler_->schedule();
   for (Sequence* seq : plan.dropped) {
     Request& r = *requests_.at(seq->id);
-    RequestOutput out{seq->id, {}, {}, FinishReason::None, seq->prompt_len, seq->num_output()};
+    RequestOutput out{seq->id, {}, {}, FinishReason::None, seq->prompt_len, seq->num_output(), {}};
     finish(r, FinishReason::Length, out);
     outputs_.push_back(std::move(out));
   }
@@ -116,15 +140,18 @@ const std::vector<RequestOutput>& Engine::step() {
     Sequence& seq = *s.seq;
     seq.num_computed += s.num_new_tokens;
     if (seq.num_computed < seq.num_tokens()) continue;  // a chunked prefill goes on next step
-    std::copy_n(logits.begin() + row++ * V, V, logits_.begin());
+    const std::span<const float> raw = logits.subspan(row++ * V, V);
+    std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
     const std::span<const int32_t> all(seq.tokens);
     const int32_t token =
         sampler_.sample(logits_, seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output()),
                         all.first(seq.prompt_len), all.subspan(seq.prompt_len));
     seq.tokens.push_back(token);
     Request& r = *requests_.at(seq.id);
-    RequestOutput out{seq.id,         {token},         r.text.push(token), FinishReason::None,
-                      seq.prompt_len, seq.num_output()};
+    RequestOutput out{
+        seq.id,           {token}, r.text.push(token), FinishReason::None, seq.prompt_len,
+        seq.num_output(), {}};
+    if (r.logprobs >= 0) out.logprobs.push_back(token_logprobs(raw, token, r.logprobs));
     const auto& stop_ids = seq.stopping.stop_token_ids;
     if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() || r.text.stopped())
       finish(r, FinishReason::Stop, out);

@@ -200,24 +200,36 @@ void ModelRunner::norm_rows(const Norm& n, const float* x, float* y, int64_t row
   });
 }
 
-std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCache& cache) {
+void ModelRunner::check(const StepBatch& batch, const KVCache& cache, const char* op) const {
   const KVCacheSpec cs = cache.spec();
   TESSERA_CHECK(
       cs.num_layers == num_layers_ && cs.num_kv_heads == n_kv_heads_ && cs.head_dim == head_dim_,
-      ValueError, "[ModelRunner.forward] expected a cache of ", num_layers_, " layers, ",
-      n_kv_heads_, " KV heads of dim ", head_dim_, ", got ", cs.num_layers, ", ", cs.num_kv_heads,
-      ", ", cs.head_dim);
-  TESSERA_CHECK(cache.device() == device_, ValueError, "[ModelRunner.forward] expected a cache on ",
+      ValueError, "[", op, "] expected a cache of ", num_layers_, " layers, ", n_kv_heads_,
+      " KV heads of dim ", head_dim_, ", got ", cs.num_layers, ", ", cs.num_kv_heads, ", ",
+      cs.head_dim);
+  TESSERA_CHECK(cache.device() == device_, ValueError, "[", op, "] expected a cache on ",
                 device_.str(), " (the model's device), got one on ", cache.device().str());
-  const int64_t N = batch.num_tokens(), R = static_cast<int64_t>(batch.logit_rows.size());
-  for (int64_t n = 0; n < N; ++n) {
-    TESSERA_CHECK(batch.positions[n] >= 0 && batch.positions[n] < max_seq_, IndexError,
-                  "[ModelRunner.forward] expected positions in [0, ", max_seq_, "), got ",
-                  batch.positions[n]);
-    TESSERA_CHECK(batch.tokens[n] >= 0 && batch.tokens[n] < vocab_, IndexError,
-                  "[ModelRunner.forward] expected token ids in [0, ", vocab_, "), got ",
-                  batch.tokens[n]);
+  for (int64_t n = 0; n < batch.num_tokens(); ++n) {
+    TESSERA_CHECK(batch.positions[n] >= 0 && batch.positions[n] < max_seq_, IndexError, "[", op,
+                  "] expected positions in [0, ", max_seq_, "), got ", batch.positions[n]);
+    TESSERA_CHECK(batch.tokens[n] >= 0 && batch.tokens[n] < vocab_, IndexError, "[", op,
+                  "] expected token ids in [0, ", vocab_, "), got ", batch.tokens[n]);
   }
+}
+
+std::span<const float> ModelRunner::hidden_states(const StepBatch& batch, const KVCache& cache) {
+  check(batch, cache, "ModelRunner.hidden_states");
+  TESSERA_CHECK(!device_runner_, ValueError,
+                "[ModelRunner.hidden_states] expected a CPU model, got one on ", device_.str());
+  const int64_t N = batch.num_tokens();
+  grow(hidden_states_, N * dim_);
+  run(batch, cache, workspaces_[0], nullptr, hidden_states_.data());
+  return {hidden_states_.data(), static_cast<size_t>(N * dim_)};
+}
+
+std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCache& cache) {
+  check(batch, cache, "ModelRunner.forward");
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
   if (device_runner_) return device_runner_->forward(batch, cache);
   grow(logits_, R * vocab_);
   const int64_t split = split_point(batch);
@@ -256,8 +268,8 @@ int64_t ModelRunner::split_point(const StepBatch& batch) const {
   return std::max<int64_t>(s, 1);
 }
 
-void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& ws,
-                      float* logits) const {
+void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& ws, float* logits,
+                      float* hidden) const {
   const int64_t N = batch.num_tokens(), C = dim_, D = head_dim_;
   const int64_t q_width = n_heads_ * D, kv_width = n_kv_heads_ * D;
   const int64_t qkv_width = q_width + 2 * kv_width;
@@ -345,6 +357,10 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
     L.fc2.forward(ff, ff_width, x, C, N, /*accumulate=*/true);  // x += mlp(...)
   }
 
+  if (hidden) {
+    norm_rows(final_norm_, x, hidden, N, C);
+    return;
+  }
   // Final norm and lm_head only for the rows that sample.
   for (int64_t r = 0; r < R; ++r)
     norm_rows(final_norm_, x + batch.logit_rows[r] * C, h + r * C, 1, C);

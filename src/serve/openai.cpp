@@ -163,7 +163,9 @@ const std::set<std::string>& known_fields(Endpoint ep) {
                                                  "n",
                                                  "user",
                                                  "logprobs",
-                                                 "echo"};
+                                                 "echo",
+                                                 "best_of",
+                                                 "response_format"};
   static const std::set<std::string> chat = [] {
     std::set<std::string> s = completions;
     s.erase("prompt");
@@ -195,7 +197,85 @@ Json envelope(Endpoint ep, const CompletionState& s, bool chunk) {
       {"id", s.id}, {"object", object_name(ep, chunk)}, {"created", s.created}, {"model", s.model}};
 }
 
+// The request body as a JSON object whose keys are all in known.
+Json parse_object(std::string_view body, const std::set<std::string>& known) {
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw ApiError(400, "could not parse the request body as JSON");
+  if (!j.is_object())
+    throw ApiError(400, std::string("expected a JSON object, got ") + type_name(j));
+  for (const auto& [key, value] : j.items())
+    if (!known.count(key)) throw bad(key, "Unrecognized request argument supplied: " + key);
+  return j;
+}
+
+// The served name "model" asks for: 404 model_not_found for any other, the first when absent.
+std::string served_model(const Fields& f, const ModelLimits& limits) {
+  const Json* m = f.get("model");
+  if (m && !m->is_string())
+    throw bad("model", std::string("'model' must be a string, got ") + type_name(*m));
+  const std::vector<std::string>& names = limits.served_names;
+  if (!m) return names.empty() ? "" : names.front();
+  const std::string name = m->get<std::string>();
+  if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end())
+    throw ApiError(404, "The model '" + name + "' does not exist", "model", "invalid_request_error",
+                   "model_not_found");
+  return name;
+}
+
+// {"type": "text"} or nothing; structured output would need constrained decoding.
+void check_response_format(const Fields& f) {
+  const Json* rf = f.get("response_format");
+  if (!rf) return;
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+    throw bad("response_format", "'response_format' must be an object with a string 'type'");
+  const std::string type = (*rf)["type"].get<std::string>();
+  if (type == "json_object" || type == "json_schema")
+    throw bad("response_format", "response_format type '" + type +
+                                     "' is not supported (tessera has no constrained decoding); "
+                                     "use {\"type\": \"text\"}");
+  if (type != "text") throw bad("response_format", "unknown response_format type '" + type + "'");
+}
+
+// n, best_of and logprobs into r.
+void parse_choices(const Fields& f, Endpoint ep, CompletionRequest& r) {
+  constexpr int64_t kMaxChoices = 128, kMaxTopLogprobs = 20;
+  r.n = f.integer("n", 1, kMaxChoices).value_or(1);
+  r.best_of = f.integer("best_of", 1, kMaxChoices).value_or(r.n);
+  if (r.best_of < r.n)
+    throw bad("best_of",
+              tessera::detail::str("'best_of' must be >= n (", r.n, "), got ", r.best_of));
+  if (r.best_of > r.n && r.stream) throw bad("best_of", "'best_of' > n cannot be streamed");
+  if (ep == Endpoint::ChatCompletions) {
+    const bool want = f.boolean("logprobs", false);
+    const std::optional<int64_t> top = f.integer("top_logprobs", 0, kMaxTopLogprobs);
+    if (top && !want) throw bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+    r.logprobs = want ? top.value_or(0) : -1;
+  } else if (const Json* lp = f.get("logprobs"); lp && !(lp->is_boolean() && !lp->get<bool>())) {
+    r.logprobs = *f.integer("logprobs", 0, kMaxTopLogprobs);
+  }
+  // best_of ranks by cumulative logprob, which the engine then has to compute.
+  r.params.logprobs = r.best_of > r.n ? std::max<int64_t>(r.logprobs, 0) : r.logprobs;
+}
+
 }  // namespace
+
+infer::GenerationParams CompletionRequest::choice_params(int64_t i) const {
+  infer::GenerationParams p = params;
+  if (p.sampling.seed) *p.sampling.seed += static_cast<uint64_t>(i);
+  return p;
+}
+
+std::vector<LogprobEntry> logprob_entries(const std::vector<infer::TokenLogprob>& logprobs,
+                                          const tokenizers::Tokenizer& tokenizer, int32_t prev) {
+  std::vector<LogprobEntry> entries;
+  for (const infer::TokenLogprob& t : logprobs) {
+    LogprobEntry e{tokenizer.token_to_string(t.token, prev), t.logprob, {}};
+    for (const auto& [id, lp] : t.top) e.top.emplace_back(tokenizer.token_to_string(id, prev), lp);
+    entries.push_back(std::move(e));
+    prev = t.token;
+  }
+  return entries;
+}
 
 ApiError::ApiError(int status, std::string message, std::string param, std::string type,
                    std::string code)
@@ -215,26 +295,15 @@ std::string error_json(const ApiError& e) {
 
 CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
                                 const tokenizers::Tokenizer& tokenizer, const ModelLimits& limits) {
-  const Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw ApiError(400, "could not parse the request body as JSON");
-  if (!j.is_object())
-    throw ApiError(400, std::string("expected a JSON object, got ") + type_name(j));
-  for (const auto& [key, value] : j.items())
-    if (!known_fields(endpoint).count(key))
-      throw bad(key, "Unrecognized request argument supplied: " + key);
+  const Json j = parse_object(body, known_fields(endpoint));
   const Fields f(j);
   CompletionRequest r;
   r.endpoint = endpoint;
-
-  if (const Json* m = f.get("model"); m && !m->is_string())
-    throw bad("model", std::string("'model' must be a string, got ") + type_name(*m));
+  r.model = served_model(f, limits);
   if (const Json* u = f.get("user"); u && !u->is_string())
     throw bad("user", std::string("'user' must be a string, got ") + type_name(*u));
-  if (f.integer("n", 1, 1).value_or(1) != 1) throw bad("n", "only n = 1 is supported");
-  if (const Json* lp = f.get("logprobs"); lp && !(lp->is_boolean() && !lp->get<bool>()))
-    throw bad("logprobs", "logprobs are not supported");
-  if (f.get("top_logprobs")) throw bad("top_logprobs", "logprobs are not supported");
   if (f.boolean("echo", false)) throw bad("echo", "echo is not supported");
+  check_response_format(f);
 
   const char* prompt_param = endpoint == Endpoint::Completions ? "prompt" : "messages";
   if (endpoint == Endpoint::Completions) {
@@ -281,12 +350,12 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   if (const Json* stop = f.get("stop")) {
     if (stop->is_string()) {
       stopping.stop.push_back(stop->get<std::string>());
-    } else if (stop->is_array() && stop->size() <= 16 &&
+    } else if (stop->is_array() && stop->size() <= 4 &&
                std::all_of(stop->begin(), stop->end(),
                            [](const Json& s) { return s.is_string(); })) {
       for (const Json& s : *stop) stopping.stop.push_back(s.get<std::string>());
     } else {
-      throw bad("stop", "'stop' must be a string or an array of at most 16 strings");
+      throw bad("stop", "'stop' must be a string or an array of at most 4 strings");
     }
     for (const std::string& s : stopping.stop)
       if (s.empty()) throw bad("stop", "stop strings must not be empty");
@@ -311,37 +380,86 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
       if (key != "include_usage") throw bad("stream_options", "Unrecognized stream option: " + key);
     r.include_usage = Fields(*so).boolean("include_usage", false);
   }
+  parse_choices(f, endpoint, r);
   return r;
 }
 
-std::string response_json(Endpoint ep, const CompletionState& s) {
-  Json choice = {
-      {"index", 0}, {"finish_reason", finish_json(s.finish_reason)}, {"token_ids", s.token_ids}};
-  if (ep == Endpoint::Completions) {
-    choice["text"] = s.text;
-    choice["logprobs"] = nullptr;
-  } else {
-    choice["message"] = {{"role", "assistant"}, {"content", s.text}};
+namespace {
+
+Json bytes_json(const std::string& token) {
+  Json b = Json::array();
+  for (unsigned char c : token) b.push_back(c);
+  return b;
+}
+
+// OpenAI's chat shape: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+Json chat_logprobs(const Choice& c) {
+  Json content = Json::array();
+  for (const LogprobEntry& e : c.logprobs) {
+    Json top = Json::array();
+    for (const auto& [token, lp] : e.top)
+      top.push_back({{"token", token}, {"logprob", lp}, {"bytes", bytes_json(token)}});
+    content.push_back({{"token", e.token},
+                       {"logprob", e.logprob},
+                       {"bytes", bytes_json(e.token)},
+                       {"top_logprobs", top}});
   }
+  return {{"content", content}};
+}
+
+// The legacy completions shape: parallel lists, top_logprobs as {token: logprob} dicts.
+Json completion_logprobs(const Choice& c) {
+  Json tokens = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
+  int64_t offset = c.text_offset;
+  for (const LogprobEntry& e : c.logprobs) {
+    tokens.push_back(e.token);
+    lps.push_back(e.logprob);
+    Json top = Json::object();
+    for (const auto& [token, lp] : e.top) top[token] = lp;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(e.token.size());
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", lps},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+Json choice_json(Endpoint ep, const CompletionState& s, const Choice& c, bool chunk, bool first) {
+  Json j = {{"index", c.index},
+            {"finish_reason", finish_json(c.finish_reason)},
+            {"token_ids", c.token_ids}};
+  if (ep == Endpoint::Completions) {
+    j["text"] = c.text;
+    j["logprobs"] = s.logprobs ? completion_logprobs(c) : Json(nullptr);
+    return j;
+  }
+  j["logprobs"] = s.logprobs ? chat_logprobs(c) : Json(nullptr);
+  if (!chunk) {
+    j["message"] = {{"role", "assistant"}, {"content", c.text}};
+  } else {
+    Json delta = {{"content", c.text}};
+    if (first) delta["role"] = "assistant";
+    j["delta"] = delta;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string response_json(Endpoint ep, const CompletionState& s) {
+  Json choices = Json::array();
+  for (const Choice& c : s.choices) choices.push_back(choice_json(ep, s, c, false, false));
   Json j = envelope(ep, s, false);
-  j["choices"] = Json::array({choice});
+  j["choices"] = choices;
   j["usage"] = usage_json(s);
   return dump(j);
 }
 
-std::string stream_event(Endpoint ep, const CompletionState& s, bool first) {
-  Json choice = {
-      {"index", 0}, {"finish_reason", finish_json(s.finish_reason)}, {"token_ids", s.token_ids}};
-  if (ep == Endpoint::Completions) {
-    choice["text"] = s.text;
-    choice["logprobs"] = nullptr;
-  } else {
-    Json delta = {{"content", s.text}};
-    if (first) delta["role"] = "assistant";
-    choice["delta"] = delta;
-  }
+std::string stream_event(Endpoint ep, const CompletionState& s, size_t c, bool first) {
   Json j = envelope(ep, s, true);
-  j["choices"] = Json::array({choice});
+  j["choices"] = Json::array({choice_json(ep, s, s.choices.at(c), true, first)});
   return "data: " + dump(j) + "\n\n";
 }
 
@@ -352,13 +470,129 @@ std::string usage_event(Endpoint ep, const CompletionState& s) {
   return "data: " + dump(j) + "\n\n";
 }
 
-std::string models_json(const std::string& model, int64_t created, int64_t max_model_len) {
-  Json m = {{"id", model},
-            {"object", "model"},
-            {"created", created},
-            {"owned_by", "tessera"},
-            {"max_model_len", max_model_len}};
-  return dump(Json{{"object", "list"}, {"data", Json::array({m})}});
+std::string models_json(const std::vector<std::string>& names, int64_t created,
+                        int64_t max_model_len) {
+  Json data = Json::array();
+  for (const std::string& name : names)
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "tessera"},
+                    {"max_model_len", max_model_len}});
+  return dump(Json{{"object", "list"}, {"data", data}});
+}
+
+namespace {
+
+// RFC 4648 base64 with padding (OpenAI's encoding_format "base64").
+std::string base64(const std::string& bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);  // bytes in this group
+    uint32_t v = 0;
+    for (size_t k = 0; k < 3; ++k) v = v << 8 | (k < n ? static_cast<uint8_t>(bytes[i + k]) : 0u);
+    for (size_t k = 0; k < 4; ++k) out += k <= n ? kAlphabet[(v >> (18 - 6 * k)) & 63] : '=';
+  }
+  return out;
+}
+
+}  // namespace
+
+EmbeddingRequest parse_embedding_request(std::string_view body,
+                                         const tokenizers::Tokenizer& tokenizer,
+                                         const ModelLimits& limits) {
+  static const std::set<std::string> known{"model", "input", "encoding_format", "user",
+                                           "dimensions"};
+  const Json j = parse_object(body, known);
+  const Fields f(j);
+  EmbeddingRequest r;
+  r.model = served_model(f, limits);
+  if (f.get("dimensions"))
+    throw bad("dimensions", "'dimensions' is not supported: embeddings have the model's width");
+  if (const Json* e = f.get("encoding_format")) {
+    if (*e != "float" && *e != "base64")
+      throw bad("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+    r.base64 = *e == "base64";
+  }
+  const Json* input = f.get("input");
+  if (!input) throw bad("input", "'input' is required");
+  if (input->is_string()) {
+    r.inputs.push_back(encode(tokenizer, input->get<std::string>()));
+  } else if (input->is_array() && !input->empty() && all_integers(*input)) {
+    r.inputs.push_back(token_ids(*input, "input", limits.vocab_size));
+  } else if (input->is_array() && !input->empty()) {
+    for (const Json& item : *input) {
+      if (item.is_string())
+        r.inputs.push_back(encode(tokenizer, item.get<std::string>()));
+      else if (item.is_array() && all_integers(item))
+        r.inputs.push_back(token_ids(item, "input", limits.vocab_size));
+      else
+        throw bad("input", "'input' items must be strings or arrays of token ids");
+    }
+  } else {
+    throw bad("input", "'input' must be a string, an array of strings, or token id arrays");
+  }
+  for (const std::vector<int32_t>& ids : r.inputs) {
+    if (ids.empty()) throw bad("input", "an 'input' is empty (and the tokenizer has no BOS token)");
+    if (static_cast<int64_t>(ids.size()) > limits.max_model_len)
+      throw bad("input", tessera::detail::str(
+                             "This model's maximum context length is ", limits.max_model_len,
+                             " tokens. However, an input has ", ids.size(), " tokens."));
+  }
+  return r;
+}
+
+std::string embeddings_json(const EmbeddingRequest& r,
+                            const std::vector<std::vector<float>>& embeddings) {
+  Json data = Json::array();
+  int64_t tokens = 0;
+  for (size_t i = 0; i < embeddings.size(); ++i) {
+    const std::vector<float>& e = embeddings[i];
+    Json vec = r.base64 ? Json(base64(std::string(reinterpret_cast<const char*>(e.data()),
+                                                  e.size() * sizeof(float))))
+                        : Json(e);
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", vec}});
+    tokens += static_cast<int64_t>(r.inputs.at(i).size());
+  }
+  return dump(Json{{"object", "list"},
+                   {"data", data},
+                   {"model", r.model},
+                   {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+}
+
+std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& tokenizer,
+                          const ModelLimits& limits) {
+  static const std::set<std::string> known{"model", "prompt", "messages", "add_special_tokens",
+                                           "add_generation_prompt"};
+  const Json j = parse_object(body, known);
+  const Fields f(j);
+  served_model(f, limits);
+  const bool special = f.boolean("add_special_tokens", true) && tokenizer.bos_id().has_value();
+  f.boolean("add_generation_prompt", true);  // type-checked; the plain template always adds it
+  const Json* prompt = f.get("prompt");
+  const Json* messages = f.get("messages");
+  if ((prompt == nullptr) == (messages == nullptr))
+    throw bad("prompt", "expected exactly one of 'prompt' and 'messages'");
+  if (prompt && !prompt->is_string())
+    throw bad("prompt", std::string("'prompt' must be a string, got ") + type_name(*prompt));
+  const std::string text = prompt ? prompt->get<std::string>() : chat_prompt(*messages);
+  const std::vector<int32_t> ids = tokenizer.encode(text, special);
+  return dump(Json{{"tokens", ids},
+                   {"count", static_cast<int64_t>(ids.size())},
+                   {"max_model_len", limits.max_model_len}});
+}
+
+std::string detokenize_json(std::string_view body, const tokenizers::Tokenizer& tokenizer,
+                            const ModelLimits& limits) {
+  static const std::set<std::string> known{"model", "tokens"};
+  const Json j = parse_object(body, known);
+  const Fields f(j);
+  served_model(f, limits);
+  const Json* tokens = f.get("tokens");
+  if (!tokens || !tokens->is_array()) throw bad("tokens", "'tokens' must be an array of token ids");
+  return dump(Json{{"prompt", tokenizer.decode(token_ids(*tokens, "tokens", limits.vocab_size))}});
 }
 
 }  // namespace tessera::serve

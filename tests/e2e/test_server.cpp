@@ -167,10 +167,12 @@ TEST(Server, BadInputsGet4xxErrorsAndTheServerKeepsServing) {
        R"({"prompt": "a", "max_tokens": 100000})", "secret", 400, "max_tokens"},
       {"top_p out of range", "/v1/completions", R"({"prompt": "a", "top_p": 1.5})", "secret", 400,
        "top_p"},
-      {"n > 1", "/v1/completions", R"({"prompt": "a", "n": 2})", "secret", 400, "n"},
+      {"n 0", "/v1/completions", R"({"prompt": "a", "n": 0})", "secret", 400, "n"},
+      {"unknown model", "/v1/completions", R"({"prompt": "a", "model": "x"})", "secret", 404,
+       "model"},
       {"oversized body", "/v1/completions",
        "{\"prompt\": \"" + std::string(100 * 1024, 'a') + "\"}", "secret", 413, ""},
-      {"unknown route", "/v1/embeddings", R"({"input": "a"})", "secret", 404, ""},
+      {"unknown route", "/v1/nope", R"({"input": "a"})", "secret", 404, ""},
   };
   for (const Case& c : cases) {
     auto [status, body] = post(ts, c.path, c.body, c.key);

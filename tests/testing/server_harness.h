@@ -36,7 +36,7 @@ struct TestServer {
     engine =
         std::make_shared<infer::AsyncEngine>(std::make_unique<infer::Engine>(model, ec, tokenizer));
     sc.port = 0;
-    sc.model_name = "test-model";
+    sc.model_names = {"test-model"};
     server = std::make_unique<serve::Server>(engine, sc);
     port = server->bind();
     thread = std::thread([this] { server->run(); });

@@ -34,6 +34,8 @@ class AsyncEngine {
   int64_t submit(std::vector<int32_t> prompt, const GenerationParams& params, Callback on_output);
   // Drops a request and frees its blocks; no more outputs are delivered for it.
   void abort(int64_t id);
+  // Engine::embed, between steps.
+  std::vector<float> embed(std::span<const int32_t> prompt);
   // As of the last step, submit or abort (never waits for a running step).
   EngineStats stats() const;
   // The engine's immutable parts (config, runner, tokenizer).

@@ -20,6 +20,7 @@
 
 #include "tessera/infer/generate.h"
 #include "tessera/infer/kv_cache.h"
+#include "tessera/infer/logprobs.h"
 #include "tessera/infer/model_runner.h"
 #include "tessera/infer/scheduler.h"
 #include "tessera/tokenizers/tokenizer.h"
@@ -44,6 +45,8 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::None;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // so far
+  // One per new token when the request asked for logprobs (GenerationParams::logprobs >= 0).
+  std::vector<TokenLogprob> logprobs;
   bool finished() const { return finish_reason != FinishReason::None; }
 };
 
@@ -62,10 +65,15 @@ class Engine {
   ~Engine();
 
   // Queues a request and returns its id. ValueError for an empty prompt, one that leaves no room
-  // in the model's context or the cache, or invalid params. max_tokens is capped to the context.
+  // in the model's context or the cache, or invalid params (logprobs outside [-1, vocab]).
+  // max_tokens is capped to the context.
   int64_t add_request(std::vector<int32_t> prompt, const GenerationParams& params);
   // Drops a request (waiting or running) and frees its blocks; unknown ids are ignored.
   void abort_request(int64_t id);
+  // The mean over prompt's tokens of the last hidden state after the final norm (an embedding,
+  // [hidden size]), in a forward of its own against a scratch cache: independent of the
+  // requests in flight. ValueError as add_request for the prompt, or for a model on a device.
+  std::vector<float> embed(std::span<const int32_t> prompt);
   // One scheduling + forward + sampling step; the outputs of the requests that advanced or
   // finished (valid until the next call).
   const std::vector<RequestOutput>& step();

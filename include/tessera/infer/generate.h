@@ -28,6 +28,9 @@ namespace tessera::infer {
 struct GenerationParams {
   SamplingParams sampling;
   StoppingCriteria stopping;
+  // Engine only: >= 0 reports each generated token's raw logprob and the top `logprobs`
+  // alternatives in RequestOutput::logprobs (infer/logprobs.h); -1 computes nothing.
+  int64_t logprobs = -1;
 };
 
 struct GenerationResult {

@@ -84,6 +84,11 @@ class ModelRunner {
   // IndexError for positions at or beyond max_seq_len() or out-of-vocabulary tokens; ValueError
   // for a cache of another shape or device.
   std::span<const float> forward(const StepBatch& batch, const KVCache& cache);
+  // The same forward, returning every token's last hidden state after the final norm,
+  // [num_tokens, hidden_size()] (what embeddings pool), instead of logits. CPU models only
+  // (ValueError on a device); logit_rows is ignored.
+  std::span<const float> hidden_states(const StepBatch& batch, const KVCache& cache);
+  int64_t hidden_size() const { return dim_; }
 
  private:
   struct Norm {
@@ -96,8 +101,12 @@ class ModelRunner {
     std::vector<float> x, h, qkv, attn, ff;
   };
   void norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx) const;
-  // The forward of a validated batch, logits of its logit_rows into logits.
-  void run(const StepBatch& batch, const KVCache& cache, Workspace& ws, float* logits) const;
+  // ValueError / IndexError unless batch and cache fit this model (op names the caller).
+  void check(const StepBatch& batch, const KVCache& cache, const char* op) const;
+  // The forward of a validated batch, logits of its logit_rows into logits, or with hidden set,
+  // all rows' final-normed hidden states into it instead.
+  void run(const StepBatch& batch, const KVCache& cache, Workspace& ws, float* logits,
+           float* hidden = nullptr) const;
   // The first sequence of the second half when the batch is worth splitting across two
   // threads, else 0.
   int64_t split_point(const StepBatch& batch) const;
@@ -114,7 +123,7 @@ class ModelRunner {
   std::unique_ptr<detail::PackedLinear> lm_head_;
   int64_t weight_bytes_ = 0;  // of the layers' packed linears
   Workspace workspaces_[2];
-  std::vector<float> logits_;
+  std::vector<float> logits_, hidden_states_;
 };
 
 }  // namespace tessera::infer

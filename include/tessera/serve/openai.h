@@ -1,14 +1,22 @@
 #pragma once
-// The OpenAI API's JSON for /v1/completions and /v1/chat/completions: request parsing with
-// validation (every problem is an ApiError in OpenAI's error shape, status 4xx), and the bodies
-// of responses, stream chunks, /v1/models and errors.
+// The OpenAI API's JSON for /v1/completions, /v1/chat/completions and /v1/embeddings (and
+// vLLM's /tokenize and /detokenize): request parsing with validation (every problem is an ApiError
+// in OpenAI's error shape, status 4xx), and the bodies of responses, stream chunks, /v1/models and
+// errors.
 //
-// Requests: model (any string), prompt (a string, a token id array, or a one-element array of
-// either) or messages ([{role, content}], content a string or [{type: "text", text}]),
-// max_tokens (default 16; max_completion_tokens is an alias), temperature, top_p, top_k, min_p,
-// repetition_penalty, presence_penalty, frequency_penalty, seed, stop (string or array),
-// stop_token_ids, ignore_eos, stream, stream_options.include_usage, n (1 only), user, and
-// logprobs / echo (null or false only). Unknown fields are rejected, as OpenAI does.
+// Requests: model (one of the served names, else 404 model_not_found; absent: the first),
+// prompt (a string, a token id array, or a one-element array of either) or messages
+// ([{role, content}], content a string or [{type: "text", text}]), max_tokens (default 16;
+// max_completion_tokens on chat is an alias that wins), temperature, top_p, top_k, min_p,
+// repetition_penalty, presence_penalty, frequency_penalty, seed, stop (a string or up to 4),
+// stop_token_ids, ignore_eos, stream, stream_options.include_usage, n (1..128) and best_of
+// (n..128, not with stream: the n of best_of samples with the highest cumulative logprob),
+// user, response_format ({"type": "text"} only: json_object / json_schema get a 400 naming
+// it, there is no constrained decoding), and logprobs: on chat logprobs: true with
+// top_logprobs 0..20, on completions logprobs: 0..20 (legacy shape). Logprobs are the model's
+// raw log_softmax, before temperature and the other sampling filters (vLLM's default).
+// echo is false only. Unknown fields are rejected, as OpenAI does. With a seed, choice i
+// samples with seed + i, so n choices differ and each is reproducible.
 //
 // Chat prompts use a plain template: "<role>: <content>\n" per message, then "assistant:".
 // Responses carry, beside OpenAI's fields, each choice's generated "token_ids".
@@ -16,9 +24,11 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tessera/infer/generate.h"
+#include "tessera/infer/logprobs.h"
 #include "tessera/tokenizers/tokenizer.h"
 
 namespace tessera::serve {
@@ -38,14 +48,20 @@ enum class Endpoint { Completions, ChatCompletions };
 struct ModelLimits {
   int64_t max_model_len = 0;  // prompt + completion tokens
   int64_t vocab_size = 0;
+  std::vector<std::string> served_names;  // what "model" may name; empty: anything
 };
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::Completions;
   std::vector<int32_t> prompt;
-  infer::GenerationParams params;
+  infer::GenerationParams params;  // params.logprobs: what the engine computes
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int64_t n = 1, best_of = 1;
+  int64_t logprobs = -1;  // top alternatives to report per token; -1: no logprobs in the reply
+  std::string model;      // the served name it asked for (the first when absent)
+  // Choice i's params: the seed (when given) moves to seed + i.
+  infer::GenerationParams choice_params(int64_t i) const;
 };
 
 // Parses and validates a request; ApiError (400) naming the offending param otherwise. EOS (and
@@ -53,26 +69,70 @@ struct CompletionRequest {
 CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
                                 const tokenizers::Tokenizer& tokenizer, const ModelLimits& limits);
 
+// One generated token's logprobs as text (tokens as the tokenizer prints them).
+struct LogprobEntry {
+  std::string token;
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;
+};
+// entries for a choice's new tokens; prev: the token before the first (for leading spaces).
+std::vector<LogprobEntry> logprob_entries(const std::vector<infer::TokenLogprob>& logprobs,
+                                          const tokenizers::Tokenizer& tokenizer, int32_t prev);
+
+// One choice of a response or of a stream chunk.
+struct Choice {
+  int64_t index = 0;
+  std::string text;  // the whole text (responses) or this chunk's (stream chunks)
+  std::vector<int32_t> token_ids;
+  infer::FinishReason finish_reason = infer::FinishReason::None;
+  std::vector<LogprobEntry> logprobs;
+  int64_t text_offset = 0;  // completions' text_offset of logprobs[0] (bytes into the output)
+  double cumulative_logprob = 0.0;  // for best_of
+};
+
 // What a finished (or streaming) request has produced.
 struct CompletionState {
   std::string id;  // "cmpl-..." / "chatcmpl-..."
   int64_t created = 0;
   std::string model;
-  std::string text;  // the whole text (responses) or this chunk's (stream chunks)
-  std::vector<int32_t> token_ids;
-  infer::FinishReason finish_reason = infer::FinishReason::None;
+  std::vector<Choice> choices;
+  bool logprobs = false;  // the request asked for them: render them, else "logprobs": null
   int64_t prompt_tokens = 0, completion_tokens = 0;
 };
 
 // A complete response body.
 std::string response_json(Endpoint endpoint, const CompletionState& s);
-// One server-sent event "data: {...}\n\n" for a streamed delta (first: the chat chunk that
-// carries the assistant role); a finish reason marks the last content chunk.
-std::string stream_event(Endpoint endpoint, const CompletionState& s, bool first);
+// One server-sent event "data: {...}\n\n" for a streamed delta of s.choices[c] (first: the
+// chat chunk that carries the assistant role); a finish reason marks the choice's last chunk.
+std::string stream_event(Endpoint endpoint, const CompletionState& s, size_t c, bool first);
 // The final usage event (stream_options.include_usage): choices empty, usage set.
 std::string usage_event(Endpoint endpoint, const CompletionState& s);
 inline constexpr std::string_view kStreamDone = "data: [DONE]\n\n";
 
-std::string models_json(const std::string& model, int64_t created, int64_t max_model_len);
+// One entry per served name.
+std::string models_json(const std::vector<std::string>& names, int64_t created,
+                        int64_t max_model_len);
+
+// POST /v1/embeddings: {"model"?, "input": a string, strings, a token id array or arrays,
+// "encoding_format": "float" (default) or "base64" (little-endian float32), "user"?}.
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<std::vector<int32_t>> inputs;  // each non-empty and within the context
+  bool base64 = false;
+};
+EmbeddingRequest parse_embedding_request(std::string_view body,
+                                         const tokenizers::Tokenizer& tokenizer,
+                                         const ModelLimits& limits);
+// {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model", "usage"}.
+std::string embeddings_json(const EmbeddingRequest& r,
+                            const std::vector<std::vector<float>>& embeddings);
+
+// vLLM's POST /tokenize: {"model"?, "prompt"} or {"model"?, "messages"} (the chat template
+// applied), "add_special_tokens" (default true: BOS) -> {"tokens", "count", "max_model_len"}.
+std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& tokenizer,
+                          const ModelLimits& limits);
+// vLLM's POST /detokenize: {"model"?, "tokens"} -> {"prompt"}.
+std::string detokenize_json(std::string_view body, const tokenizers::Tokenizer& tokenizer,
+                            const ModelLimits& limits);
 
 }  // namespace tessera::serve

@@ -1,12 +1,17 @@
 #pragma once
 // The OpenAI-compatible HTTP server (cpp-httplib) over an AsyncEngine:
+//   POST /v1/embeddings                               (mean-pooled final hidden state)
 //   POST /v1/completions, POST /v1/chat/completions   (JSON, or server-sent events with
 //                                                      "stream": true, ending "data: [DONE]")
+//   POST /tokenize, POST /detokenize                  (vLLM's shapes; no API key, as in vLLM)
 //   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
+// Completions may ask for n choices (each streamed with its own index), best_of, logprobs and
+// the rest serve/openai.h lists.
 // Bad requests get a 4xx body in OpenAI's error shape ({"error": {"message", "type", "param",
 // "code"}}) and the server keeps serving: malformed JSON, unknown fields, wrong types, prompts
 // longer than the context, max_tokens out of range, bodies over max_body_bytes (413), a missing
-// or wrong API key when one is set (401, /v1 routes only), more than max_concurrent_requests at
+// or wrong API key when one is set (401, /v1 routes only), a model not served (404
+// model_not_found), more than max_concurrent_requests at
 // once (429), unknown routes (404). A streaming client that disconnects has its request aborted,
 // which frees its KV blocks.
 //
@@ -22,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tessera/infer/async_engine.h"
 #include "tessera/serve/metrics.h"
@@ -32,7 +38,9 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;      // 0: any free port (Server::bind returns it)
   std::string api_key;  // empty: no authentication
-  std::string model_name = "tessera";
+  // The names /v1/models lists and "model" may use (vLLM's --served-model-name aliases); a
+  // request for another gets 404 model_not_found, one without "model" uses the first.
+  std::vector<std::string> model_names = {"tessera"};
   size_t max_body_bytes = size_t{1} << 20;
   // Requests in flight at once (a stream holds an HTTP thread until it ends); more get 429.
   int64_t max_concurrent_requests = 64;
