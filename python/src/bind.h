@@ -125,6 +125,7 @@ void init_optim(py::module_& m);
 void init_data(py::module_& m);
 void init_runtime(py::module_& m);
 void init_cuda(py::module_& m);
+void init_context(py::module_& m);
 void init_train(py::module_& m);
 void init_distributed(py::module_& m);
 // The model-parallel part of tessera._C.distributed (d is that submodule).

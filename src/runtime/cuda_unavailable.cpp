@@ -29,6 +29,8 @@ Event::Event() { unavailable("Event"); }
 Event::~Event() = default;
 void Event::record() { unavailable("Event.record"); }
 void Event::wait(const Stream&) const { unavailable("Event.wait"); }
+void Event::wait() const { unavailable("Event.wait"); }
+bool Event::query() const { unavailable("Event.query"); }
 void Event::synchronize() const { unavailable("Event.synchronize"); }
 float Event::elapsed_ms(const Event&) const { unavailable("Event.elapsed_ms"); }
 PinnedBuffer::PinnedBuffer(size_t) { unavailable("PinnedBuffer"); }

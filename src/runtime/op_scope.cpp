@@ -1,6 +1,7 @@
 #include "tessera/runtime/op_scope.h"
 
 #include "runtime/autocast_cast.h"
+#include "runtime/graph_recorder.h"
 #include "tessera/runtime/profiler.h"
 
 namespace tessera {
@@ -35,6 +36,8 @@ void OpScope::enter(const OpInfo& op) {
   ++hooks.depth;
   entered_ = true;
   try {
+    if (hooks.recording)
+      detail::note_recorded_op(op, std::span(inputs_.data(), num_inputs_), list_, hooks.depth);
     if (detail::g_profiling.load(std::memory_order_relaxed))
       record_ = profiler::detail::begin_event(op.name, profiler::EventKind::kOp, input_shapes());
     // Only the outermost op casts: the ops it calls get the dtypes it chose.

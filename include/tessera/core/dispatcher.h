@@ -16,6 +16,14 @@
 
 namespace tessera {
 
+namespace detail {
+class KernelRecorder;
+// Set while this thread records a graph (runtime/graph.h); see core/kernel_capture.h.
+extern thread_local KernelRecorder* t_kernel_recorder;
+template <class Key, class... Args>
+void capture_kernel(Device device, typename Key::Signature* fn, const Args&... args);
+}  // namespace detail
+
 template <class Key>
 struct KernelTable {
   using Fn = typename Key::Signature;
@@ -38,10 +46,14 @@ decltype(auto) call_kernel(Device device, Args&&... args) {
   auto* fn = KernelTable<Key>::kernels[static_cast<int>(device.type)];
   TESSERA_CHECK(fn != nullptr, NotImplementedError, "[", Key::name, "] expected a kernel for ",
                 device.str(), ", got none registered");
+  if (detail::t_kernel_recorder) [[unlikely]]
+    detail::capture_kernel<Key>(device, fn, args...);
   return fn(std::forward<Args>(args)...);
 }
 
 }  // namespace tessera
+
+#include "tessera/core/kernel_capture.h"
 
 #define TESSERA_DECLARE_KERNEL(key, ...)                  \
   struct key {                                            \

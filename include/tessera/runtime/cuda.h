@@ -68,6 +68,8 @@ class Event {
   Event& operator=(const Event&) = delete;
   void record();  // on the current stream
   void wait(const Stream& stream) const;
+  void wait() const;   // the current stream waits
+  bool query() const;  // whether the recorded work is done
   void synchronize() const;
   float elapsed_ms(const Event& end) const;
 

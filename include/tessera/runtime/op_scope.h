@@ -3,7 +3,9 @@
 //   TESSERA_OP_SCOPE("linear", input, weight, bias);
 // first thing; the scope is where autocast casts the op's inputs (by the cast policy of its
 // registry entry) and where the profiler records the call. Ops with a cast policy read their
-// inputs back through op_scope.arg(i); no op body knows about autocast or the profiler.
+// inputs back through op_scope.arg(i); no op body knows about autocast or the profiler. While a
+// graph is recorded the scope also tells the recorder which op runs on which inputs (it refuses
+// ops a replay cannot repeat); the kernels the op calls are captured by call_kernel.
 //
 // When neither autocast nor the profiler is on (the usual case) a scope costs one thread-local
 // read. Inputs on different devices are refused here, for every op but copy_. Autocast applies to the outermost op only: the ops an op calls internally run in the
@@ -24,6 +26,7 @@ namespace detail {
 struct OpHooks {
   bool autocast = false;     // some device type has autocast on
   bool no_autocast = false;  // a backward pass runs: autocast is off whatever the guards say
+  bool recording = false;    // this thread records a graph (runtime/graph.h)
   int depth = 0;             // open scopes (counted only while a hook is on)
 };
 extern thread_local OpHooks t_op_hooks;
@@ -42,8 +45,8 @@ class OpScope {
     (collect(inputs), ...);
     if (!on_one_device()) [[unlikely]]
       check_devices(op);
-    if (detail::t_op_hooks.autocast || detail::g_profiling.load(std::memory_order_relaxed))
-        [[unlikely]]
+    if (detail::t_op_hooks.autocast || detail::t_op_hooks.recording ||
+        detail::g_profiling.load(std::memory_order_relaxed)) [[unlikely]]
       enter(op);
   }
   ~OpScope() {

@@ -2,6 +2,8 @@
 // Kernel keys for the elementwise family. Every backend registers one kernel per functor in
 // elementwise_functors.h (see cpu/elementwise.cpp); the iterator's first input dtype selects the
 // instantiation.
+#include <type_traits>
+
 #include "backend/common/elementwise_functors.h"
 #include "backend/common/tensor_iterator.h"
 #include "tessera/core/dispatcher.h"
@@ -13,12 +15,34 @@ template <class Fn>
 struct ElementwiseKernel {
   using Signature = void(const TensorIterator&);
   static constexpr std::string_view name = Fn::name;
+  // out[i] = Fn(in[0][i], ...) over n contiguous elements of one dtype: a recorded graph's
+  // fused chains call it tile by tile (the same float ops as the kernel, in the same order).
+  static void tile(DType dtype, char* out, const char* const* in, int64_t n) {
+    dispatch<Fn::dtypes>(dtype, Fn::name, [&]<class T>() {
+      T* o = reinterpret_cast<T*>(out);
+      auto at = [&](int k) { return reinterpret_cast<const T*>(in[k]); };
+      if constexpr (std::is_invocable_v<Fn, T>) {
+        const T* a = at(0);
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(Fn{}(a[i]));
+      } else if constexpr (std::is_invocable_v<Fn, T, T>) {
+        const T *a = at(0), *b = at(1);
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(Fn{}(a[i], b[i]));
+      } else {
+        const T *a = at(0), *b = at(1), *c = at(2);
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(Fn{}(a[i], b[i], c[i]));
+      }
+    });
+  }
 };
 
 // out = in converted to out's dtype (any pair of dtypes).
 TESSERA_DECLARE_KERNEL(copy_kernel, void(const TensorIterator&));
 // Every element of t = value.
-TESSERA_DECLARE_KERNEL(fill_kernel, void(const Tensor&, const Scalar&));
+struct fill_kernel {
+  using Signature = void(const Tensor&, const Scalar&);
+  static constexpr std::string_view name = "fill_kernel";
+  static constexpr size_t kOutputs = 1;  // writes its tensor, reads none (graph capture)
+};
 // Copies nbytes of contiguous data between two devices, at least one of them not the CPU (that
 // backend registers it under its device type). Returns once src may be reused; when dst is on
 // the CPU, once dst holds the data.

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/core/kernel_capture.h"
 #include "tessera/core/tensor.h"
 #include "tessera/ops/elementwise.h"
 
@@ -94,5 +95,11 @@ class TensorIterator {
   std::vector<Shape> strides_;  // bytes, per operand, aligned to shape_
   int64_t numel_ = 0;
 };
+
+// The iterator's operands for graph capture (core/kernel_capture.h): outputs are written.
+inline void capture_tensors(const TensorIterator& it, std::vector<detail::CapturedTensor>& out,
+                            bool&) {
+  for (int k = 0; k < it.ntensors(); ++k) out.push_back({it.tensor(k), k < it.noutputs()});
+}
 
 }  // namespace tessera

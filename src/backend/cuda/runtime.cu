@@ -120,6 +120,15 @@ void Event::record() { TESSERA_CUDA_CHECK(cudaEventRecord(as_event(handle_), cur
 void Event::wait(const Stream& stream) const {
   TESSERA_CUDA_CHECK(cudaStreamWaitEvent(as_stream(stream.handle()), as_event(handle_), 0));
 }
+void Event::wait() const {
+  TESSERA_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), as_event(handle_), 0));
+}
+bool Event::query() const {
+  const cudaError_t status = cudaEventQuery(as_event(handle_));
+  if (status == cudaErrorNotReady) return false;
+  TESSERA_CUDA_CHECK(status);
+  return true;
+}
 void Event::synchronize() const { TESSERA_CUDA_CHECK(cudaEventSynchronize(as_event(handle_))); }
 float Event::elapsed_ms(const Event& end) const {
   float ms = 0;
