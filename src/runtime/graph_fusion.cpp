@@ -33,30 +33,51 @@ struct Program {
   std::vector<std::string_view> names;  // the fused kernels, in order
 };
 
+// dst[0, n) = n copies of the item at value (doubling copies).
+void replicate(char* dst, const char* value, size_t item, int64_t n) {
+  if (n == 0) return;
+  std::memcpy(dst, value, item);
+  for (int64_t done = 1; done < n; done *= 2)
+    std::memcpy(dst + done * item, dst, std::min(done, n - done) * item);
+}
+
 // Fills buf[0, n) with t's elements for output positions [begin, begin + n) (t broadcasts to
-// sizes); returns t's own memory when t is contiguous with the output's shape.
+// sizes), a run along the innermost dim at a time; returns t's own memory when t is contiguous
+// with the output's shape.
 const char* load_tile(const Tensor& t, const Shape& sizes, int64_t begin, int64_t n, char* buf) {
-  const size_t item = t.element_size();
+  const int64_t item = static_cast<int64_t>(t.element_size());
   const char* base = static_cast<const char*>(t.data_ptr());
   if (t.is_contiguous() && t.sizes() == sizes) return base + begin * item;
+  if (t.numel() == 1) {
+    replicate(buf, base, item, n);
+    return buf;
+  }
   const int nd = static_cast<int>(sizes.size()), off = nd - static_cast<int>(t.dim());
   std::array<int64_t, 16> idx{}, stride{};
   for (int d = 0; d < nd; ++d)
-    stride[d] = d < off || t.size(d - off) == 1 ? 0 : t.stride(d - off) * int64_t(item);
+    stride[d] = d < off || t.size(d - off) == 1 ? 0 : t.stride(d - off) * item;
   int64_t rem = begin;
   for (int d = nd - 1; d >= 0; --d) {
     idx[d] = rem % sizes[d];
     rem /= sizes[d];
   }
-  int64_t pos = 0;
-  for (int d = 0; d < nd; ++d) pos += idx[d] * stride[d];
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(buf + i * item, base + pos, item);
-    for (int d = nd - 1; d >= 0; --d) {  // next position, carrying into outer dims
-      pos += stride[d];
-      if (++idx[d] < sizes[d]) break;
-      pos -= idx[d] * stride[d];
+  const int64_t inner = sizes[nd - 1], step = stride[nd - 1];
+  for (int64_t i = 0; i < n;) {
+    const char* src = base;
+    for (int d = 0; d < nd; ++d) src += idx[d] * stride[d];
+    const int64_t run = std::min(inner - idx[nd - 1], n - i);
+    char* dst = buf + i * item;
+    if (step == item)
+      std::memcpy(dst, src, run * item);
+    else if (step == 0)
+      replicate(dst, src, item, run);
+    else
+      for (int64_t k = 0; k < run; ++k) std::memcpy(dst + k * item, src + k * step, item);
+    i += run;
+    idx[nd - 1] += run;
+    for (int d = nd - 1; d > 0 && idx[d] == sizes[d]; --d) {  // carry into outer dims
       idx[d] = 0;
+      ++idx[d - 1];
     }
   }
   return buf;

@@ -47,6 +47,24 @@ TEST(Graph, ElementwiseChainFusesIntoOnePassThatEqualsEagerBitwise) {
   EXPECT_EQ(g.stats().replays, 3);
 }
 
+// Fused loads of strided and broadcast inputs: a transposed view (inner stride != 1), a column
+// broadcast along the inner dim, a row broadcast along the outer one; tiles cross rows.
+TEST(Graph, FusedChainReadsStridedAndBroadcastInputs) {
+  manual_seed(5);
+  Tensor a = randn({37, 45}), col = randn({45, 1}), row = randn({37});
+  auto chain = [&] { return (exp(a.t() * 0.25) + col) * row - tanh(a.t()); };
+  start_graph_recording();
+  Tensor y = chain();
+  Graph g = stop_graph_recording();
+  EXPECT_EQ(g.stats().fused_passes, 1);
+  EXPECT_EQ(g.stats().launches, 1);
+  a.copy_(randn({37, 45}));
+  col.copy_(randn({45, 1}));
+  row.copy_(randn({37}));
+  g.run();
+  EXPECT_TRUE(equal(y, chain()));
+}
+
 TEST(Graph, LayerNormGeluResidualReplaysBitwiseOnNewInputs) {
   manual_seed(2);
   Tensor x = randn({8, 33, 96}), w = randn({96}), b = randn({96});
