@@ -15,7 +15,9 @@
 // On replay, kernels whose inputs are all constants (scalar operands, zeros) are not re-run, and
 // chains of elementwise kernels (unary, binary with broadcasting, scalar ops, activations) of one
 // dtype whose intermediates nothing else uses are fused into one pass over the output, tile by
-// tile, multithreaded, without intermediate tensors (CPU tensors).
+// tile, multithreaded, without intermediate tensors (CPU tensors; CUDA kernels replay one by one
+// on the current stream). A graph keeps its buffers (inputs, weights, outputs) alive; one graph
+// must not be replayed by two threads at once.
 //
 // Autograd is off while recording (inference graphs). Recording is per thread. Refused at record
 // time with a RuntimeError naming the op: random ops (a replay would repeat the recorded draw),
