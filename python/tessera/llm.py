@@ -14,12 +14,22 @@ import dataclasses
 import itertools
 import weakref
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from . import _C
 
 SamplingParams = _C.llm.SamplingParams
 Tokenizer = _C.llm.Tokenizer
+
+
+@dataclass
+class Logprob:
+    """A token's raw logprob (log_softmax of the model's logits, before temperature and the
+    sampling filters), its rank among the top alternatives (None when outside them) and text."""
+
+    logprob: float
+    rank: Optional[int] = None
+    decoded_token: Optional[str] = None
 
 
 @dataclass
@@ -29,8 +39,9 @@ class CompletionOutput:
     index: int
     text: str
     token_ids: List[int]
-    cumulative_logprob: Optional[float] = None  # the engine does not report logprobs here
-    logprobs: Optional[list] = None
+    cumulative_logprob: Optional[float] = None  # the sum of the tokens' raw logprobs
+    # With SamplingParams(logprobs=k): per token {token id: Logprob} of it and the top k.
+    logprobs: Optional[List[Dict[int, Logprob]]] = None
     finish_reason: Optional[str] = None  # "stop", "length", "abort"; None while running
 
     def finished(self) -> bool:
@@ -48,9 +59,24 @@ class RequestOutput:
     finished: bool = False
 
 
-def _completion(seq):
-    index, token_ids, text, reason = seq
-    return CompletionOutput(index=index, text=text, token_ids=list(token_ids), finish_reason=reason)
+def _logprobs(entries, tokenizer):
+    """vLLM's per-token {id: Logprob} from the engine's (token, logprob, top) entries."""
+    out = []
+    for token, logprob, top in entries:
+        ranked = {t: Logprob(lp, rank, tokenizer.decode([t])) for rank, (t, lp) in
+                  enumerate(top, 1)}
+        if token not in ranked:
+            ranked[token] = Logprob(logprob, None, tokenizer.decode([token]))
+        out.append(ranked)
+    return out
+
+
+def _completion(seq, params, tokenizer):
+    index, token_ids, text, reason, entries = seq
+    return CompletionOutput(index=index, text=text, token_ids=list(token_ids),
+                            cumulative_logprob=sum(e[1] for e in entries),
+                            logprobs=None if params.logprobs is None else
+                            _logprobs(entries, tokenizer), finish_reason=reason)
 
 
 class LLM:
@@ -110,9 +136,11 @@ class LLM:
         params = list(sampling_params) if isinstance(sampling_params, (list, tuple)) \
             else [sampling_params]
         results = self._engine.generate([ids for _, ids in parsed], params)
+        tok = self._engine.tokenizer
         return [RequestOutput(request_id=str(next(self._ids)), prompt=text, prompt_token_ids=ids,
-                              outputs=[_completion(s) for s in seqs], finished=True)
-                for (text, ids), seqs in zip(parsed, results)]
+                              outputs=[_completion(s, params[i % len(params)], tok)
+                                       for s in seqs], finished=True)
+                for i, ((text, ids), seqs) in enumerate(zip(parsed, results))]
 
     def chat(self, messages, sampling_params=None, use_tqdm=False) -> List[RequestOutput]:
         """Replies to a conversation ([{"role": ..., "content": ...}]) or a list of them, with
@@ -187,7 +215,10 @@ class AsyncLLM:
 
         stream = self.llm._engine.submit(ids, params, wake)
         self._streams[request_id] = stream
-        outputs = [CompletionOutput(index=i, text="", token_ids=[]) for i in range(params.n)]
+        outputs = [CompletionOutput(index=i, text="", token_ids=[], cumulative_logprob=0.0,
+                                    logprobs=None if params.logprobs is None else [])
+                   for i in range(params.n)]
+        tok = self.llm._engine.tokenizer
         try:
             while True:
                 await ready.wait()
@@ -196,13 +227,16 @@ class AsyncLLM:
                 if not deltas:
                     continue
                 if output_kind == "delta":
-                    outputs = [CompletionOutput(index=o.index, text="", token_ids=[],
-                                                finish_reason=o.finish_reason) for o in outputs]
-                for index, new_ids, new_text, reason in deltas:
+                    outputs = [dataclasses.replace(o, text="", token_ids=[], logprobs=None if
+                                                   o.logprobs is None else []) for o in outputs]
+                for index, new_ids, new_text, reason, entries in deltas:
                     o = outputs[index]
                     o.token_ids = o.token_ids + list(new_ids)
                     o.text += new_text
                     o.finish_reason = reason
+                    o.cumulative_logprob += sum(e[1] for e in entries)
+                    if o.logprobs is not None:
+                        o.logprobs = o.logprobs + _logprobs(entries, tok)
                 finished = stream.finished
                 yield RequestOutput(request_id=request_id, prompt=text, prompt_token_ids=ids,
                                     outputs=[dataclasses.replace(o) for o in outputs],

@@ -100,13 +100,16 @@ def last_logits(w, ids):
 
 
 def greedy_reference(w, prompt, max_tokens):
-    ids, out = list(prompt), []
+    """The greedy tokens and each step's log_softmax."""
+    ids, out, logprobs = list(prompt), [], []
     while len(out) < max_tokens:
-        out.append(int(np.argmax(last_logits(w, ids))))
+        logits = last_logits(w, ids)
+        logprobs.append(logits - logits.max() - np.log(np.exp(logits - logits.max()).sum()))
+        out.append(int(np.argmax(logits)))
         ids.append(out[-1])
         if out[-1] in END_IDS:
             break
-    return out
+    return out, logprobs
 
 
 # --- offline generation -------------------------------------------------------------------------
@@ -118,11 +121,30 @@ def test_greedy_equals_a_numpy_decode_of_the_model_file(llm):
     for prompt, out in zip(PROMPTS, outs):
         assert isinstance(out, RequestOutput) and out.finished
         assert out.prompt_token_ids[0] == 1  # BOS, as `tessera generate` encodes text
-        ref = greedy_reference(w, out.prompt_token_ids, GREEDY["max_tokens"])
+        ref, logprobs = greedy_reference(w, out.prompt_token_ids, GREEDY["max_tokens"])
         got = out.outputs[0]
         assert got.token_ids == ref, prompt
         assert got.finish_reason == ("stop" if ref[-1] in END_IDS else "length")
-        assert got.index == 0 and got.cumulative_logprob is None and len(got.text) > 20
+        assert got.index == 0 and len(got.text) > 20 and got.logprobs is None
+        want = sum(lp[t] for lp, t in zip(logprobs, ref))
+        assert got.cumulative_logprob == pytest.approx(want, rel=1e-4)
+
+
+def test_logprobs_are_the_models_log_softmax_with_the_top_k(llm):
+    w = load_llama2c(MODEL)
+    out = llm.generate([PROMPTS[3]], SamplingParams(temperature=0, max_tokens=6,
+                                                    logprobs=3))[0].outputs[0]
+    ref, logprobs = greedy_reference(w, PROMPTS[3], 6)
+    assert out.token_ids == ref and len(out.logprobs) == len(ref)
+    tok = llm.get_tokenizer()
+    for token, entry, lp in zip(ref, out.logprobs, logprobs):
+        top = [int(t) for t in np.argsort(-lp, kind="stable")[:3]]
+        assert list(entry) == top and entry[token].rank == 1  # greedy: the best one
+        for rank, t in enumerate(top, 1):
+            assert entry[t].rank == rank and entry[t].decoded_token == tok.decode([t])
+            assert entry[t].logprob == pytest.approx(lp[t], abs=1e-4)
+    assert out.cumulative_logprob == pytest.approx(
+        sum(e[t].logprob for e, t in zip(out.logprobs, ref)))
 
 
 def test_greedy_text_equals_tessera_generate(llm):
@@ -214,7 +236,7 @@ def test_n_sequences_use_seed_plus_index(llm):
     (dict(repetition_penalty=0.0), "repetition_penalty"),
     (dict(presence_penalty=2.5), "presence_penalty"),
     (dict(frequency_penalty=-3.0), "frequency_penalty"), (dict(stop=[""]), "stop"),
-    (dict(stop_token_ids=[-1]), "stop_token_ids")])
+    (dict(stop_token_ids=[-1]), "stop_token_ids"), (dict(logprobs=-1), "logprobs")])
 def test_bad_sampling_params_raise_value_error_naming_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         SamplingParams(**kwargs)
@@ -244,6 +266,7 @@ def test_sampling_params_defaults_are_vllms():
                                                                               0.0, 16)
     assert (p.repetition_penalty, p.presence_penalty, p.frequency_penalty) == (1.0, 0.0, 0.0)
     assert p.stop == [] and p.stop_token_ids == [] and not p.ignore_eos and p.seed is None
+    assert p.logprobs is None
     assert SamplingParams(stop="x", top_k=-1).stop == ["x"]
     assert tessera.LLM is LLM and tessera.SamplingParams is SamplingParams
 
@@ -321,6 +344,8 @@ def test_stream_deltas_add_up_to_the_offline_result(llm, engine):
     texts = [c.outputs[0].text for c in cumulative]
     assert all(b.startswith(a) for a, b in zip(texts, texts[1:])) and texts[-1] == want.text
     assert cumulative[-1].outputs[0].token_ids == want.token_ids
+    assert cumulative[-1].outputs[0].cumulative_logprob == pytest.approx(want.cumulative_logprob)
+    assert deltas[-1].outputs[0].cumulative_logprob == pytest.approx(want.cumulative_logprob)
 
 
 def test_concurrent_streams_interleave_in_one_loop(engine):

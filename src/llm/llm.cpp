@@ -174,6 +174,7 @@ std::vector<std::vector<Sequence>> LLM::generate(std::span<const std::vector<int
                              d.output.new_tokens.end());
         seq.text += d.output.text;
         seq.finish_reason = d.output.finish_reason;
+        seq.logprobs.insert(seq.logprobs.end(), d.output.logprobs.begin(), d.output.logprobs.end());
       }
       if (s.finished()) break;
       s.wait_for(kPoll);

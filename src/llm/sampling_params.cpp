@@ -11,6 +11,8 @@ void SamplingParams::validate() const {
                 "[SamplingParams] expected top_k >= -1 (-1 or 0: every token), got ", top_k);
   TESSERA_CHECK(max_tokens >= 1, ValueError, "[SamplingParams] expected max_tokens >= 1, got ",
                 max_tokens);
+  TESSERA_CHECK(!logprobs || *logprobs >= 0, ValueError,
+                "[SamplingParams] expected logprobs None or >= 0, got ", logprobs.value_or(0));
   for (int32_t id : stop_token_ids)
     TESSERA_CHECK(id >= 0, ValueError,
                   "[SamplingParams] expected stop_token_ids to be token ids >= 0, got ", id);
@@ -31,6 +33,7 @@ infer::GenerationParams SamplingParams::generation_params(const tokenizers::Toke
   s.presence_penalty = presence_penalty;
   s.frequency_penalty = frequency_penalty;
   if (seed) s.seed = static_cast<uint64_t>(*seed) + static_cast<uint64_t>(index);
+  p.logprobs = logprobs.value_or(0);
   p.stopping.max_tokens = max_tokens;
   p.stopping.stop = stop;
   p.stopping.stop_token_ids = stop_token_ids;

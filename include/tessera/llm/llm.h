@@ -39,6 +39,8 @@ struct Sequence {
   std::vector<int32_t> token_ids;  // a stop token included
   std::string text;                // without stop strings
   infer::FinishReason finish_reason = infer::FinishReason::None;
+  // Per token: its raw logprob (log_softmax of the model's logits) and the top alternatives.
+  std::vector<infer::TokenLogprob> logprobs;
 };
 
 // The n sequences of one request in flight. The engine thread queues each output (then calls

@@ -27,6 +27,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;      // else the tokenizer's EOS (and BOS, which starts a new text) stop
   std::optional<int64_t> seed;  // unset: the engine draws one per sequence
+  // Top alternatives to report per token (0: the sampled token's alone); unset: none. The
+  // sampled tokens' raw logprobs are always computed (for the cumulative logprob).
+  std::optional<int64_t> logprobs;
 
   // ValueError "[SamplingParams] expected <field> ..." ("[sample] ..." for temperature, top_p
   // and top_k, checked by the sampler) naming the first field out of range.
