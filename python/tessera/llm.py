@@ -8,7 +8,6 @@
 The engine runs on its own thread; generate() waits for it with the GIL released. AsyncLLM
 streams a request's outputs into an asyncio event loop.
 """
-import asyncio
 import atexit
 import dataclasses
 import itertools
@@ -196,6 +195,8 @@ class AsyncLLM:
                        output_kind="delta"):
         """Yields RequestOutputs as tokens arrive: output_kind "delta" (each holds the new text
         and token ids since the last) or "cumulative" (everything so far, vLLM's default)."""
+        import asyncio  # here: `import tessera` stays free of asyncio's import time
+
         if output_kind not in ("delta", "cumulative"):
             raise ValueError(f"[AsyncLLM.generate] expected output_kind 'delta' or "
                              f"'cumulative', got {output_kind!r}")

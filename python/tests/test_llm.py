@@ -3,6 +3,7 @@ stories260K: greedy output equal to a float64 numpy decode of the model file wri
 `tessera generate`; batched equal to single; stop strings, lengths, seeds, n > 1, chat, errors;
 the GIL released while the engine works; async streams that add up to the offline result,
 interleave, and free their KV blocks when cancelled or aborted."""
+import _thread
 import asyncio
 import os
 import struct
@@ -315,6 +316,18 @@ def test_generate_releases_the_gil(llm):
     lo, hi = start + 0.1 * (end - start), end - 0.1 * (end - start)
     inside = sum(lo < t < hi for t in stamps)
     assert end - start > 0.1 and inside > 20, (end - start, inside)
+
+
+def test_ctrl_c_interrupts_generate_and_frees_blocks(llm):
+    timer = threading.Timer(0.1, _thread.interrupt_main)  # as a SIGINT would, mid-generate
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate(PROMPTS * 4, SamplingParams(temperature=0, max_tokens=480, ignore_eos=True))
+    timer.join()
+    assert time.perf_counter() - start < 0.6  # the whole batch takes about a second
+    stats = llm.stats()
+    assert stats["blocks_used"] == 0 and stats["num_running"] == 0 and stats["num_waiting"] == 0
 
 
 # --- async streaming ----------------------------------------------------------------------------
