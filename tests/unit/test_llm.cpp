@@ -1,0 +1,103 @@
+// llm::SamplingParams' mapping onto the engine's params, the plain chat template, and
+// llm::LLM's RequestStream on stories260K: close() ends on_output calls and frees the blocks, a
+// refused sequence leaves nothing submitted, and generate equals submit + take.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "tessera/core/error.h"
+#include "tessera/llm/llm.h"
+#include "testing/shared_data.h"
+
+namespace tessera::llm {
+namespace {
+
+TEST(LLMSamplingParams, MapsOntoTheEnginesParams) {
+  SamplingParams p;
+  p.top_k = -1;
+  p.seed = 10;
+  p.stop = {"x"};
+  p.stop_token_ids = {1};
+  const infer::GenerationParams second = p.generation_params(nullptr, 1);
+  EXPECT_EQ(second.sampling.top_k, 0);  // -1: every token
+  EXPECT_EQ(second.sampling.seed, std::optional<uint64_t>(11));
+  EXPECT_EQ(second.stopping.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(second.logprobs, 0);  // the sampled tokens' logprobs, for cumulative_logprob
+  p.seed.reset();
+  EXPECT_FALSE(p.generation_params(nullptr, 3).sampling.seed.has_value());
+  p.logprobs = 5;
+  EXPECT_EQ(p.generation_params(nullptr).logprobs, 5);
+
+  p.n = 0;
+  EXPECT_THROW(
+      {
+        try {
+          p.validate();
+        } catch (const ValueError& e) {
+          EXPECT_NE(std::string(e.what()).find("[SamplingParams] expected n >= 1"),
+                    std::string::npos);
+          throw;
+        }
+      },
+      ValueError);
+}
+
+TEST(LLMChatTemplate, PlainTemplateAndRoles) {
+  const std::vector<tokenizers::ChatMessage> messages{{"system", "Be brief."}, {"user", "Hi"}};
+  EXPECT_EQ(tokenizers::plain_chat_prompt(messages), "system: Be brief.\nuser: Hi\nassistant:");
+  EXPECT_TRUE(tokenizers::is_chat_role("tool"));
+  EXPECT_FALSE(tokenizers::is_chat_role("narrator"));
+  EXPECT_THROW(tokenizers::plain_chat_prompt({}), ValueError);
+  const std::vector<tokenizers::ChatMessage> bad{{"narrator", "x"}};
+  EXPECT_THROW(tokenizers::plain_chat_prompt(bad), ValueError);
+}
+
+TEST(LLMStream, CloseEndsCallbacksAndFreesBlocksAndGenerateEqualsTheStream) {
+  TESSERA_SHARED_DATA_OR_SKIP(model, "stories260K.bin");
+  TESSERA_SHARED_DATA_OR_SKIP(tok, "stories260K_idtok.bin");
+  LLM llm({.model = model, .tokenizer = tok});
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 400;
+  p.ignore_eos = true;
+
+  std::atomic<int> calls{0};
+  auto stream = llm.submit({1, 461, 430}, p, [&] { ++calls; });
+  while (calls < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GT(llm.stats().blocks_used, 0);
+  stream->close();
+  const int after_close = calls;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(calls, after_close);  // no call after close()
+  EXPECT_TRUE(stream->finished());
+  EXPECT_EQ(llm.stats().blocks_used, 0);
+  EXPECT_EQ(llm.stats().num_running, 0);
+  std::vector<int32_t> streamed;
+  infer::FinishReason last = infer::FinishReason::None;
+  for (const RequestStream::Delta& d : stream->take()) {
+    streamed.insert(streamed.end(), d.output.new_tokens.begin(), d.output.new_tokens.end());
+    last = d.output.finish_reason;
+  }
+  EXPECT_EQ(last, infer::FinishReason::Abort);
+
+  // The tokens streamed before the abort start the full greedy generation.
+  const std::vector<std::vector<int32_t>> prompts{{1, 461, 430}};
+  const std::vector<SamplingParams> params{p};
+  const auto full = llm.generate(prompts, params);
+  ASSERT_EQ(full.size(), 1u);
+  ASSERT_EQ(full[0].size(), 1u);
+  EXPECT_EQ(full[0][0].token_ids.size(), 400u);
+  EXPECT_EQ(full[0][0].finish_reason, infer::FinishReason::Length);
+  ASSERT_LE(streamed.size(), full[0][0].token_ids.size());
+  EXPECT_TRUE(std::equal(streamed.begin(), streamed.end(), full[0][0].token_ids.begin()));
+
+  // A prompt the engine refuses (a token outside the vocabulary) leaves nothing submitted.
+  p.n = 3;
+  EXPECT_THROW(llm.submit({1, 100000}, p), ValueError);
+  EXPECT_EQ(llm.stats().num_waiting + llm.stats().num_running, 0);
+}
+
+}  // namespace
+}  // namespace tessera::llm
