@@ -29,6 +29,7 @@ Command add_serve_command(CLI::App& app) {
   struct Options {
     std::string model, tokenizer, data_dir, host = "127.0.0.1", api_key;
     std::vector<std::string> model_names;
+    std::string chat_template;
     std::string device = "cpu";
     int port = 8000, threads = 0;
     int64_t max_batch = 32, kv_blocks = 0, block_size = 16, max_batched_tokens = 2048;
@@ -63,6 +64,10 @@ Command add_serve_command(CLI::App& app) {
                   "A name /v1/models lists and requests' \"model\" must use; repeat for aliases "
                   "(default: the model file's name without its extension)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--chat-template", o->chat_template,
+                  "A Jinja chat template file (or a tokenizer_config.json) for chat requests "
+                  "(default: the model folder's tokenizer_config.json chat_template, else the "
+                  "plain \"<role>: <content>\" template)");
   cmd->add_option("--max-batch", o->max_batch, "Sequences decoded together at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -126,6 +131,11 @@ Command add_serve_command(CLI::App& app) {
             if (sc.model_names.empty())
               sc.model_names = {std::filesystem::path(loaded.source).stem().string()};
             sc.max_body_bytes = o->max_body_bytes;
+            const std::filesystem::path source(loaded.source);
+            sc.chat_template =
+                serve::load_chat_template(o->chat_template, std::filesystem::is_directory(source)
+                                                                ? source.string()
+                                                                : source.parent_path().string());
             sc.max_concurrent_requests = o->max_concurrent;
 
             serve::Server server(engine, sc);

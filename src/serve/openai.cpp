@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -128,7 +130,7 @@ std::string message_text(const Json& content) {
             std::string("message content must be a string or an array, got ") + type_name(content));
 }
 
-std::string chat_prompt(const Json& messages) {
+std::string chat_prompt(const Json& messages, const ModelLimits& limits) {
   if (!messages.is_array() || messages.empty())
     throw bad("messages", "'messages' must be a non-empty array");
   std::vector<tokenizers::ChatMessage> parsed;
@@ -140,7 +142,30 @@ std::string chat_prompt(const Json& messages) {
       throw bad("messages", "unknown message role '" + role + "'");
     parsed.push_back({role, message_text(m["content"])});
   }
-  return tokenizers::plain_chat_prompt(parsed);
+  if (!limits.chat_template) return tokenizers::plain_chat_prompt(parsed);
+  Json msgs = Json::array();
+  for (const tokenizers::ChatMessage& m : parsed)
+    msgs.push_back({{"role", m.role}, {"content", m.content}});
+  const ChatTemplate& t = *limits.chat_template;
+  try {
+    return t.jinja.render({{"messages", msgs},
+                           {"bos_token", t.bos_token},
+                           {"eos_token", t.eos_token},
+                           {"add_generation_prompt", true}});
+  } catch (const ValueError& e) {  // raise_exception: the template refuses these messages
+    throw bad("messages", std::string("the chat template rejected the messages: ") + e.what());
+  }
+}
+
+// A chat's prompt tokens: see ChatTemplate for how BOS is handled.
+std::vector<int32_t> chat_tokens(const Json& messages, const tokenizers::Tokenizer& tok,
+                                 const ModelLimits& limits) {
+  std::string text = chat_prompt(messages, limits);
+  if (!limits.chat_template) return encode(tok, text);
+  const std::string& bos = limits.chat_template->bos_token;
+  const bool starts_with_bos = !bos.empty() && text.rfind(bos, 0) == 0;
+  if (starts_with_bos) text.erase(0, bos.size());
+  return tok.encode(text, starts_with_bos && tok.bos_id().has_value());
 }
 
 const std::set<std::string>& known_fields(Endpoint ep) {
@@ -313,7 +338,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   } else {
     const Json* m = f.get("messages");
     if (!m) throw bad("messages", "'messages' is required");
-    r.prompt = encode(tokenizer, chat_prompt(*m));
+    r.prompt = chat_tokens(*m, tokenizer, limits);
   }
   const int64_t P = static_cast<int64_t>(r.prompt.size());
   if (P == 0) throw bad(prompt_param, "the prompt is empty (and the tokenizer has no BOS token)");
@@ -562,6 +587,70 @@ std::string embeddings_json(const EmbeddingRequest& r,
                    {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
 }
 
+namespace {
+
+Json read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  TESSERA_CHECK(in.good(), ValueError, "[load_chat_template] expected a readable file, got ",
+                path.string());
+  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  TESSERA_CHECK(!j.is_discarded(), ValueError, "[load_chat_template] expected JSON in ",
+                path.string());
+  return j;
+}
+
+// "chat_template" of a tokenizer_config.json: a string, or [{name, template}] ("default").
+std::string config_template(const Json& config, const std::string& file) {
+  const Json& t = config.at("chat_template");
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_array())
+    for (const Json& named : t)
+      if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+          named["template"].is_string())
+        return named["template"].get<std::string>();
+  throw ValueError(
+      "[load_chat_template] expected chat_template to be a string or a list with a "
+      "'default' entry in " +
+      file);
+}
+
+// A special token as tokenizer_config.json writes it: a string or {"content": ...}.
+std::string special_token(const Json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+std::shared_ptr<const ChatTemplate> load_chat_template(const std::string& template_file,
+                                                       const std::string& model_dir) {
+  const std::filesystem::path config_path =
+      std::filesystem::path(model_dir) / "tokenizer_config.json";
+  const Json config = !model_dir.empty() && std::filesystem::exists(config_path)
+                          ? read_json_file(config_path)
+                          : Json::object();
+  std::string source;
+  if (!template_file.empty()) {
+    std::ifstream in(template_file);
+    TESSERA_CHECK(in.good(), ValueError, "[load_chat_template] expected a readable file, got ",
+                  template_file);
+    source.assign(std::istreambuf_iterator<char>(in), {});
+    const Json j = Json::parse(source, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("chat_template")) source = config_template(j, template_file);
+  } else if (config.is_object() && config.contains("chat_template")) {
+    source = config_template(config, config_path.string());
+  } else {
+    return nullptr;
+  }
+  return std::make_shared<const ChatTemplate>(ChatTemplate{tokenizers::JinjaTemplate(source),
+                                                           special_token(config, "bos_token"),
+                                                           special_token(config, "eos_token")});
+}
+
 std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& tokenizer,
                           const ModelLimits& limits) {
   static const std::set<std::string> known{"model", "prompt", "messages", "add_special_tokens",
@@ -570,15 +659,16 @@ std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& to
   const Fields f(j);
   served_model(f, limits);
   const bool special = f.boolean("add_special_tokens", true) && tokenizer.bos_id().has_value();
-  f.boolean("add_generation_prompt", true);  // type-checked; the plain template always adds it
+  f.boolean("add_generation_prompt", true);  // type-checked; chat prompts always add it
   const Json* prompt = f.get("prompt");
   const Json* messages = f.get("messages");
   if ((prompt == nullptr) == (messages == nullptr))
     throw bad("prompt", "expected exactly one of 'prompt' and 'messages'");
   if (prompt && !prompt->is_string())
     throw bad("prompt", std::string("'prompt' must be a string, got ") + type_name(*prompt));
-  const std::string text = prompt ? prompt->get<std::string>() : chat_prompt(*messages);
-  const std::vector<int32_t> ids = tokenizer.encode(text, special);
+  // Messages tokenize exactly as a chat request's prompt does.
+  const std::vector<int32_t> ids = prompt ? tokenizer.encode(prompt->get<std::string>(), special)
+                                          : chat_tokens(*messages, tokenizer, limits);
   return dump(Json{{"tokens", ids},
                    {"count", static_cast<int64_t>(ids.size())},
                    {"max_model_len", limits.max_model_len}});

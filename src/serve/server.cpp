@@ -218,6 +218,7 @@ Server::Server(std::shared_ptr<infer::AsyncEngine> engine, ServerConfig config)
   TESSERA_CHECK(!s.config.model_names.empty(), ValueError,
                 "[Server] expected at least one served model name");
   s.limits.served_names = s.config.model_names;
+  s.limits.chat_template = s.config.chat_template;
   // Each stream holds a worker thread until it ends: one per allowed request, plus a few for
   // the cheap endpoints (and to answer 429 when the limit is reached).
   const size_t threads = static_cast<size_t>(s.config.max_concurrent_requests) + 4;

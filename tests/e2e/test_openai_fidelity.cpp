@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include "tessera/ops/creation.h"
 #include "tessera/serve/openai.h"
 #include "testing/server_harness.h"
+#include "testing/temp_dir.h"
 
 namespace tessera {
 namespace {
@@ -419,6 +421,55 @@ TEST(OpenAIServer, EmbeddingsFloatAndBase64) {
   EXPECT_EQ(post(ts, "/v1/embeddings", {{"input", 5}}).first, 400);
   EXPECT_EQ(post(ts, "/v1/embeddings", {{"input", "a"}, {"encoding_format", "int8"}}).first, 400);
   EXPECT_EQ(post(ts, "/v1/embeddings", {{"input", "a"}, {"model", "x"}}).first, 404);
+}
+
+// A Hugging Face tokenizer_config.json beside the model: its chat_template (ChatML here, with
+// a raise_exception for a role it refuses) makes chat prompts; --chat-template takes a file.
+TEST(OpenAIChatTemplate, TokenizerConfigTemplateMakesChatPrompts) {
+  STORIES_OR_SKIP(s);
+  testing::TempDir dir;
+  const std::string chatml =
+      "{% for message in messages %}{% if message['role'] == 'tool' %}{{ raise_exception('no "
+      "tools') }}{% endif %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+      "'<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' "
+      "}}{% endif %}";
+  std::ofstream(dir.file("tokenizer_config.json")) << Json{
+      {"chat_template", chatml},
+      {"bos_token", {{"content", "<s>"}}},
+      {"eos_token", "</s>"}}.dump();
+  serve::ServerConfig sc;
+  sc.chat_template = serve::load_chat_template("", dir.path.string());
+  ASSERT_TRUE(sc.chat_template);
+  EXPECT_EQ(sc.chat_template->bos_token, "<s>");
+  EXPECT_EQ(sc.chat_template->eos_token, "</s>");
+  TestServer ts(*s->model, s->tokenizer, {}, sc);
+  const std::string text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+  auto [st, tok] = post(ts, "/tokenize", {{"messages", kChat}});
+  ASSERT_EQ(st, 200) << tok.dump();
+  EXPECT_EQ(tok["tokens"], Json(s->tokenizer->encode(text, /*add_bos=*/false)))
+      << "the template decides about BOS";
+  auto [cs, chat] = post(ts, "/v1/chat/completions", {{"messages", kChat}, {"max_tokens", 2}});
+  ASSERT_EQ(cs, 200) << chat.dump();
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], tok["count"]);
+  auto [rs, refused] =
+      post(ts, "/v1/chat/completions", {{"messages", {{{"role", "tool"}, {"content", "x"}}}}});
+  EXPECT_EQ(rs, 400);
+  EXPECT_EQ(refused["error"]["param"], "messages");
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find("no tools"), std::string::npos);
+
+  // --chat-template FILE (raw Jinja) wins over the folder's; a template starting with bos_token
+  // gets the BOS id in its place.
+  std::ofstream(dir.file("t.jinja")) << "{{ bos_token }}{% for m in messages %}{{ m.content }}"
+                                        "{% endfor %}";
+  const auto file = serve::load_chat_template(dir.file("t.jinja"), dir.path.string());
+  serve::ModelLimits lim = limits(*s);
+  lim.chat_template = file;
+  const serve::CompletionRequest r = serve::parse_request(
+      Endpoint::ChatCompletions, Json{{"messages", kChat}}.dump(), *s->tokenizer, lim);
+  EXPECT_EQ(r.prompt, s->tokenizer->encode("hi", /*add_bos=*/true));
+  // No config and no file: the plain template.
+  EXPECT_EQ(serve::load_chat_template("", dir.file("missing")), nullptr);
+  EXPECT_THROW(serve::load_chat_template(dir.file("nope.jinja"), ""), ValueError);
 }
 
 TEST(OpenAIServer, TokenizeAndDetokenize) {

@@ -18,10 +18,13 @@
 // echo is false only. Unknown fields are rejected, as OpenAI does. With a seed, choice i
 // samples with seed + i, so n choices differ and each is reproducible.
 //
-// Chat prompts use a plain template: "<role>: <content>\n" per message, then "assistant:".
+// Chat prompts use the model's Hugging Face chat template when it has one (ChatTemplate below,
+// `tessera serve --chat-template`), else the plain template: "<role>: <content>\n" per
+// message, then "assistant:".
 // Responses carry, beside OpenAI's fields, each choice's generated "token_ids".
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +32,7 @@
 
 #include "tessera/infer/generate.h"
 #include "tessera/infer/logprobs.h"
+#include "tessera/tokenizers/jinja_template.h"
 #include "tessera/tokenizers/tokenizer.h"
 
 namespace tessera::serve {
@@ -45,10 +49,26 @@ std::string error_json(const ApiError& e);
 
 enum class Endpoint { Completions, ChatCompletions };
 
+// A Hugging Face chat template (tokenizer_config.json's "chat_template") with the special
+// token texts it refers to. A rendered prompt that starts with bos_token gets the tokenizer's
+// BOS id in its place; otherwise no BOS is added (the template decides).
+struct ChatTemplate {
+  tokenizers::JinjaTemplate jinja;
+  std::string bos_token, eos_token;
+};
+// The chat template for a model folder: template_file (raw Jinja, or a tokenizer_config.json)
+// when given, else model_dir/tokenizer_config.json's "chat_template" (a string, or a list of
+// {name, template} where "default" is used); null when neither has one (the plain template).
+// bos_token / eos_token come from model_dir/tokenizer_config.json (strings or {"content"}).
+// ValueError naming the file for unreadable or malformed ones.
+std::shared_ptr<const ChatTemplate> load_chat_template(const std::string& template_file,
+                                                       const std::string& model_dir);
+
 struct ModelLimits {
   int64_t max_model_len = 0;  // prompt + completion tokens
   int64_t vocab_size = 0;
-  std::vector<std::string> served_names;  // what "model" may name; empty: anything
+  std::vector<std::string> served_names;              // what "model" may name; empty: anything
+  std::shared_ptr<const ChatTemplate> chat_template;  // null: the plain template
 };
 
 struct CompletionRequest {

@@ -31,6 +31,7 @@
 
 #include "tessera/infer/async_engine.h"
 #include "tessera/serve/metrics.h"
+#include "tessera/serve/openai.h"
 
 namespace tessera::serve {
 
@@ -44,6 +45,8 @@ struct ServerConfig {
   size_t max_body_bytes = size_t{1} << 20;
   // Requests in flight at once (a stream holds an HTTP thread until it ends); more get 429.
   int64_t max_concurrent_requests = 64;
+  // The model's Hugging Face chat template (serve::load_chat_template); null: the plain one.
+  std::shared_ptr<const ChatTemplate> chat_template;
 };
 
 struct ShutdownSummary {

@@ -1,0 +1,121 @@
+// The Jinja2 subset renderer for Hugging Face chat templates (tokenizers/jinja_template.h): the
+// real chat_template strings of Llama-2-chat, Qwen2 (ChatML) and Zephyr as their
+// tokenizer_config.json files hold them, rendered to what transformers' apply_chat_template
+// gives, plus the expression and statement features one by one and the errors.
+#include <gtest/gtest.h>
+
+#include "tessera/core/error.h"
+#include "tessera/tokenizers/jinja_template.h"
+
+namespace tessera::tokenizers {
+namespace {
+
+using Json = nlohmann::json;
+
+// meta-llama/Llama-2-7b-chat-hf
+const char* kLlama2 =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
+    "system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set "
+    "system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] "
+    "== 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != "
+    "false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
+    "message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if "
+    "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% "
+    "elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif "
+    "%}{% endfor %}";
+
+// Qwen/Qwen2-7B-Instruct (ChatML with a default system message)
+const char* kQwen2 =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' "
+    "+ message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+// HuggingFaceH4/zephyr-7b-beta
+const char* kZephyr =
+    "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + "
+    "message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ "
+    "'<|system|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' "
+    "%}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last "
+    "and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}";
+
+Json chat(std::initializer_list<std::pair<const char*, const char*>> turns) {
+  Json m = Json::array();
+  for (const auto& [role, content] : turns) m.push_back({{"role", role}, {"content", content}});
+  return m;
+}
+
+Json vars(const Json& messages, bool generation_prompt = true) {
+  return {{"messages", messages},
+          {"bos_token", "<s>"},
+          {"eos_token", "</s>"},
+          {"add_generation_prompt", generation_prompt}};
+}
+
+TEST(JinjaTemplate, Llama2Chat) {
+  const JinjaTemplate t(kLlama2);
+  EXPECT_EQ(
+      t.render(vars(chat(
+          {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}))),
+      "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Bye [/INST]");
+  EXPECT_EQ(t.render(vars(chat({{"user", " Hi "}}))), "<s>[INST] Hi [/INST]");
+  // Roles out of order reach raise_exception.
+  EXPECT_THROW(t.render(vars(chat({{"assistant", "x"}}))), ValueError);
+}
+
+TEST(JinjaTemplate, Qwen2ChatML) {
+  const JinjaTemplate t(kQwen2);
+  EXPECT_EQ(t.render(vars(chat({{"user", "hi"}}))),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(t.render(vars(chat({{"system", "S"}, {"user", "u"}}), false)),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nu<|im_end|>\n");
+}
+
+TEST(JinjaTemplate, Zephyr) {
+  const JinjaTemplate t(kZephyr);
+  EXPECT_EQ(t.render(vars(chat({{"system", "S"}, {"user", "U"}}))),
+            "<|system|>\nS</s>\n<|user|>\nU</s>\n<|assistant|>\n");
+  EXPECT_EQ(t.render(vars(chat({{"user", "U"}}), false)), "<|user|>\nU</s>\n");
+}
+
+std::string render(const std::string& src, const Json& v = Json::object()) {
+  return JinjaTemplate(src).render(v);
+}
+
+TEST(JinjaTemplate, ExpressionsAndStatements) {
+  EXPECT_EQ(render("{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 % 3 }} {{ 'a' ~ 1 }}"), "7 3 2 a1");
+  EXPECT_EQ(render("{{ x if x is defined else 'none' }}"), "none");
+  EXPECT_EQ(render("{{ 'b' in 'abc' }} {{ 3 not in [1, 2] }} {{ not true or false }}"),
+            "True True False");
+  EXPECT_EQ(render("{{ xs[1:] | length }} {{ xs[-1] }} {{ d.k }} {{ d.get('z', 'dflt') }}",
+                   {{"xs", {1, 2, 3}}, {"d", {{"k", "v"}}}}),
+            "2 3 v dflt");
+  EXPECT_EQ(render("{{ '  x ' | trim | upper }}{{ 'Ab'.lower() }}{{ 'abc'.startswith('ab') }}"),
+            "XabTrue");
+  EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{% if not loop.last %},{% endif %}"
+                   "{% else %}empty{% endfor %}",
+                   {{"xs", {5, 6, 7}}}),
+            "1,2,3");
+  EXPECT_EQ(render("{% for x in [] %}a{% else %}empty{% endfor %}"), "empty");
+  EXPECT_EQ(
+      render("{% set n = 2 %}{% if n == 1 %}one{% elif n == 2 %}two{% else %}many{% endif %}"),
+      "two");
+  // Whitespace control, trim_blocks and lstrip_blocks, comments.
+  EXPECT_EQ(render("a  {{- 'b' -}}  c"), "abc");
+  EXPECT_EQ(render("{# note #}x\n  {% if true %}\ny\n  {% endif %}\nz"), "x\ny\nz");
+  EXPECT_EQ(render("{{ undefined_name }}|{{ none }}"), "|None");
+}
+
+TEST(JinjaTemplate, ErrorsAreValueErrors) {
+  EXPECT_THROW(JinjaTemplate("{% if x %}no end"), ValueError);
+  EXPECT_THROW(JinjaTemplate("{% while x %}{% endwhile %}"), ValueError);
+  EXPECT_THROW(JinjaTemplate("{{ 'unclosed }}"), ValueError);
+  EXPECT_THROW(render("{{ 'a' + 1 }}"), ValueError);
+  EXPECT_THROW(render("{{ raise_exception('bad') }}"), ValueError);
+  EXPECT_THROW(render("{{ x | nofilter }}"), ValueError);
+}
+
+}  // namespace
+}  // namespace tessera::tokenizers
