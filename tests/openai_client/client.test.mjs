@@ -5,7 +5,9 @@
 //   OPENAI_NODE_MODULES=build/openai_client/node_modules node --test tests/openai_client/
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -241,5 +243,41 @@ describe('tokenizer endpoints (fetch)', () => {
     assert.equal(m.status, 200);
     assert.ok(m.body.count > 0);
     assert.equal((await post('/tokenize', { model: 'nope', prompt: 'a' })).status, 404);
+  });
+});
+
+describe('chat templates', () => {
+  let templated, dir;
+  before(async () => {
+    // A ChatML template given with --chat-template (a tokenizer_config.json beside the model
+    // works the same way); a tool message reaches its raise_exception.
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tessera-openai-'));
+    const file = path.join(dir, 'chatml.jinja');
+    fs.writeFileSync(file, "{% for m in messages %}{% if m['role'] == 'tool' %}{{ raise_exception('no tools') }}"
+      + "{% endif %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+      + "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+    const started = await startServer([
+      'serve', '--model', path.join(data, 'stories260K.bin'),
+      '--tokenizer', path.join(data, 'stories260K_idtok.bin'), '--port', '0', '--threads', '1',
+      '--served-model-name', 'chatml', '--chat-template', file]);
+    templated = started;
+  });
+  after(() => {
+    templated?.proc.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('--chat-template renders chat prompts; raise_exception is BadRequestError', async () => {
+    const post = async (body) => (await fetch(`${templated.url}/tokenize`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) })).json();
+    const messages = [{ role: 'user', content: 'hi' }];
+    const viaTemplate = await post({ messages });
+    const rendered = await post({ prompt: '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n', add_special_tokens: false });
+    assert.deepEqual(viaTemplate.tokens, rendered.tokens);
+    const c = new OpenAI({ baseURL: `${templated.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const r = await c.chat.completions.create({ model: 'chatml', messages, max_tokens: 2 });
+    assert.equal(r.usage.prompt_tokens, viaTemplate.count);
+    await assert.rejects(c.chat.completions.create({ model: 'chatml', messages: [{ role: 'tool', content: 'x' }] }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'messages' && /no tools/.test(e.message));
   });
 });
