@@ -224,9 +224,10 @@ class AsyncLLM:
             while True:
                 await ready.wait()
                 ready.clear()
+                finished = stream.finished  # before take(): then take() holds the last outputs
                 deltas = stream.take()
-                if not deltas:
-                    continue
+                if not deltas and not finished:
+                    continue  # a wake-up for outputs an earlier take() already had
                 if output_kind == "delta":
                     outputs = [dataclasses.replace(o, text="", token_ids=[], logprobs=None if
                                                    o.logprobs is None else []) for o in outputs]
@@ -238,7 +239,6 @@ class AsyncLLM:
                     o.cumulative_logprob += sum(e[1] for e in entries)
                     if o.logprobs is not None:
                         o.logprobs = o.logprobs + _logprobs(entries, tok)
-                finished = stream.finished
                 yield RequestOutput(request_id=request_id, prompt=text, prompt_token_ids=ids,
                                     outputs=[dataclasses.replace(o) for o in outputs],
                                     finished=finished)

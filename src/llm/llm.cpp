@@ -168,6 +168,8 @@ std::vector<std::vector<Sequence>> LLM::generate(std::span<const std::vector<int
   for (size_t i = 0; i < streams.size(); ++i) {
     RequestStream& s = *streams[i];
     for (;;) {
+      // Read before take(): once finished, every output is queued and this take() gets them.
+      const bool finished = s.finished();
       for (RequestStream::Delta& d : s.take()) {
         Sequence& seq = results[i][static_cast<size_t>(d.index)];
         seq.token_ids.insert(seq.token_ids.end(), d.output.new_tokens.begin(),
@@ -176,7 +178,7 @@ std::vector<std::vector<Sequence>> LLM::generate(std::span<const std::vector<int
         seq.finish_reason = d.output.finish_reason;
         seq.logprobs.insert(seq.logprobs.end(), d.output.logprobs.begin(), d.output.logprobs.end());
       }
-      if (s.finished()) break;
+      if (finished) break;
       s.wait_for(kPoll);
       if (!interrupted || stopped || std::chrono::steady_clock::now() - polled < kPoll) continue;
       polled = std::chrono::steady_clock::now();

@@ -59,7 +59,8 @@ class RequestStream {
   std::vector<Delta> take();
   // Waits until an output is queued (true) or the timeout passes (false).
   bool wait_for(std::chrono::milliseconds timeout);
-  // Whether every sequence's last output has been queued.
+  // Whether every sequence's last output has been queued (read it before take() to know that
+  // take() returns the last outputs).
   bool finished() const;
   // Aborts the unfinished sequences: the engine frees their KV blocks, and each gets one last
   // output with finish reason Abort.
