@@ -128,8 +128,8 @@ void init_cuda(py::module_& m);
 void init_context(py::module_& m);
 void init_train(py::module_& m);
 void init_distributed(py::module_& m);
-// The model-parallel part of tessera._C.distributed (d is that submodule).
 void init_llm(py::module_& m);
+// The model-parallel part of tessera._C.distributed (d is that submodule).
 void init_model_parallel(py::module_& d);
 
 }  // namespace tessera::python

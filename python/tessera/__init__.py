@@ -20,12 +20,12 @@ from . import context  # noqa: E402  infinicore.context: devices, streams, event
 from .context import DeviceEvent  # noqa: F401,E402
 from . import ops  # noqa: F401,E402  infinicore.ops: paged attention, KV-cache attention
 from .amp import autocast  # noqa: F401,E402
-from .serialization import load, save  # noqa: F401,E402
-from .autograd import (  # noqa: F401,E402
-    enable_grad,
 del llm  # noqa: F821  tessera._C.llm; the Python tessera.llm wraps it
 from . import llm  # noqa: E402  vLLM's LLM / AsyncLLM over the inference engine
 from .llm import LLM, SamplingParams  # noqa: F401,E402
+from .serialization import load, save  # noqa: F401,E402
+from .autograd import (  # noqa: F401,E402
+    enable_grad,
     inference_mode,
     is_grad_enabled,
     no_grad,
