@@ -342,11 +342,13 @@ def engine(llm):
 
 
 def test_stream_deltas_add_up_to_the_offline_result(llm, engine):
-    want = llm.generate(PROMPTS[2], SamplingParams(**GREEDY))[0].outputs[0]
+    # Long enough that the loop wakes many times even on a loaded machine (outputs that
+    # arrive while it is busy come together in one delta).
+    params = SamplingParams(temperature=0, max_tokens=300, ignore_eos=True)
+    want = llm.generate(PROMPTS[2], params)[0].outputs[0]
 
     async def collect(kind):
-        return [o async for o in engine.generate(PROMPTS[2], SamplingParams(**GREEDY),
-                                                 output_kind=kind)]
+        return [o async for o in engine.generate(PROMPTS[2], params, output_kind=kind)]
 
     deltas = run(collect("delta"))
     assert len(deltas) > 3 and deltas[-1].finished and not deltas[0].finished
@@ -365,7 +367,7 @@ def test_concurrent_streams_interleave_in_one_loop(engine):
     order = []
 
     async def consume(name, prompt):
-        params = SamplingParams(temperature=0, max_tokens=60, ignore_eos=True)
+        params = SamplingParams(temperature=0, max_tokens=200, ignore_eos=True)
         async for out in engine.generate(prompt, params, request_id=name):
             order.append(name)
         return out
