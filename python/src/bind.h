@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <utility>
 
@@ -80,11 +81,67 @@ inline std::shared_ptr<py::object> gil_safe(py::object obj) {
   });
 }
 
-// Binds f as a module function (first argument named `input`) and as a Tensor method.
+namespace bind_detail {
+// Writes an op's result into `out` as torch's out= does (resized to the result's shape when it
+// differs, cast to out's dtype when that is a safe cast) and returns out. RuntimeError when
+// autograd would have to track the op (out= ops are not differentiable).
+void write_out(const Tensor& result, Tensor& out, const char* op);
+
+template <class F>
+struct signature : signature<decltype(&F::operator())> {};
+template <class R, class... A>
+struct signature<R (*)(A...)> {
+  using result = R;
+  // *args/**kwargs must stay last, so such functions get no out=.
+  static constexpr bool variadic =
+      (std::is_same_v<std::decay_t<A>, py::kwargs> || ...) ||
+      (std::is_same_v<std::decay_t<A>, py::args> || ...);
+};
+template <class R, class C, class... A>
+struct signature<R (C::*)(A...) const> : signature<R (*)(A...)> {};
+
+// f with a trailing `out` argument (None or a Tensor) that returns out itself when given.
+template <class F, class R, class... Args>
+auto with_out(F f, const char* op, R (*)(Args...)) {
+  return [f, op](Args... args, py::object out) -> py::object {
+    Tensor result = f(std::forward<Args>(args)...);
+    if (out.is_none()) return py::cast(std::move(result));
+    write_out(result, out.cast<Tensor&>(), op);
+    return out;
+  };
+}
+template <class F, class R, class C, class... Args>
+auto with_out(F f, const char* op, R (C::*)(Args...) const) {
+  return with_out(f, op, static_cast<R (*)(Args...)>(nullptr));
+}
+template <class F>
+auto with_out(F f, const char* op) {
+  if constexpr (std::is_pointer_v<F>) return with_out(f, op, f);
+  else return with_out(f, op, &F::operator());
+}
+}  // namespace bind_detail
+
+// Binds f as a module function; functions returning one tensor also take torch's keyword out=.
+template <class F, class... Extra>
+void def_function(py::module_& m, const char* name, F f, const Extra&... extra) {
+  using Sig = bind_detail::signature<F>;
+  if constexpr (std::is_same_v<typename Sig::result, Tensor> && !Sig::variadic) {
+    auto g = bind_detail::with_out(f, name);
+    if constexpr ((std::is_same_v<Extra, py::kw_only> || ...))
+      m.def(name, g, extra..., py::arg("out") = py::none());
+    else
+      m.def(name, g, extra..., py::kw_only(), py::arg("out") = py::none());
+  } else {
+    m.def(name, f, extra...);
+  }
+}
+
+// Binds f as a module function (first argument named `input`, out= as def_function) and as a
+// Tensor method.
 template <class F, class... Extra>
 void def_op(py::module_& m, py::class_<Tensor>& cls, const char* name, F&& f,
             const Extra&... extra) {
-  m.def(name, f, py::arg("input"), extra...);
+  def_function(m, name, std::decay_t<F>(f), py::arg("input"), extra...);
   cls.def(name, std::forward<F>(f), extra...);
 }
 
@@ -125,6 +182,7 @@ void init_optim(py::module_& m);
 void init_data(py::module_& m);
 void init_runtime(py::module_& m);
 void init_cuda(py::module_& m);
+void init_memory(py::module_& m);
 void init_context(py::module_& m);
 void init_train(py::module_& m);
 void init_distributed(py::module_& m);

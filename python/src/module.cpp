@@ -63,6 +63,7 @@ PYBIND11_MODULE(_C, m) {
   init_data(m);
   init_runtime(m);
   init_cuda(m);
+  init_memory(m);
   init_context(m);
   init_train(m);
   init_distributed(m);
@@ -71,8 +72,8 @@ PYBIND11_MODULE(_C, m) {
   // Submodules become importable (from tessera._C.nn import Linear).
   py::dict modules = py::module_::import("sys").attr("modules");
   for (const char* name :
-       {"nn", "optim", "data", "autograd", "functional", "cuda", "context", "distributed", "io",
-        "llm"})
+       {"nn", "optim", "data", "autograd", "functional", "cuda", "memory", "context", "distributed",
+        "io", "llm"})
     modules[py::str(std::string("tessera._C.") + name)] = m.attr(name);
   modules["tessera._C.nn.init"] = m.attr("nn").attr("init");
 

@@ -94,8 +94,8 @@ void bind_elementwise(py::module_& m, py::class_<Tensor>& cls) {
         return w.scalar ? lerp(a, b, *w.scalar) : lerp(a, b, w.tensor);
       },
       py::arg("end"), py::arg("weight"));
-  m.def(
-      "where",
+  def_function(
+      m, "where",
       [](const Tensor& cond, const Operand& a, const Operand& b) {
         auto [x, y] = operands(a, b, "where");
         return where(cond, x, y);

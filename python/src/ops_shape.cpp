@@ -60,8 +60,8 @@ void bind_views(py::module_& m, py::class_<Tensor>& cls) {
       },
       py::arg("shifts"), py::arg("dims") = py::none());
   for (const char* name : {"cat", "concat"})
-    m.def(name, &tessera::cat, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("stack", &tessera::stack, py::arg("tensors"), py::arg("dim") = 0);
+    def_function(m, name, &tessera::cat, py::arg("tensors"), py::arg("dim") = 0);
+  def_function(m, "stack", &tessera::stack, py::arg("tensors"), py::arg("dim") = 0);
   def_op(
       m, cls, "split",
       [](const Tensor& x, py::handle sizes, int64_t dim) {

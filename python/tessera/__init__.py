@@ -15,6 +15,8 @@ from ._C import *  # noqa: F401,F403  Tensor, dtypes, device and every op
 del autograd, data, distributed, functional, nn, optim, runtime, train  # noqa: F821
 from ._size import Size  # noqa: F401,E402
 from . import amp, autograd, data, distributed, nn, optim, profiler, train, utils  # noqa: F401,E402
+del memory  # noqa: F821  tessera._C.memory; the Python tessera.memory adds torch's helpers
+from . import memory  # noqa: F401,E402
 del context  # noqa: F821  tessera._C.context; the Python tessera.context re-exports it
 from . import context  # noqa: E402  infinicore.context: devices, streams, events, graphs
 from .context import DeviceEvent  # noqa: F401,E402

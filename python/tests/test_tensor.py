@@ -149,7 +149,7 @@ def test_max_min_return_values_and_indices():
 
 # Registered ops that are functions only (no tensor to call them on, or a list of tensors) or
 # methods only (in-place ops, as in torch).
-FUNCTION_ONLY_FAMILIES = {"creation"}
+FUNCTION_ONLY_FAMILIES = {"creation", "inference"}  # inference: tessera.ops (infinicore.ops)
 FUNCTION_ONLY = {
     "cat",
     "stack",
@@ -168,6 +168,7 @@ METHOD_ONLY = {"normal_", "uniform_"}
 
 def test_every_registered_op_is_a_function_and_a_method():
     functions = {n for n in dir(tessera) if not n.startswith("_")} | set(dir(tessera.nn.functional))
+    functions |= set(dir(tessera.ops))
     methods = set(dir(tessera.Tensor))
     for name, family, _, _ in tessera.ops_registry():
         if family != "inplace" and name not in METHOD_ONLY:
