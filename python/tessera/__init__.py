@@ -14,6 +14,7 @@ from ._C import *  # noqa: F401,F403  Tensor, dtypes, device and every op
 # The star import brought the C++ submodules; the Python packages of the same names wrap them.
 del autograd, data, distributed, functional, nn, optim, runtime, train  # noqa: F821
 from ._size import Size  # noqa: F401,E402
+from . import _pickling  # noqa: F401,E402  tensors pickle
 from . import amp, autograd, data, distributed, nn, optim, profiler, train, utils  # noqa: F401,E402
 del memory  # noqa: F821  tessera._C.memory; the Python tessera.memory adds torch's helpers
 from . import memory  # noqa: F401,E402

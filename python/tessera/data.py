@@ -1,14 +1,15 @@
-"""Datasets, samplers and the prefetching DataLoader (tessera._C.data).
-
-Subclass Dataset with __len__ and __getitem__ (returning a tensor or a tuple of tensors) or use
-TensorDataset; DataLoader yields lists of stacked tensors, one per field.
-"""
-from ._C.data import (  # noqa: F401
+"""Datasets, samplers and the DataLoader: the same objects as tessera.utils.data (torch's
+torch.utils.data), under the short name tessera has always had."""
+from .utils.data import (  # noqa: F401
     DataLoader,
     Dataset,
     DistributedSampler,
+    IterableDataset,
     RandomSampler,
     Sampler,
     SequentialSampler,
     TensorDataset,
+    WorkerInfo,
+    default_collate,
+    get_worker_info,
 )

@@ -1,2 +1,2 @@
-"""torch.utils counterparts: checkpoint."""
-from . import checkpoint  # noqa: F401
+"""torch.utils counterparts: checkpoint and data."""
+from . import checkpoint, data  # noqa: F401
