@@ -17,6 +17,7 @@ def _reduce_tensor(t):
     data = t.detach().to("cpu")
     if data.dtype == _C.bfloat16:
         data = data.float()
+    # A copy: numpy() shares the tensor's memory, and copy.deepcopy rebuilds from this very array.
     return _rebuild_tensor, (data.contiguous().numpy().copy(), t.dtype, str(t.device), t.requires_grad)
 
 

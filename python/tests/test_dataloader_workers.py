@@ -52,7 +52,7 @@ def test_batches_equal_torch_in_order(num_workers, drop_last):
 
 def test_shuffled_epochs_are_permutations_that_differ_and_repeat_with_the_seed():
     loader = DataLoader(Pairs(), batch_size=5, shuffle=True, num_workers=2, seed=4, persistent_workers=True)
-    epochs = [sorted_labels for sorted_labels in ([l for b in loader for l in b[1]["label"].tolist()] for _ in range(2))]
+    epochs = [[l for b in loader for l in b[1]["label"].tolist()] for _ in range(2)]
     assert sorted(epochs[0]) == sorted(epochs[1]) == [3 * i for i in range(23)]
     assert epochs[0] != epochs[1]
     again = DataLoader(Pairs(), batch_size=5, shuffle=True, num_workers=0, seed=4)

@@ -24,7 +24,7 @@ namespace {
 template <class T>
 bool is_nan(T v) {
   if constexpr (std::is_integral_v<T>) return false;
-  else return std::isnan(static_cast<float>(v)) || std::isnan(static_cast<double>(v));
+  else return std::isnan(static_cast<double>(v));
 }
 
 // The first k indices of each row of the contiguous [rows, n] x in ascending (or descending)

@@ -103,7 +103,7 @@ class _WorkerError:
         raise error
 
 
-def _worker_loop(dataset, fetch, index_queue, result_queue, info, worker_init_fn):
+def _worker_loop(fetch, index_queue, result_queue, info, worker_init_fn):
     global _worker_info
     import tessera
 
@@ -127,10 +127,10 @@ def _worker_loop(dataset, fetch, index_queue, result_queue, info, worker_init_fn
         try:
             if indices is None:  # an IterableDataset: the worker's next batch
                 if stream is None:
-                    stream = fetch(dataset, None)
+                    stream = fetch(None)
                 batch = next(stream, None)
             else:
-                batch = fetch(dataset, indices)
+                batch = fetch(indices)
             result_queue.put((key, batch))
         except Exception as e:
             result_queue.put((key, _WorkerError(e, f"DataLoader worker process {info.id}")))
@@ -225,13 +225,13 @@ class DataLoader:
             batches = (b for b in batches if len(b) == self.batch_size)
         return batches
 
-    def _fetch(self, dataset, indices):
+    def _fetch(self, indices):
         if indices is None:  # a generator of an IterableDataset's collated batches
-            return self._iterable_batches(dataset)
-        return self.collate_fn([dataset[i] for i in indices])
+            return self._iterable_batches()
+        return self.collate_fn([self.dataset[i] for i in indices])
 
-    def _iterable_batches(self, dataset):
-        it = iter(dataset)
+    def _iterable_batches(self):
+        it = iter(self.dataset)
         while True:
             chunk = list(itertools.islice(it, self.batch_size))
             if not chunk or (self.drop_last and len(chunk) < self.batch_size):
@@ -243,10 +243,10 @@ class DataLoader:
             yield from self._native_epoch()
         elif self.num_workers == 0:
             if self._iterable:
-                yield from self._iterable_batches(self.dataset)
+                yield from self._iterable_batches()
             else:
                 for indices in self._index_batches():
-                    yield self._fetch(self.dataset, indices)
+                    yield self._fetch(indices)
         else:
             yield from self._worker_epoch()
         self.set_epoch(self.epoch + 1)
@@ -269,7 +269,7 @@ class DataLoader:
             info = WorkerInfo(wid, self.num_workers, base_seed + wid, self.dataset)
             w = ctx.Process(
                 target=_worker_loop,
-                args=(self.dataset, self._fetch, iq, self._result_queue, info, self.worker_init_fn),
+                args=(self._fetch, iq, self._result_queue, info, self.worker_init_fn),
                 daemon=True,
             )
             w.start()
