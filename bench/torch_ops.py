@@ -1,4 +1,8 @@
-"""The workloads of bench/ops_bench.cpp in PyTorch, printed as "name milliseconds" lines."""
+"""The workloads of `tessera bench ops` (src/bench/ops.cpp) in PyTorch, printed as "name
+milliseconds" lines.
+
+  torch_ops.py [THREADS [FILTER [REPEATS]]]   REPEATS overrides every workload's timed calls
+"""
 import sys
 import time
 
@@ -21,12 +25,13 @@ def median_ms(fn, repeats):
 def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     flt = sys.argv[2] if len(sys.argv) > 2 else ""
+    repeats_override = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     torch.set_num_threads(threads)
     torch.manual_seed(0)
 
     def run(name, fn, repeats=15):
         if flt in name:
-            print(f"{name} {median_ms(fn, repeats):.4f}", flush=True)
+            print(f"{name} {median_ms(fn, repeats_override or repeats):.4f}", flush=True)
 
     with torch.no_grad():
         a, b = torch.randn(1 << 20), torch.randn(1 << 20)

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "metrics_log.h"
+#include "tessera/bench/svg_chart.h"
 #include "tessera/io/atomic_file.h"
 
 namespace tessera::cli {
@@ -52,23 +53,6 @@ std::string tick_label(double v, double step) {
   return buf;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '&')
-      out += "&amp;";
-    else if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '"')
-      out += "&quot;";
-    else
-      out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 LossCurves loss_curves(const std::vector<nlohmann::json>& records) {
@@ -109,7 +93,7 @@ std::string render_loss_svg(const LossCurves& curves, const std::string& title, 
           kWidth, kHeight, kWidth, kHeight);
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg += fmt("<text x=\"%.1f\" y=\"26\" text-anchor=\"middle\" font-size=\"15\">", kWidth / 2) +
-         xml_escape(title) + "</text>\n";
+         bench::xml_escape(title) + "</text>\n";
   // Grid and tick labels.
   const double ys = tick_step(y1 - y0, 6),
                xs = std::max(1.0, tick_step(x1 - x0, 8));  // whole steps

@@ -18,6 +18,7 @@ int device_count() { return 0; }
 int current_device() { unavailable("current_device"); }
 void set_device(int) { unavailable("set_device"); }
 void synchronize() { unavailable("synchronize"); }
+DeviceProperties get_device_properties(int) { unavailable("get_device_properties"); }
 DeviceGuard::DeviceGuard(int) { unavailable("DeviceGuard"); }
 DeviceGuard::~DeviceGuard() = default;
 Stream::Stream() { unavailable("Stream"); }

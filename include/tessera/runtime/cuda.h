@@ -4,6 +4,7 @@
 // is_available() is then false and the rest throw NotImplementedError naming the call.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "tessera/core/allocator.h"
@@ -16,6 +17,15 @@ int current_device();
 void set_device(int index);
 // Waits for all work queued on the current device.
 void synchronize();
+
+// What benchmark results record about a GPU.
+struct DeviceProperties {
+  std::string name;        // "NVIDIA H100 80GB HBM3"
+  int64_t total_memory = 0;  // bytes
+  int driver_version = 0;  // cudaDriverGetVersion's, e.g. 13000
+  int compute_capability = 0;  // major * 10 + minor
+};
+DeviceProperties get_device_properties(int index);
 
 // Makes a device current for the scope and restores the previous one after it.
 class DeviceGuard {

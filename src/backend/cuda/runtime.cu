@@ -50,6 +50,18 @@ void set_device(int index) {
 
 void synchronize() { TESSERA_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+DeviceProperties get_device_properties(int index) {
+  check_index(index);
+  cudaDeviceProp prop{};
+  TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  DeviceProperties out;
+  out.name = prop.name;
+  out.total_memory = static_cast<int64_t>(prop.totalGlobalMem);
+  out.compute_capability = prop.major * 10 + prop.minor;
+  TESSERA_CUDA_CHECK(cudaDriverGetVersion(&out.driver_version));
+  return out;
+}
+
 cudaStream_t current_stream() {
   cudaStream_t s = t_stream[current_device()];
   return s ? s : cudaStreamLegacy;
