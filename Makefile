@@ -46,7 +46,7 @@ build-cuda: deps
 	cmake --preset cuda
 	cmake --build --preset cuda -j $(JOBS)
 
-# Tessera vs PyTorch on the op workloads of bench/ (writes a markdown table to stdout).
+# Every `tessera bench` suite on this machine; regenerates BENCHMARKS.md (scripts/bench.sh).
 bench: build
 	scripts/bench.sh
 

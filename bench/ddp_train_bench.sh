@@ -9,7 +9,7 @@
 # people's processes share the machine: each round waits (up to 2 minutes) for a quiet second, and
 # each run records how many cores other processes kept busy meanwhile (machine busy time from
 # /proc/stat minus the run's own CPU time, over its wall time).
-# Configs as bench/train_bench.sh: tiny (vocab 65, 4 layers, 4 heads, 128 embd, seq 128, batch 16)
+# Configs as `tessera bench train`: tiny (vocab 65, 4 layers, 4 heads, 128 embd, seq 128, batch 16)
 # and small (vocab 50257, 6 layers, 6 heads, 384 embd, seq 256, batch 4); float32.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,31 +1,58 @@
 #!/usr/bin/env bash
-# Runs bench/ops_bench (Tessera) and bench/torch_ops.py (PyTorch) with the same thread count,
-# alternating ROUNDS times, and prints a markdown table of medians and ratios.
+# Runs the `tessera bench` suites on this machine, keeps their JSON results in bench/results/ and
+# their charts in docs/bench/, and regenerates BENCHMARKS.md from them (bench/report/intro.md,
+# then `tessera bench report` of each result, then bench/report/dedicated.md: figures of the GPU
+# and distributed-training programs that the suites do not cover yet).
+#
+#   scripts/bench.sh                 every suite (about 30 minutes on 2 cores), then the report
+#   SUITES="hardware ops" scripts/bench.sh
+#   REPORT_ONLY=1 scripts/bench.sh   BENCHMARKS.md from the results already there
+#
+# The machine should be otherwise idle: suites alternate Tessera and PyTorch round by round, but
+# a busy machine still widens every figure's spread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-THREADS=${THREADS:-2}
-ROUNDS=${ROUNDS:-3}
-BIN=${BIN:-build/release/bench/ops_bench}
-tmp=$(mktemp -d)
-for r in $(seq "$ROUNDS"); do
-  OMP_NUM_THREADS=$THREADS "$BIN" > "$tmp/tessera.$r" 2>/dev/null
-  OMP_NUM_THREADS=$THREADS /usr/bin/python3 bench/torch_ops.py "$THREADS" > "$tmp/torch.$r"
+BIN=${BIN:-build/release/bin/tessera}
+DATA=${DATA:-../shared/data}
+SUITES=${SUITES:-hardware ops comm train serve}
+OUT=bench/results
+CHARTS=docs/bench
+mkdir -p "$OUT" "$CHARTS"
+
+run() {  # suite, then its arguments
+  local suite=$1
+  shift
+  echo "bench: $suite" >&2
+  "$BIN" bench "$suite" --json "$OUT/$suite.json" --svg "$CHARTS" "$@" > /dev/null
+}
+
+if [ -z "${REPORT_ONLY:-}" ]; then
+  for suite in $SUITES; do
+    case $suite in
+      hardware) run hardware ;;
+      ops) run ops --hardware "$OUT/hardware.json" ;;
+      comm) run comm --ranks 2,4 --max-bytes 16777216 ;;
+      train) run train --hardware "$OUT/hardware.json" --rounds 5 --steps 12 ;;
+      serve)
+        if [ -f "$DATA/stories260K.bin" ]; then
+          run serve --model "$DATA/stories260K.bin" --tokenizer "$DATA/stories260K_idtok.bin"
+        else
+          echo "bench: $DATA/stories260K.bin not found; skipping serve" >&2
+        fi ;;
+      *) echo "bench: unknown suite $suite" >&2; exit 2 ;;
+    esac
+  done
+fi
+
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+cat bench/report/intro.md > "$tmp"
+for suite in hardware ops comm train serve; do
+  if [ -f "$OUT/$suite.json" ]; then
+    "$BIN" bench report "$OUT/$suite.json" >> "$tmp"
+  fi
 done
-/usr/bin/python3 - "$tmp" "$ROUNDS" "$THREADS" <<'PY'
-import statistics, sys, collections
-tmp, rounds, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-def load(kind):
-    d = collections.defaultdict(list)
-    for r in range(1, rounds + 1):
-        for line in open(f"{tmp}/{kind}.{r}"):
-            name, ms = line.split()
-            d[name].append(float(ms))
-    return {k: statistics.median(v) for k, v in d.items()}
-t, p = load("tessera"), load("torch")
-print(f"| workload ({threads} threads) | Tessera ms | PyTorch ms | PyTorch / Tessera |")
-print("|---|---|---|---|")
-for name in t:
-    if name in p:
-        print(f"| {name} | {t[name]:.3f} | {p[name]:.3f} | {p[name] / t[name]:.2f}x |")
-PY
-rm -rf "$tmp"
+cat bench/report/dedicated.md >> "$tmp"
+mv "$tmp" BENCHMARKS.md
+trap - EXIT
+echo "bench: wrote BENCHMARKS.md" >&2
