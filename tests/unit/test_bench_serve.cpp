@@ -6,10 +6,14 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tessera/bench/serve.h"
 #include "tessera/bench/stats.h"
 #include "tessera/core/error.h"
+#include "tessera/infer/model_loader.h"
+#include "tessera/serve/server.h"
+#include "tessera/tokenizers/llama2c_tokenizer.h"
 #include "testing/shared_data.h"
 
 namespace tessera::bench {
@@ -202,6 +206,83 @@ TEST(BenchServe, UnreachableServerIsAFailedRecord) {
       send_request({.url = "http://127.0.0.1:1"}, req, std::chrono::steady_clock::now());
   EXPECT_FALSE(r.success);
   EXPECT_FALSE(r.error.empty());
+}
+
+// A server on a free port with stories260K, running on its own thread while this lives.
+struct StoriesServer {
+  std::unique_ptr<serve::Server> server;
+  std::thread thread;
+  std::string url;
+
+  StoriesServer(const std::string& model, const std::string& tokenizer) {
+    static const std::shared_ptr<models::CausalLM> m = infer::load_model(model);
+    auto engine = std::make_shared<infer::AsyncEngine>(std::make_unique<infer::Engine>(
+        *m, infer::EngineConfig{}, std::make_shared<tokenizers::Llama2cTokenizer>(tokenizer)));
+    server = std::make_unique<serve::Server>(engine, serve::ServerConfig{.port = 0});
+    url = "http://127.0.0.1:" + std::to_string(server->bind());
+    thread = std::thread([this] { server->run(); });
+  }
+  ~StoriesServer() {
+    server->stop();
+    thread.join();
+  }
+};
+
+TEST(BenchServe, ConcurrencyCapHoldsAgainstAUrl) {
+  TESSERA_SHARED_DATA_OR_SKIP(model, "stories260K.bin");
+  TESSERA_SHARED_DATA_OR_SKIP(tokenizer, "stories260K_idtok.bin");
+  StoriesServer ss(model, tokenizer);
+  const std::vector<PlannedRequest> plan = plan_workload({.num_prompts = 12,
+                                                          .prompt_len = 20,
+                                                          .output_len = 12,
+                                                          .range_ratio = 0.5,
+                                                          .rate = kInf,
+                                                          .seed = 5,
+                                                          .vocab = 512});
+  const LoadResult run = run_load({.url = ss.url}, plan, /*max_concurrency=*/2);
+  ASSERT_EQ(run.records.size(), plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const RequestRecord& r = run.records[i];
+    ASSERT_TRUE(r.success) << r.error;
+    EXPECT_EQ(r.output_tokens, plan[i].output_len);
+    EXPECT_EQ(r.prompt_tokens, static_cast<int64_t>(plan[i].prompt.size()));
+    // No more than two requests in flight at any request's send.
+    int in_flight = 0;
+    for (const RequestRecord& o : run.records)
+      in_flight += !o.token_times.empty() && o.send <= r.send && r.send < o.token_times.back();
+    EXPECT_LE(in_flight, 2) << "request " << i;
+  }
+  // The whole suite on the url (load test only), bursty arrivals.
+  ServeSuiteOptions o;
+  o.url = ss.url;
+  o.quick = true;
+  o.rates = {100.0};
+  o.burstiness = 0.5;
+  o.max_concurrency = 3;
+  o.prompt_vocab = 512;
+  Result result;
+  run_serve_suite(result, o);
+  const nlohmann::json params = {{"rate", 100}, {"burstiness", 0.5}, {"max_concurrency", 3}};
+  const Figure* completed = result.find("completed", params);
+  ASSERT_NE(completed, nullptr);
+  EXPECT_EQ(completed->samples.at(0), o.resolved().num_prompts);
+  EXPECT_EQ(result.find("pp"), nullptr);  // no model: no llama-bench table
+}
+
+TEST(BenchServe, NoServerIsAnErrorNamingTheCause) {
+  ServeSuiteOptions o;
+  o.url = "http://127.0.0.1:1";
+  o.quick = true;
+  Result result;
+  try {
+    run_serve_suite(result, o);
+    FAIL() << "expected a RuntimeError";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("[bench.serve] expected requests to complete"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(run_serve_suite(result, ServeSuiteOptions{}), ValueError);  // no url, no model
 }
 
 TEST(BenchServe, QuickSuiteAgainstAnInProcessServer) {
