@@ -176,7 +176,9 @@ Result& run_serve_suite(Result& result, const ServeSuiteOptions& options) {
   int64_t done = 0;
   if (load) {
     ClientOptions client{.url = o.url, .model = o.served_model_name, .api_key = o.api_key};
+    // Prompt ids any served vocabulary has, unless the model (or the caller) says more.
     int64_t vocab = o.prompt_vocab > 0 ? o.prompt_vocab : 256;
+    if (o.prompt_vocab == 0 && loaded.model) vocab = loaded.model->vocab_size();
     std::unique_ptr<InProcessServer> local;
     if (o.url.empty()) {
       const int64_t ctx = loaded.model->max_seq_len();
@@ -187,7 +189,6 @@ Result& run_serve_suite(Result& result, const ServeSuiteOptions& options) {
                     "[bench.serve] expected prompt_len + output_len within the model's context (",
                     ctx, " tokens), got up to ", longest(o.prompt_len), " + ",
                     longest(o.output_len));
-      if (o.prompt_vocab == 0) vocab = loaded.model->vocab_size();
       local = std::make_unique<InProcessServer>(
           *loaded.model, llm::model_tokenizer(loaded, o.tokenizer, o.data_dir, "bench serve"), o,
           name);

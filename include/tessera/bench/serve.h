@@ -205,7 +205,9 @@ struct ServeSuiteOptions {
 //   (every token gap for itl).
 // With a model: pp (prefill of pp tokens) and tg (generation of tg tokens) in tok/s, params
 // {"tokens": n, "model": name}, one sample per repetition (llama-bench's mean +- std).
-// ValueError "[bench.serve] ..." for options that cannot run (neither url nor model, bad sizes).
+// ValueError "[bench.serve] ..." for options that cannot run (neither url nor model, bad sizes,
+// prompt + output beyond the in-process model's context); RuntimeError when no request of a rate
+// completes (with the first request's error: server down, 4xx, ...).
 Result& run_serve_suite(Result& result, const ServeSuiteOptions& options);
 
 // llama-bench's pp/tg on a model in-process (ModelRunner, static cache): reps timed runs of a
