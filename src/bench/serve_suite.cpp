@@ -40,6 +40,12 @@ Json rate_param(double rate) {
   return rate;
 }
 
+// The rate as progress and errors print it: 4, 0.5, inf.
+std::string rate_text(double rate) {
+  const Json r = rate_param(rate);
+  return r.is_string() ? r.get<std::string>() : r.dump();
+}
+
 // What identifies one load run's figures (--compare matches on these).
 Json load_params(const ServeSuiteOptions& o, double rate) {
   Json p = {{"rate", rate_param(rate)},
@@ -204,7 +210,7 @@ Result& run_serve_suite(Result& result, const ServeSuiteOptions& options) {
                                                               .burstiness = o.burstiness,
                                                               .seed = o.seed,
                                                               .vocab = vocab});
-      const std::string what = "serve rate " + rate_param(rate).dump();
+      const std::string what = "serve rate " + rate_text(rate);
       const LoadResult run =
           run_load(client, plan, o.max_concurrency, [&](const std::string&, int64_t d, int64_t) {
             if (o.progress) o.progress(what, done + d, total);
@@ -214,7 +220,7 @@ Result& run_serve_suite(Result& result, const ServeSuiteOptions& options) {
       if (s.completed == 0) {
         const std::string& first = run.records.front().error;
         throw RuntimeError(detail::str("[bench.serve] expected requests to complete at rate ",
-                                       rate_param(rate).dump(), ", got ", s.failed,
+                                       rate_text(rate), ", got ", s.failed,
                                        " failed; the first: ", first));
       }
       add_summary(result, load_params(o, rate), s, slo, o.goodput);
