@@ -10,10 +10,27 @@
 #include "tessera/bench/hardware.h"
 #include "tessera/bench/ops.h"
 #include "tessera/bench/report.h"
+#include "tessera/bench/serve.h"
 #include "tessera/bench/train.h"
+#include "tessera/core/error.h"
 #include "tessera/runtime/threads.h"
 
 namespace tessera::cli {
+namespace {
+
+// A --rates entry: requests per second, or "inf" (every request at once).
+double parse_rate(const std::string& text) {
+  if (text == "inf") return bench::kInf;
+  try {
+    size_t used = 0;
+    const double rate = std::stod(text, &used);
+    if (used == text.size() && rate > 0) return rate;
+  } catch (const std::exception&) {
+  }
+  throw ValueError("[bench.serve] expected --rates of positive numbers or inf, got \"" + text + "\"");
+}
+
+}  // namespace
 
 Command add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
@@ -97,6 +114,47 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str();
   train_cmd->add_option("--configs", train->configs, "tiny, small")->delimiter(',');
   train_cmd->add_option("--dtypes", train->dtypes, "float32, bfloat16")->delimiter(',');
+
+  auto serve = std::make_shared<bench::ServeSuiteOptions>();
+  auto rates = std::make_shared<std::vector<std::string>>();
+  CLI::App* serve_cmd = add_suite(
+      "serve",
+      "Load generator against tessera serve (TTFT, TPOT, ITL, E2EL, goodput as vLLM's benchmark) "
+      "and llama-bench's pp/tg table",
+      false, [=](bench::Result& r, const bench::Result*, bench::Progress progress) {
+        serve->quick = c->quick;
+        serve->rates.clear();
+        for (const auto& rate : *rates) serve->rates.push_back(parse_rate(rate));
+        serve->progress = std::move(progress);
+        bench::run_serve_suite(r, *serve);
+        const std::string table = bench::llama_bench_table(r);
+        if (!table.empty()) std::printf("%s\n", table.c_str());
+      });
+  serve_cmd->add_option("--url", serve->url, "A running server (default: start one from --model)");
+  serve_cmd->add_option("--model", serve->model, "Model file or run folder (in-process server, pp/tg)");
+  serve_cmd->add_option("--tokenizer", serve->tokenizer, "Tokenizer (default: the model's)");
+  serve_cmd->add_option("--data-dir", serve->data_dir, "Folder of gpt2/encoder.json and vocab.bpe");
+  serve_cmd->add_option("--device", serve->device, "cpu or cuda[:N]")->capture_default_str();
+  serve_cmd->add_option("--max-batch", serve->max_batch, "The in-process engine's batch limit");
+  serve_cmd->add_option("--served-model-name", serve->served_model_name, "\"model\" sent to --url");
+  serve_cmd->add_option("--api-key", serve->api_key, "Bearer token for --url");
+  serve_cmd->add_option("--rates", *rates, "Request rates per second, inf: all at once (default inf)")
+      ->delimiter(',');
+  serve_cmd->add_option("--max-concurrency", serve->max_concurrency, "Requests in flight at most");
+  serve_cmd->add_option("--num-prompts", serve->num_prompts, "Requests per rate (default 200)");
+  serve_cmd->add_option("--prompt-len", serve->prompt_len, "Prompt tokens (default 256)");
+  serve_cmd->add_option("--output-len", serve->output_len, "Output tokens (default 128)");
+  serve_cmd->add_option("--range-ratio", serve->range_ratio,
+                        "Lengths uniform in len x [1 - r, 1 + r] (vLLM's random dataset)");
+  serve_cmd->add_option("--burstiness", serve->burstiness,
+                        "Gamma arrivals of this shape (1: Poisson)")->capture_default_str();
+  serve_cmd->add_option("--seed", serve->seed, "Arrivals and prompts");
+  serve_cmd->add_option("--goodput", serve->goodput, "SLOs in ms, e.g. ttft:500 tpot:50");
+  serve_cmd->add_option("--pp", serve->pp, "Prefill tokens of the pp test (default 512)");
+  serve_cmd->add_option("--tg", serve->tg, "Generated tokens of the tg test (default 128)");
+  serve_cmd->add_option("--reps", serve->reps, "pp/tg repetitions (default 5)");
+  serve_cmd->add_flag("--skip-load", serve->skip_load, "Only the pp/tg table");
+  serve_cmd->add_flag("--skip-llama-bench", serve->skip_llama_bench, "Only the load test");
 
   // The Tessera side of one train round in its own process (run by the train suite).
   struct Worker {

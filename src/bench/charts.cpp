@@ -20,7 +20,8 @@ double param_number(const Figure& f, const char* key) {
   return 0.0;
 }
 
-// Figures named `name` as series keyed by series_of(f), x from param x_key, y the median.
+// Figures named `name` as series keyed by key_of(f) ("" leaves a figure out), x from param x_key,
+// y the median.
 std::vector<Series> series_of(const Result& r, const std::string& name, const char* x_key,
                               const std::function<std::string(const Figure&)>& key_of) {
   std::map<std::string, Series> by_key;
@@ -30,6 +31,7 @@ std::vector<Series> series_of(const Result& r, const std::string& name, const ch
     const double x = param_number(f, x_key);
     if (x <= 0.0) continue;
     const std::string key = key_of(f);
+    if (key.empty()) continue;  // not drawn
     if (!by_key.count(key)) order.push_back(key), by_key[key].name = key;
     by_key[key].points.push_back({x, f.median()});
   }
@@ -59,7 +61,9 @@ std::vector<Chart> charts_for(const Result& r) {
       add({std::string("serve_") + metric + ".svg", std::string("Serving ") + metric + " vs load",
            "request rate (req/s)", metric, "", "s", false, false,
            series_of(r, metric, "rate", [&](const Figure& f) {
-             return std::string(metric) + " " + param_string(f, "stat");
+             // Percentiles, not the mean/std or the raw "all" samples.
+             const std::string stat = param_string(f, "stat");
+             return stat == "median" || stat == "p90" || stat == "p99" ? std::string(metric) + " " + stat : "";
            })});
   }
   return charts;
