@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <dnnl.hpp>
+#include <unordered_map>
 
 #include "backend/common/linalg_kernels.h"
 #include "tessera/autograd/grad_mode.h"
@@ -42,15 +43,25 @@ bool gemm_layout(const Tensor& t) {
   return row_major || col_major;
 }
 
-bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+// out = a @ b (+ bias [N] on every row when given, in the GEMM's epilogue).
+bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
+                   const Tensor* bias = nullptr) {
   try {
     auto a_md = desc3(a), b_md = desc3(b), c_md = desc3(out);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine());
+    dnnl::memory::desc bias_md;
+    if (bias) bias_md = dnnl::memory::desc({1, 1, out.size(2)}, dnnl_type(bias->dtype()),
+                                           dnnl::memory::format_tag::abc);
+    dnnl::matmul::primitive_desc pd(bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
+                                         : dnnl::matmul::desc(a_md, b_md, c_md),
+                                    engine());
     dnnl::matmul prim(pd);
     dnnl::stream stream(engine());
     dnnl::memory am(a_md, engine(), a.data_ptr()), bm(b_md, engine(), b.data_ptr()),
         cm(c_md, engine(), out.data_ptr());
-    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine(), bias->data_ptr()));
+    prim.execute(stream, args);
     stream.wait();
     return true;
   } catch (const dnnl::error&) {
@@ -107,7 +118,20 @@ void gemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   copy_(o, tmp);
 }
 
+// linear's GEMM with its bias in oneDNN's epilogue (one pass over the output instead of two).
+void gemm_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
+  autograd::NoGradGuard no_grad;
+  if (out.numel() == 0) return;
+  Tensor a = gemm_layout(a_in) ? a_in : contiguous(a_in);
+  Tensor b = gemm_layout(b_in) ? b_in : contiguous(b_in);
+  if (a.size(2) > 0 && onednn_matmul(out, a, b, &bias)) return;
+  gemm(out, a, b);  // no oneDNN implementation for this layout or dtype: GEMM, then the add
+  Tensor o = out;
+  o.add_(bias);
+}
+
 TESSERA_REGISTER_KERNEL(gemm_kernel, DeviceType::CPU, &gemm);
+TESSERA_REGISTER_KERNEL(gemm_bias_kernel, DeviceType::CPU, &gemm_bias);
 
 }  // namespace
 }  // namespace tessera::cpu
