@@ -48,6 +48,9 @@ std::vector<Chart> charts_for(const Result& r) {
     if (!c.series.empty()) charts.push_back(std::move(c));
   };
   if (r.suite == "hardware") {
+    add({"hardware_bandwidth.svg", "Memory bandwidth (STREAM triad) by working set", "working set",
+         "bandwidth", "B", "B/s", true, false,
+         series_of(r, "bandwidth", "bytes", [](const Figure&) { return "triad"; })});
     add({"hardware_latency.svg", "Memory latency (pointer chase)", "working set",
          "latency per load", "B", "s", true, true,
          series_of(r, "latency", "bytes", [](const Figure&) { return "latency"; })});
@@ -63,7 +66,9 @@ std::vector<Chart> charts_for(const Result& r) {
            series_of(r, metric, "rate", [&](const Figure& f) {
              // Percentiles, not the mean/std or the raw "all" samples.
              const std::string stat = param_string(f, "stat");
-             return stat == "median" || stat == "p90" || stat == "p99" ? std::string(metric) + " " + stat : "";
+             return stat == "median" || stat == "p90" || stat == "p99"
+                        ? std::string(metric) + " " + stat
+                        : "";
            })});
   }
   return charts;

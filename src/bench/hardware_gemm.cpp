@@ -35,8 +35,8 @@ std::vector<double> time_gemm(const std::string& dtype, int64_t size, int repeti
   using tag = dnnl::memory::format_tag;
   dnnl::matmul::primitive_desc pd;
   try {
-    // The weights in oneDNN's preferred (blocked) layout, as a packed model keeps them: the
-    // figure is the kernel's peak, not the cost of re-packing per call.
+    // The weights in the layout oneDNN prefers (blocked where it has such kernels, as a packed
+    // model keeps them): the figure is the kernel's peak, not the cost of re-packing per call.
     pd = dnnl::matmul::primitive_desc(
         dnnl::matmul::desc({dims, t.a, tag::ab}, {dims, t.b, tag::any}, {dims, t.c, tag::ab}),
         engine);

@@ -92,15 +92,19 @@ int64_t stream_bytes(StreamKernel k, int64_t n) {
   return arrays * static_cast<int64_t>(sizeof(double)) * n;
 }
 
-std::vector<double> time_stream(StreamKernel kernel, int64_t n, int repetitions) {
-  TESSERA_CHECK(n > 0 && repetitions > 0, ValueError,
-                "[bench.stream] expected positive array length and repetitions, got ", n, " and ",
-                repetitions);
+std::vector<double> time_stream(StreamKernel kernel, int64_t n, int repetitions, int passes) {
+  TESSERA_CHECK(n > 0 && repetitions > 0 && passes > 0, ValueError,
+                "[bench.stream] expected positive array length, repetitions and passes, got ", n,
+                ", ", repetitions, " and ", passes);
   Arrays x(n);
   run_stream_kernel(kernel, x);  // warm-up (STREAM also discards its first pass)
   std::vector<double> seconds;
-  for (int i = 0; i < repetitions; ++i)
-    seconds.push_back(seconds_of([&] { run_stream_kernel(kernel, x); }));
+  for (int i = 0; i < repetitions; ++i) {
+    const double s = seconds_of([&] {
+      for (int p = 0; p < passes; ++p) run_stream_kernel(kernel, x);
+    });
+    seconds.push_back(s / passes);
+  }
   return seconds;
 }
 

@@ -1,4 +1,5 @@
 // run_hardware_suite: GEMM peaks, STREAM, the latency sweep and GPU copies into one Result.
+#include <algorithm>
 #include <chrono>
 
 #include "tessera/bench/hardware.h"
@@ -65,8 +66,14 @@ void run_hardware_suite(Result& result, const HardwareOptions& options) {
                               : options.quick               ? int64_t(1) << 20
                                                             : 4 * llc;
   const auto sizes = sweep_sizes(latency_max);
+  // Triad's working set is three arrays: from 3 x 16 KiB up to the STREAM arrays.
+  std::vector<int64_t> bandwidth_sizes;
+  for (int64_t a = 16 << 10; a < array_bytes; a *= 4) bandwidth_sizes.push_back(a);
+  bandwidth_sizes.push_back(array_bytes);
   const bool gpu = cuda::is_available();
-  const int64_t total = static_cast<int64_t>(options.gemm_dtypes.size() + 4 + sizes.size()) + gpu;
+  const int64_t total =
+      static_cast<int64_t>(options.gemm_dtypes.size() + 4 + sizes.size() + bandwidth_sizes.size()) +
+      gpu;
   int64_t done = 0;
   auto step = [&](const std::string& what) {
     if (options.progress) options.progress(what, done++, total);
@@ -81,7 +88,7 @@ void run_hardware_suite(Result& result, const HardwareOptions& options) {
                 Better::Higher,
                 {{"dtype", dtype}, {"m", gemm_size}, {"n", gemm_size}, {"k", gemm_size}},
                 rates(seconds, gemm_flops(gemm_size, gemm_size, gemm_size)),
-                "2*m*n*k / time of one oneDNN matmul call (weights pre-packed)"});
+                "2*m*n*k / time of one oneDNN matmul call (weights in the layout oneDNN prefers)"});
   }
   const int64_t n = array_bytes / static_cast<int64_t>(sizeof(double));
   for (StreamKernel k : kStreamKernels) {
@@ -92,6 +99,19 @@ void run_hardware_suite(Result& result, const HardwareOptions& options) {
                 {{"kernel", stream_kernel_name(k)}, {"array_bytes", array_bytes}},
                 rates(time_stream(k, n, reps), static_cast<double>(stream_bytes(k, n))),
                 "STREAM bytes (2 or 3 arrays x 8 B x n) / time of one pass; the best is the max"});
+  }
+  for (int64_t a : bandwidth_sizes) {
+    step("bandwidth " + std::to_string(3 * a >> 10) + " KiB");
+    const int64_t elems = a / static_cast<int64_t>(sizeof(double));
+    // About 64 MiB moved per sample, so small working sets are timed over many passes.
+    const int passes = static_cast<int>(std::max<int64_t>(1, (int64_t(64) << 20) / (3 * a)));
+    result.add({"bandwidth",
+                "B/s",
+                Better::Higher,
+                {{"bytes", 3 * a}},
+                rates(time_stream(StreamKernel::Triad, elems, reps, passes),
+                      static_cast<double>(stream_bytes(StreamKernel::Triad, elems))),
+                "STREAM triad bytes / time of one pass, by working set (three arrays)"});
   }
   for (int64_t bytes : sizes) {
     step("latency " + std::to_string(bytes >> 10) + " KiB");

@@ -15,7 +15,6 @@ constexpr double kLeft = 90, kRight = 190, kTop = 40, kBottom = 60;
 constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                     "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
-
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
@@ -91,7 +90,8 @@ std::string render_svg(const Chart& chart) {
                     "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg += "<text x=\"" + num(kWidth / 2 - kRight / 2 + kLeft / 2) +
-         "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" + xml_escape(chart.title) + "</text>\n";
+         "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" + xml_escape(chart.title) +
+         "</text>\n";
   for (double v : x.ticks(chart.x_unit == "B")) {
     const double px = x.map(v);
     svg += "<line x1=\"" + num(px) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(px) + "\" y2=\"" +

@@ -6,6 +6,8 @@
 // - Memory bandwidth as STREAM defines it: copy c = a, scale b = s c, add c = a + b,
 //   triad a = b + s c over float64 arrays of at least 4x the last-level cache each; bytes counted
 //   as STREAM counts them (2 or 3 arrays of n doubles; no write-allocate traffic); the best of N.
+// - A bandwidth sweep: triad over working sets from 48 KiB to the STREAM size, which shows each
+//   cache level's bandwidth.
 // - Memory latency by pointer chasing: a random cyclic permutation of cache-line-sized nodes
 //   (each load depends on the previous one) over sizes from 4 KiB to 4x the last-level cache;
 //   the curve steps at each cache level.
@@ -40,13 +42,15 @@ struct HardwareOptions {
 // One GEMM's seconds per call (repetitions samples) in oneDNN at dtype ("fp32", "bf16", "fp16",
 // "int8"); empty when oneDNN has no implementation of it on this CPU.
 std::vector<double> time_gemm(const std::string& dtype, int64_t size, int repetitions);
-// Seconds per pass of kernel over arrays of n float64, repetitions samples (OpenMP threads).
-std::vector<double> time_stream(StreamKernel kernel, int64_t n, int repetitions);
+// Seconds per pass of kernel over arrays of n float64, repetitions samples (OpenMP threads);
+// each sample times `passes` back-to-back passes (small arrays need many to be timed).
+std::vector<double> time_stream(StreamKernel kernel, int64_t n, int repetitions, int passes = 1);
 // Nanoseconds per dependent load over a chase through bytes of memory (median of repetitions).
 std::vector<double> time_pointer_chase(int64_t bytes, int repetitions);
 
 // Runs the suite into result: figures "gemm" (params dtype, m, n, k; unit FLOP/s or OP/s),
-// "stream" (kernel, array_bytes; B/s), "latency" (bytes; s), "copy" (direction; B/s, GPU only).
+// "stream" (kernel, array_bytes; B/s), "bandwidth" (triad by working set: bytes of the three
+// arrays; B/s), "latency" (bytes; s), "copy" (direction; B/s, GPU only).
 void run_hardware_suite(Result& result, const HardwareOptions& options);
 
 }  // namespace tessera::bench
