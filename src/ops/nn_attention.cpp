@@ -1,7 +1,7 @@
 // scaled_dot_product_attention. The composite (two matmuls around a masked safe softmax, in
-// float32 for 16-bit inputs) runs on every device and dtype and is the oracle; on a device with
-// flash kernels, 16-bit q, k, v without attn_mask take the fused forward and backward instead,
-// which never materialise the [B, H, Tq, Tk] scores.
+// float32 for 16-bit inputs) runs on every device and dtype and is the oracle; without attn_mask,
+// 16-bit q, k, v on CUDA and float32 ones on the CPU take the fused flash forward and backward
+// instead, which never materialise the [B, H, Tq, Tk] scores.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -79,8 +79,13 @@ TensorList composite_attention_backward(const Tensor& go, const Tensor& q, const
 bool flash_supported(const Tensor& q, const Tensor& k, const Tensor& v,
                      const std::optional<Tensor>& attn_mask, double sc) {
   const DeviceType dev = q.device().type;
-  return !attn_mask && sc > 0 && (q.dtype() == kBFloat16 || q.dtype() == kFloat16) &&
-         q.size(3) == v.size(3) && flash_attention_head_dim(q.size(3)) && q.numel() > 0 &&
+  // CUDA's kernels run 16-bit dtypes on tensor cores at the listed head dims; the CPU's run
+  // float32 at any head dim.
+  const bool dtype_ok = dev == DeviceType::CPU
+                            ? q.dtype() == kFloat32
+                            : (q.dtype() == kBFloat16 || q.dtype() == kFloat16) &&
+                                  flash_attention_head_dim(q.size(3));
+  return !attn_mask && sc > 0 && dtype_ok && q.size(3) == v.size(3) && q.numel() > 0 &&
          k.numel() > 0 && has_kernel<flash_attention_kernel>(dev) &&
          has_kernel<flash_attention_backward_kernel>(dev);
 }

@@ -80,7 +80,7 @@ TESSERA_DECLARE_KERNEL(class_loss_backward_kernel,
                             const ClassLossParams& params));
 
 // Flash attention (fused, no [Tq, Tk] score matrix) on q [B, Hq, Tq, D] and k, v [B, Hkv, Tk, D]
-// of one 16-bit dtype (bfloat16 or float16), Hq % Hkv == 0: query head h reads KV head
+// of one dtype (CUDA: bfloat16 or float16; CPU: float32), Hq % Hkv == 0: query head h reads KV head
 // h / (Hq / Hkv). With s = scale q k^T (scale > 0), causal top-left aligned (query i sees keys
 // j <= i):
 //   out = softmax(s) v [B, Hq, Tq, D],  lse = logsumexp(s) float [B, Hq, Tq]
@@ -99,7 +99,7 @@ TESSERA_DECLARE_KERNEL(flash_attention_backward_kernel,
                        void(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                             const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                             const Tensor& out, const Tensor& lse, double scale, bool is_causal));
-// Head dims the flash kernels are built for.
+// Head dims the CUDA flash kernels are built for (the CPU's take any).
 constexpr bool flash_attention_head_dim(int64_t d) {
   return d == 32 || d == 64 || d == 96 || d == 128;
 }
