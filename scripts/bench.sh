@@ -32,10 +32,11 @@ if [ -z "${REPORT_ONLY:-}" ]; then
       hardware) run hardware ;;
       ops) run ops --hardware "$OUT/hardware.json" ;;
       comm) run comm --ranks 2,4 --max-bytes 16777216 ;;
-      train) run train --hardware "$OUT/hardware.json" --rounds 5 --steps 12 ;;
+      train) run train --hardware "$OUT/hardware.json" --rounds 5 --steps 10 ;;
       serve)
         if [ -f "$DATA/stories260K.bin" ]; then
-          run serve --model "$DATA/stories260K.bin" --tokenizer "$DATA/stories260K_idtok.bin"
+          run serve --model "$DATA/stories260K.bin" --tokenizer "$DATA/stories260K_idtok.bin" \
+            --rates 20,80,inf --goodput ttft:100 tpot:20
         else
           echo "bench: $DATA/stories260K.bin not found; skipping serve" >&2
         fi ;;
