@@ -81,8 +81,10 @@ Json stream_reply(const Json& service, const Json& request, std::atomic<bool>& c
   int64_t tokens = 0;
   std::string buffer, finish = "", error;
   bool gone = false;
+  int status = 0;
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     buffer.append(data, n);
+    if (status != 200) return true;  // an error body: read whole, reported below
     for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
       const std::string event = buffer.substr(0, end);
       buffer.erase(0, end + 2);
@@ -103,10 +105,16 @@ Json stream_reply(const Json& service, const Json& request, std::atomic<bool>& c
     return !gone && !cancel.load();
   };
   req.response_handler = [&](const httplib::Response& r) {
-    if (r.status != 200) error = "the service answered " + std::to_string(r.status);
-    return r.status == 200;
+    status = r.status;
+    return true;
   };
   auto res = c.send(req);
+  if (status != 0 && status != 200) {
+    const Json body = Json::parse(buffer, nullptr, false);
+    error = "the service answered " + std::to_string(status) + ": " +
+            (body.is_object() && body.contains("error") ? body["error"].value("message", "")
+                                                        : buffer.substr(0, 200));
+  }
   if (!res && error.empty() && !cancel.load() && !gone)
     error = "the service could not be reached: " + httplib::to_string(res.error());
   const double ttft = tokens ? std::chrono::duration<double>(first - start).count() : 0.0;
