@@ -16,7 +16,7 @@ PACKAGES=(
   libicu-dev                            # Unicode letter/number classes for the GPT-2 pre-tokenizer
   libcpp-httplib-dev                    # the OpenAI-compatible HTTP server (pkg-config only)
   libsqlite3-dev                        # tessera studio's database
-  chromium                              # tessera studio's end-to-end tests (headless, playwright-core)
+  chromium fonts-wqy-microhei           # tessera studio's end-to-end tests (headless, playwright-core; CJK glyphs)
   libopenmpi-dev openmpi-bin            # dist: ProcessGroupMPI and the mpirun test suite
   clang libclang-rt-dev libomp-dev      # make fuzz: clang, libFuzzer + sanitizer runtimes, OpenMP
 )

@@ -5,7 +5,8 @@
 # STAGE beside its node_modules. Exits 77 (ctest: skipped) with the reason when Node 20+, the
 # npm packages (scripts/install-studio-web.sh), /usr/bin/chromium or the shared data is missing.
 set -euo pipefail
-mode=$1 stage=$2 bin=$3 shots=${4:-}
+mode=$1 stage=$2 bin=$(realpath "$3") shots=${4:+$(realpath -m "$4")}
+here=$(cd "$(dirname "$0")" && pwd)
 skip() { echo "studio web $mode: skipped: $*"; exit 77; }
 command -v node >/dev/null || skip "node is not installed (Node 20+ needed)"
 major=$(node -p 'process.versions.node.split(".")[0]')
@@ -18,7 +19,6 @@ if [ "$mode" = unit ]; then
 fi
 [ -x /usr/bin/chromium ] || skip "/usr/bin/chromium missing (apt-get install chromium)"
 [ -f dist/index.html ] || skip "the front end was not built into $bin"
-here=$(cd "$(dirname "$0")" && pwd)
 data=${TESSERA_SHARED_DATA:-$here/../../../shared/data}
 [ -f "$data/stories260K.bin" ] && [ -f "$data/stories260K_idtok.bin" ] ||
   skip "shared data missing: $data/stories260K.bin / _idtok.bin"

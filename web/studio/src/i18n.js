@@ -19,7 +19,7 @@ const text = {
     loss: 'Loss', lr: 'Learning rate', tokS: 'Tokens/s', samples: 'Samples', step: 'Step',
     importBench: 'Import JSON', compare: 'Compare', suite: 'Suite', date: 'Date', commit: 'Commit',
     figures: 'Figures', ratio: 'B / A', median: 'Median', counts: 'In this studio',
-    language: '中文', typeMessage: 'Type a message…', schema: 'Schema version', cores: 'CPU cores',
+    conversations: 'Conversations', language: '中文', typeMessage: 'Type a message…', schema: 'Schema version', cores: 'CPU cores',
   },
   zh: {
     title: 'Tessera 工作室', overview: '概览', accelerators: '加速器', models: '模型', services: '服务',
@@ -37,7 +37,7 @@ const text = {
     lr: '学习率', tokS: '词元/秒', samples: '样例', step: '步', importBench: '导入 JSON',
     compare: '对比', suite: '套件', date: '日期', commit: '提交', figures: '指标', ratio: 'B / A',
     median: '中位数', counts: '工作室内容', language: 'English', typeMessage: '输入消息…',
-    schema: '数据库版本', cores: 'CPU 核心',
+    schema: '数据库版本', cores: 'CPU 核心', conversations: '对话记录',
   },
 };
 
