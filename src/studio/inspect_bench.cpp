@@ -97,7 +97,11 @@ Json hardware_summary(const Json& bench) {
     auto param = [&](const char* k) {
       return p.contains(k) ? (p[k].is_string() ? p[k].get<std::string>() : p[k].dump()) : "";
     };
-    if (name == "gemm" && p.contains("dtype")) out["gemm"][param("dtype")] = f["median"];
+    // GEMM is measured at several sizes: the card shows the best (the attainable peak).
+    if (name == "gemm" && p.contains("dtype")) {
+      Json& best = out["gemm"][param("dtype")];
+      if (best.is_null() || f["median"].get<double>() > best.get<double>()) best = f["median"];
+    }
     if (name == "stream" && p.contains("kernel")) out["stream"][param("kernel")] = f["median"];
     if (name == "latency" && p.contains("bytes")) out["latency"][param("bytes")] = f["median"];
   }

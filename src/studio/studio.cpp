@@ -69,7 +69,12 @@ int64_t optional_int(const Json& body, const std::string& key, int64_t fallback,
   return it->get<int64_t>();
 }
 
-int64_t path_id(const httplib::Request& req) { return std::stoll(req.matches[1].str()); }
+int64_t path_id(const httplib::Request& req) {
+  const std::string id = req.matches[1].str();
+  if (id.size() > 15)  // beyond any rowid this studio hands out, and beyond int64 when longer
+    throw HttpError(404, "[studio] expected an existing id, got " + id.substr(0, 30));
+  return std::stoll(id);
+}
 
 int64_t query_int(const httplib::Request& req, const std::string& key, int64_t fallback,
                   const std::string& where) {

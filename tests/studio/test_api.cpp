@@ -55,6 +55,7 @@ TEST(StudioApi, BadInputGetsClearJsonErrors) {
   EXPECT_TRUE(contains(error_of(compute), "compute.fp16")) << compute.body;
   EXPECT_EQ(s.get("/api/models/42").status, 404);
   EXPECT_TRUE(contains(error_of(s.get("/api/models/42")), "expected an existing id, got 42"));
+  EXPECT_EQ(s.get("/api/models/99999999999999999999999").status, 404);  // not an int64
   EXPECT_EQ(s.get("/api/no/such/route").status, 404);
   auto model = s.post("/api/models", {{"path", "/no/such/model.bin"}});
   EXPECT_EQ(model.status, 400);

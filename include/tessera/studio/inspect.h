@@ -28,8 +28,8 @@ const nlohmann::json& validate_bench(const nlohmann::json& bench);
 // "b", "ratio" (b / a medians), "improved" (bool, by "better")}]; unmatched figures have null
 // on the side that lacks them.
 nlohmann::json compare_bench(const nlohmann::json& a, const nlohmann::json& b);
-// The hardware figures an accelerator card shows: gemm by dtype, stream by kernel, latency by
-// bytes: {"gemm": {"fp32": median FLOP/s}, "stream": {"triad": B/s}, "latency": {"64": s}}.
+// The hardware figures an accelerator card shows: gemm by dtype (the best size), stream by
+// kernel, latency by bytes: {"gemm": {"fp32": median FLOP/s}, "stream": {"triad": B/s}, "latency": {"64": s}}.
 nlohmann::json hardware_summary(const nlohmann::json& bench);
 
 }  // namespace tessera::studio
