@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build demo test test-release test-debug build-cuda docs bench format clean \
-        fuzz fuzz-smoke fuzz-build
+        fuzz fuzz-smoke fuzz-build studio studio-screenshots
 
 deps:
 	@scripts/install-deps.sh
@@ -15,6 +15,16 @@ build: deps
 # minutes and samples from it (scripts/demo.sh; the run is left in out/demo).
 demo: build
 	scripts/demo.sh
+
+# Tessera Studio, the web app (front end built in): http://127.0.0.1:$(STUDIO_PORT). Its database,
+# services' logs and API key live in studio-data/.
+STUDIO_PORT ?= 8080
+studio: build
+	build/release/bin/tessera studio --port $(STUDIO_PORT) --data-dir studio-data
+
+# Retakes docs/studio/*.png with the studio's end-to-end test (headless Chromium).
+studio-screenshots: build
+	tests/studio/run_web.sh e2e build/release/studio_web build/release/bin/tessera docs/studio
 
 # Every test: the release build, then the whole suite again under ASan + UBSan.
 test: test-release test-debug

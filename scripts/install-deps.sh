@@ -15,6 +15,8 @@ PACKAGES=(
   libsentencepiece-dev                  # SentencePiece .model tokenizers (pkg-config only)
   libicu-dev                            # Unicode letter/number classes for the GPT-2 pre-tokenizer
   libcpp-httplib-dev                    # the OpenAI-compatible HTTP server (pkg-config only)
+  libsqlite3-dev                        # tessera studio's database
+  chromium fonts-wqy-microhei           # tessera studio's end-to-end tests (headless, playwright-core; CJK glyphs)
   libopenmpi-dev openmpi-bin            # dist: ProcessGroupMPI and the mpirun test suite
   clang libclang-rt-dev libomp-dev      # make fuzz: clang, libFuzzer + sanitizer runtimes, OpenMP
 )
@@ -28,6 +30,10 @@ done
 # The openai npm client for the OpenAI API fidelity tests (needs npm; skipped without).
 "$(dirname "$0")/install-openai-client.sh" ||
   echo "install-deps: could not install the openai npm client; its tests will be skipped"
+# The studio front end's pinned npm packages (Vite, Vue, ant-design-vue, Vitest, playwright-core);
+# without them the studio is built with a page saying the front end was not built.
+"$(dirname "$0")/install-studio-web.sh" ||
+  echo "install-deps: could not install the studio's npm packages; its front end is not built"
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -17,5 +17,6 @@ Command add_train_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_studio_command(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -17,7 +17,8 @@ int main(int argc, char **argv) {
       tessera::cli::add_generate_command(app),
       tessera::cli::add_tokenize_command(app),
       tessera::cli::add_serve_command(app),
-      tessera::cli::add_bench_command(app)};
+      tessera::cli::add_bench_command(app),
+      tessera::cli::add_studio_command(app)};
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto &c : commands)

@@ -440,6 +440,16 @@ void TrainingRun::sample(int64_t step) {
                      return true;
                    });
   bar_->log(str("---- sample at step ", step, " ----\n", text, "\n----"));
+  // samples.jsonl beside metrics.jsonl, one {"step", "text"} a line, for `tessera studio`.
+  if (!out_.empty()) {
+    const std::string line = nlohmann::json{{"step", step}, {"text", text}}.dump(
+                                 -1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                             "\n";
+    if (std::FILE* f = std::fopen((std::filesystem::path(out_) / "samples.jsonl").c_str(), "a")) {
+      std::fputs(line.c_str(), f);
+      std::fclose(f);
+    }
+  }
 }
 
 void TrainingRun::save(int64_t step) {

@@ -1,0 +1,72 @@
+// The studio's SQLite layer: migrations from every older schema keep the data, a newer schema
+// is refused, JSON columns round-trip, constraint violations are ValueErrors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "studio_harness.h"
+#include "tessera/core/error.h"
+#include "tessera/studio/database.h"
+
+namespace tessera::studio {
+namespace {
+
+using testing::Json;
+
+TEST(StudioDatabase, FreshDatabaseIsAtTheLatestSchema) {
+  Database db(":memory:");
+  EXPECT_EQ(db.schema_version(), schema_version_latest());
+  EXPECT_GE(schema_version_latest(), 2);
+}
+
+TEST(StudioDatabase, MigrationFromVersionOneKeepsRowsAndAddsColumns) {
+  const std::string path = testing::fresh_dir("migrate") + "/studio.db";
+  {
+    Database v1(path, 1);
+    EXPECT_EQ(v1.schema_version(), 1);
+    v1.insert("INSERT INTO conversations (title) VALUES (?)", {"kept"});
+    v1.insert("INSERT INTO messages (conversation_id, role, content) VALUES (1, 'user', 'hi')",
+              Json::array());
+    EXPECT_THROW(v1.query("SELECT settings_json FROM conversations"), RuntimeError);
+  }
+  Database db(path);  // opening migrates
+  EXPECT_EQ(db.schema_version(), schema_version_latest());
+  const Json c = db.row("SELECT * FROM conversations WHERE id = 1", Json::array());
+  EXPECT_EQ(c["title"], "kept");
+  EXPECT_EQ(c["settings"], Json::object());  // the new column's default, parsed
+  const Json m = db.row("SELECT * FROM messages WHERE id = 1", Json::array());
+  EXPECT_EQ(m["content"], "hi");
+  EXPECT_EQ(m["stats"], Json::object());
+}
+
+TEST(StudioDatabase, NewerSchemaIsRefused) {
+  const std::string path = testing::fresh_dir("newer") + "/studio.db";
+  {
+    Database db(path);
+    db.query("PRAGMA user_version = 999");
+  }
+  try {
+    Database db(path);
+    FAIL() << "opened a schema from the future";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected a schema version <="), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(StudioDatabase, JsonColumnsRoundTripAndDuplicatesAreValueErrors) {
+  Database db(":memory:");
+  const Json compute = {{"fp32", 1e12}, {"bf16", 2e12}};
+  const int64_t id =
+      db.insert("INSERT INTO accelerators (brand, model, compute_json) VALUES (?, ?, ?)",
+                {"NVIDIA", "H100", compute});
+  EXPECT_EQ(db.row("SELECT * FROM accelerators WHERE id = ?", {id})["compute"], compute);
+  db.insert("INSERT INTO runs (name, path) VALUES ('a', '/x')", Json::array());
+  EXPECT_THROW(db.insert("INSERT INTO runs (name, path) VALUES ('b', '/x')", Json::array()),
+               ValueError);
+  EXPECT_EQ(db.change("DELETE FROM runs WHERE path = ?", {"/x"}), 1);
+  EXPECT_TRUE(db.row("SELECT * FROM runs", Json::array()).is_null());
+}
+
+}  // namespace
+}  // namespace tessera::studio

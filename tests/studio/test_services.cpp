@@ -1,0 +1,201 @@
+// The studio with a real model (llama2.c's stories260K from the shared data; skipped without):
+// models read by the library's loader, `tessera serve` children started, stopped, restarted and
+// adopted by a restarted studio, chat streamed through a service, and the stop button cancelling
+// the request in the engine (the service's /metrics shows nothing running afterwards).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "studio_harness.h"
+#include "tessera/studio/process.h"
+
+namespace tessera::studio {
+namespace {
+
+using testing::error_of;
+using testing::Json;
+using testing::TestStudio;
+
+#define STORIES_OR_SKIP(model, tokenizer)                \
+  TESSERA_SHARED_DATA_OR_SKIP(model, "stories260K.bin"); \
+  TESSERA_SHARED_DATA_OR_SKIP(tokenizer, "stories260K_idtok.bin")
+
+Json add_model(const TestStudio& s, const std::string& model, const std::string& tokenizer) {
+  auto r = s.post("/api/models", {{"path", model}, {"tokenizer", tokenizer}, {"name", "stories"}});
+  EXPECT_EQ(r.status, 201) << r.body;
+  return r.body;
+}
+
+// A started service of the model (args: extra `tessera serve` options).
+Json started_service(const TestStudio& s, const Json& model, const Json& args = Json::array()) {
+  auto svc = s.post("/api/services", {{"name", "svc"}, {"model_id", model["id"]}, {"args", args}});
+  EXPECT_EQ(svc.status, 201) << svc.body;
+  auto started = s.post("/api/services/" + svc.body["id"].dump() + "/start");
+  EXPECT_EQ(started.status, 200) << started.body;
+  EXPECT_EQ(started.body["state"], "running");
+  return started.body;
+}
+
+struct ChatStream {
+  std::vector<Json> events;
+  Json done;  // the final event's message
+};
+
+// Streams a chat; on_first runs once, at the first delta (the test presses stop there).
+ChatStream chat(const TestStudio& s, int64_t conversation, const std::string& content,
+                const std::function<void()>& on_first = {}) {
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_read_timeout(120, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/api/conversations/" + std::to_string(conversation) + "/chat";
+  req.body = Json{{"content", content}}.dump();
+  req.set_header("Authorization", std::string("Bearer ") + testing::kKey);
+  req.set_header("Content-Type", "application/json");
+  ChatStream out;
+  std::string buffer;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
+      const Json e = Json::parse(buffer.substr(6, end - 6), nullptr, false);
+      buffer.erase(0, end + 2);
+      if (e.contains("done"))
+        out.done = e["message"];
+      else
+        out.events.push_back(e);
+      if (out.events.size() == 1 && on_first && !e.contains("done")) on_first();
+    }
+    return true;
+  };
+  auto res = c.send(req);
+  EXPECT_TRUE(res) << httplib::to_string(res.error());
+  if (res) EXPECT_EQ(res->status, 200);
+  return out;
+}
+
+double metric(const TestStudio& s, int64_t service, const std::string& name) {
+  auto r = s.get("/api/services/" + std::to_string(service) + "/metrics");
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.body.value(name, -1.0);
+}
+
+TEST(StudioServices, ModelsAreReadByTheLibraryLoader) {
+  STORIES_OR_SKIP(model, tokenizer);
+  TestStudio s(testing::fresh_dir("models"));
+  const Json m = add_model(s, model, tokenizer);
+  EXPECT_EQ(m["format"], "llama2.c");
+  EXPECT_EQ(m["arch"], "llama");
+  EXPECT_EQ(m["parameters"], 260032);
+  EXPECT_EQ(m["memory_bytes"], 260032 * 4);
+  EXPECT_EQ(m["config"]["n_layers"], 5);
+  auto dup = s.post("/api/models", {{"path", model}, {"name", "stories"}});
+  EXPECT_EQ(dup.status, 409) << dup.body;
+  auto bad_tok = s.post("/api/models", {{"path", model}, {"tokenizer", "/no/tok.bin"}});
+  EXPECT_EQ(bad_tok.status, 400);
+  EXPECT_EQ(s.get("/api/models").body.size(), 1u);
+  EXPECT_EQ(s.call("DELETE", "/api/models/" + m["id"].dump()).status, 200);
+}
+
+TEST(StudioServices, StartStopRestartAndAStudioRestartAdoptsTheChild) {
+  STORIES_OR_SKIP(model, tokenizer);
+  const std::string dir = testing::fresh_dir("services");
+  int64_t id = 0;
+  int pid = 0;
+  {
+    TestStudio s(dir);
+    const Json svc = started_service(s, add_model(s, model, tokenizer));
+    id = svc["id"];
+    pid = static_cast<int>(svc["pid"].get<int64_t>());
+    EXPECT_TRUE(process_alive(pid));
+    EXPECT_EQ(metric(s, id, "tessera_requests_running"), 0.0);
+    EXPECT_NE(s.get("/api/services/" + std::to_string(id) + "/logs")
+                  .body["log"]
+                  .get<std::string>()
+                  .find("serve: "),
+              std::string::npos);
+    auto del_model = s.call("DELETE", "/api/models/" + svc["model_id"].dump());
+    EXPECT_EQ(del_model.status, 409) << del_model.body;  // a service uses it
+  }
+  {
+    TestStudio s(dir);  // the studio restarted: the child kept running and is adopted
+    const Json svc = s.get("/api/services/" + std::to_string(id)).body;
+    EXPECT_EQ(svc["state"], "running");
+    EXPECT_EQ(svc["pid"], pid);
+    EXPECT_EQ(metric(s, id, "tessera_requests_running"), 0.0);
+    const Json restarted = s.post("/api/services/" + std::to_string(id) + "/restart").body;
+    EXPECT_EQ(restarted["state"], "running");
+    EXPECT_NE(restarted["pid"], pid);
+    EXPECT_FALSE(process_alive(pid));
+    pid = static_cast<int>(restarted["pid"].get<int64_t>());
+    const Json stopped = s.post("/api/services/" + std::to_string(id) + "/stop").body;
+    EXPECT_EQ(stopped["state"], "stopped");
+    EXPECT_FALSE(process_alive(pid));
+    EXPECT_EQ(s.get("/api/services/" + std::to_string(id) + "/metrics").status, 409);
+  }
+  {
+    TestStudio s(dir);  // stopped on purpose: a restart leaves it stopped
+    EXPECT_EQ(s.get("/api/services/" + std::to_string(id)).body["state"], "stopped");
+    EXPECT_EQ(s.call("DELETE", "/api/services/" + std::to_string(id)).status, 200);
+  }
+}
+
+TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
+  STORIES_OR_SKIP(model, tokenizer);
+  TestStudio s(testing::fresh_dir("chat"));
+  const Json svc = started_service(s, add_model(s, model, tokenizer));
+  const int64_t sid = svc["id"];
+  auto conv = s.post(
+      "/api/conversations",
+      {{"title", "t"}, {"service_id", sid}, {"settings", {{"temperature", 0}, {"max_tokens", 8}}}});
+  ASSERT_EQ(conv.status, 201) << conv.body;
+  const int64_t cid = conv.body["id"];
+
+  // A short answer runs to its end, with its speed figures.
+  const ChatStream full = chat(s, cid, "Once upon a time");
+  ASSERT_FALSE(full.done.is_null());
+  EXPECT_EQ(full.done["role"], "assistant");
+  EXPECT_FALSE(full.done["content"].get<std::string>().empty());
+  EXPECT_EQ(full.done["stats"]["finish_reason"], "length");
+  EXPECT_EQ(full.done["stats"]["tokens"], static_cast<int64_t>(full.events.size()));
+  EXPECT_GT(full.done["stats"]["ttft_s"].get<double>(), 0.0);
+  EXPECT_GT(full.done["stats"]["tokens_per_s"].get<double>(), 0.0);
+
+  // A long one is stopped at its first token.
+  const int64_t max_tokens = 400;
+  ASSERT_EQ(s.call("PATCH", "/api/conversations/" + std::to_string(cid),
+                   Json{{"settings",
+                         {{"temperature", 1.0}, {"max_tokens", max_tokens}, {"ignore_eos", true}}}})
+                .status,
+            200);
+  std::atomic<bool> stopped{false};
+  const ChatStream cut = chat(s, cid, "Tell a long story", [&] {
+    stopped = s.post("/api/conversations/" + std::to_string(cid) + "/stop").body["stopped"];
+  });
+  EXPECT_TRUE(stopped);
+  ASSERT_FALSE(cut.done.is_null());
+  EXPECT_EQ(cut.done["stats"]["finish_reason"], "cancelled");
+  EXPECT_LT(cut.done["stats"]["tokens"].get<int64_t>(), max_tokens);
+  // The engine dropped the request: nothing running, and no more tokens generated.
+  double running = -1;
+  for (int i = 0; i < 50 && running != 0.0; ++i) {
+    running = metric(s, sid, "tessera_requests_running");
+    if (running != 0.0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(running, 0.0);
+  const double generated = metric(s, sid, "tessera_generation_tokens_total");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(metric(s, sid, "tessera_generation_tokens_total"), generated);
+  EXPECT_LT(generated, 8 + max_tokens);
+
+  // Server-side history: both exchanges, in order.
+  const Json history = s.get("/api/conversations/" + std::to_string(cid)).body["messages"];
+  ASSERT_EQ(history.size(), 4u);
+  EXPECT_EQ(history[0]["role"], "user");
+  EXPECT_EQ(history[3]["stats"]["finish_reason"], "cancelled");
+  EXPECT_EQ(s.post("/api/services/" + std::to_string(sid) + "/stop").status, 200);
+}
+
+}  // namespace
+}  // namespace tessera::studio
