@@ -73,8 +73,16 @@ Database::Database(const std::string& path, int target) {
   // WAL lets readers go on while a writer commits; a busy timeout instead of SQLITE_BUSY when
   // another studio process (a test, a restart) holds the file for a moment.
   sqlite3_busy_timeout(db_, 5000);
-  exec("PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL;");
-  migrate(target);
+  try {
+    exec("PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL;");
+    migrate(target);
+  } catch (...) {
+    // A constructor that throws runs no destructor: close here (a newer schema, a failed
+    // migration) or the connection leaks.
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
 }
 
 Database::~Database() { sqlite3_close(db_); }
