@@ -1,5 +1,5 @@
 # Writes OUT, a C++ source defining tessera::bench::build_commit(), with the source tree's git
-# commit (plus "-dirty" when tracked files differ from it). Run at every build by the
+# commit (plus "-dirty" when tracked files other than generated reports differ from it). Run at every build by the
 # tessera_build_commit target; the file is rewritten only when the text changes, so an unchanged
 # commit recompiles nothing. Outside git (a tarball) the commit is "unknown".
 execute_process(COMMAND git -C "${SRC}" rev-parse HEAD OUTPUT_VARIABLE commit
@@ -7,7 +7,10 @@ execute_process(COMMAND git -C "${SRC}" rev-parse HEAD OUTPUT_VARIABLE commit
 if(NOT rc EQUAL 0)
   set(commit "unknown")
 else()
-  execute_process(COMMAND git -C "${SRC}" diff --quiet HEAD -- RESULT_VARIABLE dirty ERROR_QUIET)
+  # Generated benchmark reports and docs do not make the code dirty (scripts/bench.sh rewrites
+  # BENCHMARKS.md between its suites).
+  execute_process(COMMAND git -C "${SRC}" diff --quiet HEAD -- . ":!BENCHMARKS.md"
+                          ":!bench/results" ":!docs" RESULT_VARIABLE dirty ERROR_QUIET)
   if(NOT dirty EQUAL 0)
     string(APPEND commit "-dirty")
   endif()
