@@ -1,7 +1,8 @@
 # Writes OUT, a C++ source defining tessera::bench::build_commit(), with the source tree's git
-# commit (plus "-dirty" when tracked files other than generated reports differ from it). Run at every build by the
-# tessera_build_commit target; the file is rewritten only when the text changes, so an unchanged
-# commit recompiles nothing. Outside git (a tarball) the commit is "unknown".
+# commit (plus "-dirty" when tracked files other than generated reports differ from it). Run at
+# every build by the tessera_build_commit target; the file is rewritten only when the text
+# changes, so an unchanged commit recompiles nothing. Outside git (a tarball) the commit is
+# "unknown".
 execute_process(COMMAND git -C "${SRC}" rev-parse HEAD OUTPUT_VARIABLE commit
                 OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc ERROR_QUIET)
 if(NOT rc EQUAL 0)

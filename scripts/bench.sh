@@ -32,7 +32,11 @@ if [ -z "${REPORT_ONLY:-}" ]; then
       hardware) run hardware ;;
       ops) run ops --hardware "$OUT/hardware.json" ;;
       comm) run comm --ranks 2,4 --max-bytes 16777216 ;;
-      train) run train --hardware "$OUT/hardware.json" --rounds 5 --steps 10 ;;
+      train)
+        # PyTorch's bf16 CPU GEMM without avx512_bf16 is a reference loop: minutes per step.
+        dtypes=float32
+        if grep -qw avx512_bf16 /proc/cpuinfo; then dtypes=float32,bfloat16; fi
+        run train --hardware "$OUT/hardware.json" --rounds 5 --steps 10 --dtypes "$dtypes" ;;
       serve)
         if [ -f "$DATA/stories260K.bin" ]; then
           run serve --model "$DATA/stories260K.bin" --tokenizer "$DATA/stories260K_idtok.bin" \

@@ -1,13 +1,13 @@
 // The ops suite: workloads of bench/torch_ops.py timed in Tessera, alternating with PyTorch.
 #include "tessera/bench/ops.h"
 
-#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <sstream>
 
 #include "tessera/bench/hardware.h"
+#include "tessera/bench/peaks.h"
 #include "tessera/bench/stats.h"
 #include "tessera/bench/subprocess.h"
 #include "tessera/core/error.h"
@@ -166,36 +166,6 @@ std::map<std::string, double> torch_round(const OpsOptions& o, int repeats_overr
   return seconds;
 }
 
-// The peak a workload's rate is held against: GEMM of its dtype, or STREAM triad.
-struct Peaks {
-  std::map<std::string, double> gemm;  // by dtype
-  double triad = 0;
-};
-
-Peaks peaks_of(const OpsOptions& o) {
-  Peaks p;
-  if (o.hardware) {
-    for (const auto& f : o.hardware->figures) {
-      if (f.name == "gemm")
-        p.gemm[f.params.value("dtype", "")] =
-            std::max(p.gemm[f.params.value("dtype", "")], f.max());
-      if (f.name == "stream" && f.params.value("kernel", "") == "triad") p.triad = f.max();
-    }
-    return p;
-  }
-  if (o.quick) return p;
-  // Brief measurements: enough for a fraction, not a hardware report.
-  for (const char* dtype : {"fp32", "bf16"}) {
-    const auto s = time_gemm(dtype, 1024, 5);
-    if (!s.empty())
-      p.gemm[dtype] = gemm_flops(1024, 1024, 1024) / *std::min_element(s.begin(), s.end());
-  }
-  const int64_t n = 4 * Machine::detect().last_level_cache_bytes() / 8;
-  const auto s = time_stream(StreamKernel::Triad, n, 5);
-  p.triad = stream_bytes(StreamKernel::Triad, n) / *std::min_element(s.begin(), s.end());
-  return p;
-}
-
 }  // namespace
 
 std::vector<OpWorkloadInfo> op_workloads() {
@@ -227,7 +197,9 @@ void run_ops_suite(Result& result, const OpsOptions& o) {
     if (o.progress) o.progress("round " + std::to_string(r + 1) + ": PyTorch", done++, total);
     for (const auto& [name, s] : torch_round(o, o.quick ? 2 : 0)) theirs[name].push_back(s);
   }
-  const Peaks peaks = peaks_of(o);
+  const bool measure = !o.quick;
+  const double triad = triad_peak(o.hardware, measure);
+  std::map<std::string, double> gemm;  // by dtype
   for (const auto& w : selected) {
     const auto& t = ours[w.info.name];
     result.add({"time",
@@ -253,9 +225,9 @@ void run_ops_suite(Result& result, const OpsOptions& o) {
                 {{"op", w.info.name}},
                 rate,
                 compute ? "FLOPs / time" : "bytes read + written once / time"});
-    const double peak = compute
-                            ? (peaks.gemm.count(w.info.dtype) ? peaks.gemm.at(w.info.dtype) : 0.0)
-                            : peaks.triad;
+    if (compute && !gemm.count(w.info.dtype))
+      gemm[w.info.dtype] = gemm_peak(o.hardware, w.info.dtype, measure);
+    const double peak = compute ? gemm.at(w.info.dtype) : triad;
     if (peak <= 0) continue;
     std::vector<double> fraction;
     for (double x : rate) fraction.push_back(x / peak);

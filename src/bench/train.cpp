@@ -1,11 +1,11 @@
 // The train suite: the GPT-2 step of `tessera train` against bench/torch_train_step.py.
 #include "tessera/bench/train.h"
 
-#include <algorithm>
 #include <chrono>
 #include <map>
 
 #include "tessera/bench/hardware.h"
+#include "tessera/bench/peaks.h"
 #include "tessera/bench/stats.h"
 #include "tessera/bench/subprocess.h"
 #include "tessera/core/error.h"
@@ -50,16 +50,9 @@ Sample run_torch(const TrainOptions& o, const TrainConfig& c, const std::string&
 // The best GEMM FLOP/s per dtype name of the train suite ("float32", "bfloat16").
 std::map<std::string, double> gemm_peaks(const TrainOptions& o) {
   std::map<std::string, double> peaks;
-  const std::map<std::string, std::string> gemm_dtype{{"float32", "fp32"}, {"bfloat16", "bf16"}};
-  for (const auto& [dtype, gemm] : gemm_dtype) {
-    if (o.hardware) {
-      if (const Figure* f = o.hardware->find("gemm", {{"dtype", gemm}})) peaks[dtype] = f->max();
-    } else if (!o.quick) {
-      const auto s = time_gemm(gemm, 1024, 5);
-      if (!s.empty())
-        peaks[dtype] = gemm_flops(1024, 1024, 1024) / *std::min_element(s.begin(), s.end());
-    }
-  }
+  for (const auto& [dtype, gemm] :
+       std::map<std::string, std::string>{{"float32", "fp32"}, {"bfloat16", "bf16"}})
+    if (const double peak = gemm_peak(o.hardware, gemm, !o.quick); peak > 0) peaks[dtype] = peak;
   return peaks;
 }
 
@@ -101,8 +94,10 @@ TrainMeasurement measure_tessera_train(const TrainConfig& c, const std::string& 
                 warmup);
   manual_seed(0);
   models::GPT2 model(gpt2_config(c));
-  optim::AdamW optimizer(optim::weight_decay_param_groups(model.parameters(), 0.1),
-                         {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95});
+  optim::AdamOptions adam;  // the groups set weight decay, as bench/torch_train_step.py does
+  adam.lr = 1e-3;
+  adam.beta2 = 0.95;
+  optim::AdamW optimizer(optim::weight_decay_param_groups(model.parameters(), 0.1), adam);
   train::TrainerOptions options;
   options.grad_clip = 1.0;
   if (dtype == "bfloat16") options.autocast_dtype = kBFloat16;
