@@ -72,10 +72,19 @@ std::vector<Node*> post_order(const std::vector<Edge>& roots) {
   return order;
 }
 
+// Sums the gradients a node's input receives; without create_graph, into the first one's buffer
+// when nothing else sees it (a tied embedding's [V, C] gradient is not copied once more).
 void accumulate(TensorList& buffer, uint32_t input_nr, Tensor grad) {
   if (buffer.size() <= input_nr) buffer.resize(input_nr + 1);
   Tensor& slot = buffer[input_nr];
-  slot = slot.defined() ? add(slot, grad) : std::move(grad);
+  if (!slot.defined()) {
+    slot = std::move(grad);
+  } else if (!GradMode::is_enabled() && slot.dtype() == grad.dtype() &&
+             slot.sizes() == grad.sizes() && is_exclusive_grad(slot)) {
+    add_(slot, grad);
+  } else {
+    slot = add(slot, grad);
+  }
 }
 
 void check_anomaly(Node* n, const TensorList& outputs) {

@@ -77,9 +77,8 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
   auto fn = weak_grad_fn_.lock();
   if (!fn || !GradMode::is_enabled()) return data_;
   // Rebuild an alias that carries the output's history so double backward flows through it.
-  Tensor alias(std::make_shared<TensorImpl>(data_.impl()->storage(), data_.sizes(),
-                                            data_.strides(), data_.storage_offset(),
-                                            data_.dtype()));
+  Tensor alias(std::make_shared<TensorImpl>(data_.impl()->storage(), data_.sizes(), data_.strides(),
+                                            data_.storage_offset(), data_.dtype()));
   auto& meta = alias.impl()->ensure_autograd_meta();
   meta.grad_fn = fn;
   meta.output_nr = output_nr_;
@@ -111,19 +110,23 @@ Tensor AccumulateGrad::run_pre_hooks(uint32_t input_nr, Tensor grad) {
   return grad;
 }
 
+bool is_exclusive_grad(const Tensor& g) {
+  return g.is_contiguous() && g.impl_ptr().use_count() == 1 &&
+         g.impl()->storage().use_count() == 1 && !g.requires_grad();
+}
+
 TensorList AccumulateGrad::apply(TensorList&& grads) {
   Tensor g = std::move(grads[0]);
   if (!g.defined()) return {};
   AutogradMeta& meta = variable_.impl()->ensure_autograd_meta();
-  TESSERA_CHECK(g.sizes() == variable_.sizes(), RuntimeError, "[AccumulateGrad] expected a grad of shape ",
-                variable_.sizes(), ", got ", g.sizes());
+  TESSERA_CHECK(g.sizes() == variable_.sizes(), RuntimeError,
+                "[AccumulateGrad] expected a grad of shape ", variable_.sizes(), ", got ",
+                g.sizes());
   if (g.dtype() != variable_.dtype()) g = cast(g, variable_.dtype());
   const bool create_graph = GradMode::is_enabled();
   if (!meta.grad) {
     // Keep the incoming buffer only when nothing else can see it; otherwise own a copy.
-    bool exclusive = g.is_contiguous() && g.impl_ptr().use_count() == 1 &&
-                     g.impl()->storage().use_count() == 1 && !g.requires_grad();
-    Tensor stored = create_graph ? g : (exclusive ? g : clone(g.detach()));
+    Tensor stored = create_graph ? g : (is_exclusive_grad(g) ? g : clone(g.detach()));
     meta.grad = stored.impl_ptr();
   } else if (create_graph) {
     meta.grad = add(Tensor(meta.grad), g).impl_ptr();

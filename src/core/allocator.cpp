@@ -1,5 +1,8 @@
 #include "tessera/core/allocator.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <mutex>
@@ -20,6 +23,25 @@ size_t CpuAllocator::block_bytes(size_t nbytes) {
   return (nbytes + step - 1) / step * step;
 }
 
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Blocks of a few huge pages or more are 2 MiB aligned and advised as huge pages: a fresh
+// block then faults in 2 MiB at a time instead of 4 KiB (the kernel's per-fault work, not the
+// zeroing, was most of the cost of faulting a step's large tensors in).
+void* map_block(size_t bytes) {
+  if (bytes < 2 * kHugePage) return std::aligned_alloc(CpuAllocator::kAlignment, bytes);
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, rounded);
+#ifdef MADV_HUGEPAGE
+  if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: its failure changes nothing
+#endif
+  return p;
+}
+
+}  // namespace
+
 void* CpuAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   const size_t bytes = block_bytes(nbytes);
@@ -33,26 +55,19 @@ void* CpuAllocator::allocate(size_t nbytes) {
       if (it->second.empty()) free_blocks_.erase(it);
       cached_.fetch_sub(static_cast<int64_t>(bytes));
     } else {
-      // A miss: release as many cached bytes (largest blocks first) before mapping new ones,
-      // so resident memory grows no more than without the cache.
-      int64_t released = 0;
-      while (released < static_cast<int64_t>(bytes) && !free_blocks_.empty()) {
-        auto last = std::prev(free_blocks_.end());
-        std::free(last->second.back());
-        last->second.pop_back();
-        released += static_cast<int64_t>(last->first);
-        cached_.fetch_sub(static_cast<int64_t>(last->first));
-        if (last->second.empty()) free_blocks_.erase(last);
-      }
+      release_for(bytes);
     }
   }
-  if (!p) p = std::aligned_alloc(kAlignment, bytes);
+  if (!p) p = map_block(bytes);
   if (!p && cached_.load() > 0) {  // memory held for other sizes may be what is missing
     empty_cache();
-    p = std::aligned_alloc(kAlignment, bytes);
+    p = map_block(bytes);
   }
   TESSERA_CHECK(p != nullptr, RuntimeError, "[cpu_allocator] expected to allocate ", nbytes,
                 " bytes, got out of memory");
+  const int64_t held =
+      live_blocks_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+  raise_max(high_water_, held);
   int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
   count_.fetch_add(1);
   allocated_.fetch_add(static_cast<int64_t>(nbytes));
@@ -60,10 +75,30 @@ void* CpuAllocator::allocate(size_t nbytes) {
   return p;
 }
 
+void CpuAllocator::release_for(size_t bytes) {
+  // Live and cached blocks together may reach the most ever live plus kCacheHeadroom of it.
+  // Each release frees the smallest block that covers the excess (else the largest, and again):
+  // what is freed is faulted in again when next needed, so the fewest bytes go, and a step's
+  // few large tensors stay cached.
+  const int64_t need = live_blocks_.load() + static_cast<int64_t>(bytes);
+  const int64_t limit = std::max(high_water_.load() + high_water_.load() / kCacheHeadroom, need);
+  int64_t excess = need + cached_.load() - limit;
+  while (excess > 0 && !free_blocks_.empty()) {
+    auto it = free_blocks_.lower_bound(static_cast<size_t>(excess));
+    if (it == free_blocks_.end()) it = std::prev(it);
+    std::free(it->second.back());
+    it->second.pop_back();
+    excess -= static_cast<int64_t>(it->first);
+    cached_.fetch_sub(static_cast<int64_t>(it->first));
+    if (it->second.empty()) free_blocks_.erase(it);
+  }
+}
+
 void CpuAllocator::deallocate(void* ptr, size_t nbytes) {
   if (!ptr) return;
   live_.fetch_sub(static_cast<int64_t>(nbytes));
   const size_t bytes = block_bytes(nbytes);
+  live_blocks_.fetch_sub(static_cast<int64_t>(bytes));
   if (kCaches && bytes >= kCacheMinBytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (cached_.load() + static_cast<int64_t>(bytes) <= static_cast<int64_t>(kCacheMaxBytes)) {
@@ -90,9 +125,11 @@ AllocatorStats CpuAllocator::stats() const {
 
 void CpuAllocator::reset_peak() { peak_.store(live_.load()); }
 
-void CpuAllocator::raise_peak(int64_t bytes) {
-  int64_t peak = peak_.load();
-  while (bytes > peak && !peak_.compare_exchange_weak(peak, bytes)) {
+void CpuAllocator::raise_peak(int64_t bytes) { raise_max(peak_, bytes); }
+
+void CpuAllocator::raise_max(std::atomic<int64_t>& mark, int64_t bytes) {
+  int64_t old = mark.load();
+  while (bytes > old && !mark.compare_exchange_weak(old, bytes)) {
   }
 }
 
@@ -128,8 +165,10 @@ StorageImpl::StorageImpl(void* data, size_t nbytes, Device device,
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
 StorageImpl::~StorageImpl() {
-  if (allocator_) allocator_->deallocate(data_, nbytes_);
-  else if (deleter_) deleter_(data_);
+  if (allocator_)
+    allocator_->deallocate(data_, nbytes_);
+  else if (deleter_)
+    deleter_(data_);
 }
 
 }  // namespace tessera

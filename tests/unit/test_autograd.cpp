@@ -229,3 +229,35 @@ TEST(Autograd, GradientsFollowDtypePromotion) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Two gradients for one input are summed into the first one's buffer only when nobody else holds
+// it: backward functions that return tensors their caller also keeps must see them unchanged.
+TEST(Autograd, SummingGradientsNeverWritesIntoABufferSomeoneElseHolds) {
+  Tensor x = ones({4}).requires_grad_(true);
+  Tensor y = x * 1.0;
+  TensorList kept(2);  // each branch's gradient buffer, also held here
+  Tensor loss = zeros({});
+  for (int i = 0; i < 2; ++i) {
+    Tensor branch = zeros({4});
+    autograd::record("KeepBackward", {y}, {branch}, {},
+                     [&kept, i](autograd::BackwardContext&, const TensorList&) {
+                       kept[i] = full({4}, 2.0 + i);
+                       return TensorList{kept[i]};
+                     });
+    loss = loss + sum(branch);
+  }
+  loss.backward();
+  EXPECT_TRUE(allclose(kept[0], full({4}, 2.0)));
+  EXPECT_TRUE(allclose(kept[1], full({4}, 3.0)));
+  EXPECT_TRUE(allclose(x.grad(), full({4}, 5.0)));
+  // Buffers nobody else holds are summed in place, to the same result.
+  Tensor z = ones({4}).requires_grad_(true);
+  (sum(z * 2.0) + sum(z * 3.0)).backward();
+  EXPECT_TRUE(allclose(z.grad(), full({4}, 5.0)));
+}
+
+}  // namespace
+}  // namespace tessera

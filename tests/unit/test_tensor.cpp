@@ -19,9 +19,9 @@ TEST(DType, PromotionFollowsTorch) {
 TEST(DType, ScalarsAndZeroDimTensorsPromoteWithLowerPriority) {
   Tensor i = arange(4, kInt32);
   Tensor h = zeros({2}, kFloat16);
-  EXPECT_EQ((i + 1).dtype(), kInt32);           // int scalar keeps int32
-  EXPECT_EQ((i * 2.5).dtype(), kFloat32);        // float scalar -> default float
-  EXPECT_EQ((h * 2.5).dtype(), kFloat16);        // same category keeps the tensor dtype
+  EXPECT_EQ((i + 1).dtype(), kInt32);                      // int scalar keeps int32
+  EXPECT_EQ((i * 2.5).dtype(), kFloat32);                  // float scalar -> default float
+  EXPECT_EQ((h * 2.5).dtype(), kFloat16);                  // same category keeps the tensor dtype
   EXPECT_EQ((h + zeros({}, kFloat64)).dtype(), kFloat16);  // 0-d tensor of the same category
   EXPECT_EQ((i + zeros({}, kFloat64)).dtype(), kFloat64);  // 0-d tensor of a higher category
   EXPECT_EQ((ones({2}, kBool) + 1).dtype(), kInt64);
@@ -35,7 +35,7 @@ TEST(Half, RoundTripsAndRoundsToNearestEven) {
   EXPECT_TRUE(std::isinf(static_cast<float>(Half(70000.0f))));
   EXPECT_TRUE(std::isnan(static_cast<float>(Half(std::nanf("")))));
   EXPECT_EQ(static_cast<float>(BFloat16(1.0f)), 1.0f);
-  EXPECT_EQ(BFloat16(1.00390625f).x, BFloat16(1.0f).x);  // tie rounds to even
+  EXPECT_EQ(BFloat16(1.00390625f).x, BFloat16(1.0f).x);       // tie rounds to even
   EXPECT_EQ(BFloat16(1.01171875f).x, BFloat16(1.015625f).x);  // tie rounds up to even
 }
 
@@ -125,6 +125,28 @@ TEST(Allocator, ReusesLargeFreedBlocksOfTheSameSizeClass) {
   EXPECT_EQ(alloc.stats().cached_bytes, 327680 + 458752);
   alloc.empty_cache();
   EXPECT_EQ(alloc.stats().cached_bytes, 0);
+  EXPECT_EQ(alloc.stats().live_bytes, 0);
+}
+
+TEST(Allocator, AMissReleasesOnlyTheExcessOverTheHighWaterMarkAndItsHalf) {
+  if (!CpuAllocator::kCaches) GTEST_SKIP() << "the cache is off under AddressSanitizer";
+  CpuAllocator alloc;
+  constexpr size_t MiB = size_t{1} << 20;
+  void* a = alloc.allocate(MiB);
+  void* b = alloc.allocate(MiB);
+  void* c = alloc.allocate(MiB);  // 3 MiB live: the high-water mark
+  alloc.deallocate(b, MiB);
+  alloc.deallocate(c, MiB);
+  EXPECT_EQ(alloc.stats().cached_bytes, static_cast<int64_t>(2 * MiB));
+  // 1 MiB live + 2.5 MiB new + 2 MiB cached would exceed 3 MiB and its half (4.5 MiB) by 1 MiB:
+  // one cached block goes, not both.
+  void* d = alloc.allocate(MiB * 5 / 2);
+  EXPECT_EQ(alloc.stats().cached_bytes, static_cast<int64_t>(MiB));
+  void* e = alloc.allocate(MiB);  // served by the block that stayed
+  EXPECT_TRUE(e == b || e == c);
+  EXPECT_EQ(alloc.stats().cached_bytes, 0);
+  for (auto [p, n] : {std::pair{a, MiB}, {d, MiB * 5 / 2}, {e, MiB}}) alloc.deallocate(p, n);
+  alloc.empty_cache();
   EXPECT_EQ(alloc.stats().live_bytes, 0);
 }
 

@@ -97,6 +97,10 @@ class SavedVariable {
   bool requires_grad_ = false;
 };
 
+// Whether a gradient buffer is seen by nobody else (one owner, its own storage, contiguous, no
+// graph): the engine and AccumulateGrad may then keep it, or add into it, instead of copying.
+bool is_exclusive_grad(const Tensor& g);
+
 // Sink for leaf gradients: adds the incoming gradient into variable.grad.
 class AccumulateGrad final : public Node {
  public:
