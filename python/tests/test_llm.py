@@ -307,15 +307,18 @@ def test_generate_releases_the_gil(llm):
     thread = threading.Thread(target=tick)
     thread.start()
     running.set()
-    start = time.perf_counter()
-    llm.generate(PROMPTS * 2, SamplingParams(temperature=0, max_tokens=200, ignore_eos=True))
-    end = time.perf_counter()
+    # Calls until they have lasted 0.3 s in all, however fast this machine decodes.
+    calls = []
+    while sum(end - start for start, end in calls) < 0.3:
+        start = time.perf_counter()
+        llm.generate(PROMPTS * 2, SamplingParams(temperature=0, max_tokens=200, ignore_eos=True))
+        calls.append((start, time.perf_counter()))
     running.clear()
     thread.join()
-    # A thread starved by a held GIL notes nothing between the first and last tenth of the call.
-    lo, hi = start + 0.1 * (end - start), end - 0.1 * (end - start)
-    inside = sum(lo < t < hi for t in stamps)
-    assert end - start > 0.1 and inside > 20, (end - start, inside)
+    # A thread starved by a held GIL notes nothing between the first and last tenth of a call.
+    inner = [(a + 0.1 * (b - a), b - 0.1 * (b - a)) for a, b in calls]
+    inside = sum(any(lo < t < hi for lo, hi in inner) for t in stamps)
+    assert inside > 50, (calls, inside)
 
 
 def test_ctrl_c_interrupts_generate_and_frees_blocks(llm):
@@ -323,9 +326,9 @@ def test_ctrl_c_interrupts_generate_and_frees_blocks(llm):
     start = time.perf_counter()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        llm.generate(PROMPTS * 4, SamplingParams(temperature=0, max_tokens=480, ignore_eos=True))
+        llm.generate(PROMPTS * 16, SamplingParams(temperature=0, max_tokens=480, ignore_eos=True))
     timer.join()
-    assert time.perf_counter() - start < 0.6  # the whole batch takes about a second
+    assert time.perf_counter() - start < 0.6  # the whole batch takes a second or more
     stats = llm.stats()
     assert stats["blocks_used"] == 0 and stats["num_running"] == 0 and stats["num_waiting"] == 0
 

@@ -104,14 +104,20 @@ int free_port() {
   return port;
 }
 
+std::string probe_health(int port, std::chrono::milliseconds timeout) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(timeout);
+  c.set_read_timeout(timeout);
+  const auto res = c.Get("/health");
+  if (!res) return "unresponsive";
+  return res->status == 200 ? "ok" : res->status == 503 ? "shutting_down" : "unresponsive";
+}
+
 bool wait_healthy(int port, int pid, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(1, 0);
-  c.set_read_timeout(2, 0);
   while (std::chrono::steady_clock::now() < deadline) {
     if (!process_alive(pid)) return false;
-    if (auto res = c.Get("/health"); res && res->status == 200) return true;
+    if (probe_health(port, std::chrono::seconds(2)) == "ok") return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;

@@ -154,6 +154,9 @@ void chat(Studio::Impl& s, const httplib::Request& req, httplib::Response& res) 
   auto active = std::make_shared<ActiveChat>(s, id);  // 409 when one is in flight
   s.db.insert("INSERT INTO messages (conversation_id, role, content) VALUES (?, 'user', ?)",
               {id, content});
+  // A reopened conversation shows the settings it was last answered with.
+  if (body.contains("settings"))
+    s.db.change("UPDATE conversations SET settings_json = ? WHERE id = ?", {settings.dump(), id});
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",

@@ -13,6 +13,9 @@ namespace {
 constexpr auto kStartTimeout = std::chrono::seconds(120);  // loading a large model takes a while
 constexpr auto kStopGrace = std::chrono::seconds(10);
 constexpr size_t kLogTail = 64 * 1024;
+// A service that does not answer /health this quickly is shown "unresponsive" (the probe runs on
+// every listing, which the services page polls).
+constexpr auto kHealthTimeout = std::chrono::milliseconds(500);
 
 std::string log_path(const Studio::Impl& s, int64_t id) {
   return (fs::path(s.config.data_dir) / "logs" / ("service_" + std::to_string(id) + ".log"))
@@ -33,14 +36,17 @@ bool still_serving(const Json& row) {
              std::string::npos;
 }
 
-// The row with its state checked against the process: a dead child becomes "exited".
+// The row with its state checked against the process (a dead child becomes "exited") and, while
+// it runs, what its /health answers.
 Json refreshed(Studio::Impl& s, Json row) {
   if (row["state"] == "running" && !still_serving(row)) {
     s.db.change("UPDATE services SET state = 'exited', pid = 0 WHERE id = ?", {row["id"]});
     row["state"] = "exited";
     row["pid"] = 0;
   }
-  row["url"] = "http://127.0.0.1:" + std::to_string(row["port"].get<int64_t>());
+  const int port = static_cast<int>(row["port"].get<int64_t>());
+  row["url"] = "http://127.0.0.1:" + std::to_string(port);
+  row["health"] = row["state"] == "running" ? Json(probe_health(port, kHealthTimeout)) : Json();
   return row;
 }
 

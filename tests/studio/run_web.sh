@@ -20,7 +20,8 @@ fi
 [ -x /usr/bin/chromium ] || skip "/usr/bin/chromium missing (apt-get install chromium)"
 [ -f dist/index.html ] || skip "the front end was not built into $bin"
 data=${TESSERA_SHARED_DATA:-$here/../../../shared/data}
-[ -f "$data/stories260K.bin" ] && [ -f "$data/stories260K_idtok.bin" ] ||
-  skip "shared data missing: $data/stories260K.bin / _idtok.bin"
+for f in stories260K.bin stories260K_idtok.bin tinyshakespeare.txt; do
+  [ -f "$data/$f" ] || skip "shared data missing: $data/$f"
+done
 TESSERA_BIN=$bin TESSERA_SHARED_DATA=$data STUDIO_SCREENSHOTS=${shots:-$stage/screenshots} \
   STUDIO_FIXTURES=$here/fixtures exec node e2e/studio.e2e.mjs

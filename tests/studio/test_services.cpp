@@ -1,11 +1,14 @@
 // The studio with a real model (llama2.c's stories260K from the shared data; skipped without):
 // models read by the library's loader, `tessera serve` children started, stopped, restarted and
-// adopted by a restarted studio, chat streamed through a service, and the stop button cancelling
-// the request in the engine (the service's /metrics shows nothing running afterwards).
+// adopted by a restarted studio, a hung one shown unresponsive, chat streamed through a service,
+// and the stop button cancelling the request in the engine (the service's /metrics shows nothing
+// running afterwards; that test chats with a larger model trained for a step on tinyshakespeare).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "studio_harness.h"
@@ -22,10 +25,27 @@ using testing::TestStudio;
   TESSERA_SHARED_DATA_OR_SKIP(model, "stories260K.bin"); \
   TESSERA_SHARED_DATA_OR_SKIP(tokenizer, "stories260K_idtok.bin")
 
-Json add_model(const TestStudio& s, const std::string& model, const std::string& tokenizer) {
-  auto r = s.post("/api/models", {{"path", model}, {"tokenizer", tokenizer}, {"name", "stories"}});
+Json add_model(const TestStudio& s, const std::string& model, const std::string& tokenizer = "",
+               const std::string& name = "stories") {
+  Json body = {{"path", model}, {"name", name}};
+  if (!tokenizer.empty()) body["tokenizer"] = tokenizer;
+  auto r = s.post("/api/models", body);
   EXPECT_EQ(r.status, 201) << r.body;
   return r.body;
+}
+
+// A run folder of `tessera train` (one step on text): a 19M-parameter character-level LLaMA that
+// decodes a few hundred tokens/s here, where stories260K writes 10,000/s. A stop pressed at the
+// first token must land before the answer ends, on any machine and under a loaded ctest -j.
+std::string slow_model(const std::string& dir, const std::string& text) {
+  const std::string out = dir + "/slow_model";
+  const std::string cmd =
+      std::string(TESSERA_CLI) +
+      " train --model llama --n-layer 6 --n-embd 512 --n-head 8 --seq-len 512"
+      " --batch-size 1 --max-steps 1 --eval-steps 1 --sample-tokens 0 --data '" +
+      text + "' --out '" + out + "' > '" + dir + "/slow_model.log' 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return out;
 }
 
 // A started service of the model (args: extra `tessera serve` options).
@@ -43,15 +63,16 @@ struct ChatStream {
   Json done;  // the final event's message
 };
 
-// Streams a chat; on_first runs once, at the first delta (the test presses stop there).
-ChatStream chat(const TestStudio& s, int64_t conversation, const std::string& content,
+// Streams a chat (message: {"content", "settings"}); on_first runs once, at the first delta (the
+// test presses stop there).
+ChatStream chat(const TestStudio& s, int64_t conversation, const Json& message,
                 const std::function<void()>& on_first = {}) {
   httplib::Client c("127.0.0.1", s.port);
   c.set_read_timeout(120, 0);
   httplib::Request req;
   req.method = "POST";
   req.path = "/api/conversations/" + std::to_string(conversation) + "/chat";
-  req.body = Json{{"content", content}}.dump();
+  req.body = message.dump();
   req.set_header("Authorization", std::string("Bearer ") + testing::kKey);
   req.set_header("Content-Type", "application/json");
   ChatStream out;
@@ -109,6 +130,14 @@ TEST(StudioServices, StartStopRestartAndAStudioRestartAdoptsTheChild) {
     id = svc["id"];
     pid = static_cast<int>(svc["pid"].get<int64_t>());
     EXPECT_TRUE(process_alive(pid));
+    EXPECT_EQ(svc["health"], "ok");
+    // A hung server: its process lives on, but /health gets no answer.
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    const Json hung = s.get("/api/services/" + std::to_string(id)).body;
+    ::kill(pid, SIGCONT);
+    EXPECT_EQ(hung["state"], "running");
+    EXPECT_EQ(hung["health"], "unresponsive");
+    EXPECT_EQ(s.get("/api/services/" + std::to_string(id)).body["health"], "ok");
     EXPECT_EQ(metric(s, id, "tessera_requests_running"), 0.0);
     EXPECT_NE(s.get("/api/services/" + std::to_string(id) + "/logs")
                   .body["log"]
@@ -131,6 +160,7 @@ TEST(StudioServices, StartStopRestartAndAStudioRestartAdoptsTheChild) {
     pid = static_cast<int>(restarted["pid"].get<int64_t>());
     const Json stopped = s.post("/api/services/" + std::to_string(id) + "/stop").body;
     EXPECT_EQ(stopped["state"], "stopped");
+    EXPECT_TRUE(stopped["health"].is_null());
     EXPECT_FALSE(process_alive(pid));
     EXPECT_EQ(s.get("/api/services/" + std::to_string(id) + "/metrics").status, 409);
   }
@@ -142,18 +172,24 @@ TEST(StudioServices, StartStopRestartAndAStudioRestartAdoptsTheChild) {
 }
 
 TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
-  STORIES_OR_SKIP(model, tokenizer);
-  TestStudio s(testing::fresh_dir("chat"));
-  const Json svc = started_service(s, add_model(s, model, tokenizer));
+  TESSERA_SHARED_DATA_OR_SKIP(text, "tinyshakespeare.txt");
+  const std::string dir = testing::fresh_dir("chat");
+  TestStudio s(dir);
+  const Json svc = started_service(s, add_model(s, slow_model(dir, text), "", "slow"));
   const int64_t sid = svc["id"];
-  auto conv = s.post(
-      "/api/conversations",
-      {{"title", "t"}, {"service_id", sid}, {"settings", {{"temperature", 0}, {"max_tokens", 8}}}});
+  auto conv =
+      s.post("/api/conversations", {{"title", "t"},
+                                    {"service_id", sid},
+                                    {"settings", {{"temperature", 0}, {"max_tokens", 80}}}});
   ASSERT_EQ(conv.status, 201) << conv.body;
   const int64_t cid = conv.body["id"];
 
-  // A short answer runs to its end, with its speed figures.
-  const ChatStream full = chat(s, cid, "Once upon a time");
+  // A short answer runs to its end, with its speed figures; the settings it was asked with stay
+  // with the conversation.
+  const ChatStream full =
+      chat(s, cid, {{"content", "Once upon a time"}, {"settings", {{"max_tokens", 8}}}});
+  const Json kept = s.get("/api/conversations/" + std::to_string(cid)).body["settings"];
+  EXPECT_EQ(kept, (Json{{"temperature", 0}, {"max_tokens", 8}})) << kept;
   ASSERT_FALSE(full.done.is_null());
   EXPECT_EQ(full.done["role"], "assistant");
   EXPECT_FALSE(full.done["content"].get<std::string>().empty());
@@ -170,7 +206,7 @@ TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
                 .status,
             200);
   std::atomic<bool> stopped{false};
-  const ChatStream cut = chat(s, cid, "Tell a long story", [&] {
+  const ChatStream cut = chat(s, cid, {{"content", "Tell a long story"}}, [&] {
     stopped = s.post("/api/conversations/" + std::to_string(cid) + "/stop").body["stopped"];
   });
   EXPECT_TRUE(stopped);

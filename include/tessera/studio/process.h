@@ -19,8 +19,10 @@ std::string process_command_line(int pid);
 void stop_process(int pid, std::chrono::milliseconds grace);
 // A TCP port free on 127.0.0.1 now (the kernel's choice).
 int free_port();
-// Polls GET http://127.0.0.1:port/health until 200 or timeout; false on timeout or when pid
-// exits first.
+// What GET http://127.0.0.1:port/health answers within timeout: "ok" (200), "shutting_down"
+// (503: the server is draining) or "unresponsive" (no answer, or another status).
+std::string probe_health(int port, std::chrono::milliseconds timeout);
+// Probes /health until "ok" or timeout; false on timeout or when pid exits first.
 bool wait_healthy(int port, int pid, std::chrono::milliseconds timeout);
 // The last max_bytes of a file ("" when it does not exist).
 std::string tail_file(const std::string& path, size_t max_bytes);

@@ -8,7 +8,10 @@
 // otherwise). Errors are JSON: {"error": {"message": "[studio.<what>] expected ..., got ...",
 // "status": 400}}, 400 for bad input, 401, 404 for unknown ids, 409 for duplicates or conflicts.
 // Services are `tessera serve` children (process.h): they keep running across a studio restart,
-// which adopts them again; one that died while it should run is started again.
+// which adopts them again; one that died while it should run is started again. A service's state
+// is checked against its process ("exited" when it died) and, while it runs, its "health" is what
+// its /health answers ("ok", "shutting_down", "unresponsive"). A conversation keeps the sampling
+// settings its last message was sent with.
 #include <memory>
 #include <string>
 

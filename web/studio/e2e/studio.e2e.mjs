@@ -1,9 +1,9 @@
 // End to end in Debian's headless Chromium (playwright-core, executablePath /usr/bin/chromium,
 // no downloaded browser): a real `tessera studio` ($TESSERA_BIN) on a fresh data folder; sign
 // in, register a model and start a service through the UI, chat with streaming and press stop
-// (the answer ends "cancelled"), open a training run's curves and compare two benchmarks, with a
-// screenshot of every page into $STUDIO_SCREENSHOTS.
-import { spawn } from 'node:child_process';
+// (the answer ends "cancelled"), see a hung service marked unresponsive, open a training run's
+// curves and compare two benchmarks, with a screenshot of every page into $STUDIO_SCREENSHOTS.
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +28,16 @@ for (let step = 1; step <= 60; ++step) {
 }
 writeFileSync(join(run, 'metrics.jsonl'), lines);
 writeFileSync(join(run, 'samples.jsonl'), JSON.stringify({ step: 40, text: 'ROMEO:\nWhat light through yonder window breaks?' }) + '\n');
+
+// A run folder of `tessera train`, one step on tinyshakespeare: a 19M-parameter character-level
+// LLaMA. Made before the studio starts: the synchronous spawn blocks this event loop.
+const slowModel = join(work, 'slow-model');
+{
+  const r = spawnSync(process.env.TESSERA_BIN, ['train', '--model', 'llama', '--n-layer', '6', '--n-embd', '512',
+    '--n-head', '8', '--seq-len', '512', '--batch-size', '1', '--max-steps', '1', '--eval-steps', '1',
+    '--sample-tokens', '0', '--data', join(data, 'tinyshakespeare.txt'), '--out', slowModel], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+}
 
 const studio = spawn(process.env.TESSERA_BIN, ['studio', '--port', '0', '--data-dir', join(work, 'studio'), '--api-key', KEY], { stdio: ['ignore', 'ignore', 'pipe'] });
 let stderr = '';
@@ -103,13 +113,18 @@ try {
   await page.getByPlaceholder('Type a message…').fill('Once upon a time');
   await page.locator('[data-test=send]').click();
   await page.locator('[data-test=msg-stats]', { hasText: 'length' }).first().waitFor();
-  await page.locator('[data-test=new-chat]').click();  // a short history: room in the context
-  await page.locator('[data-test=messages]').waitFor();
+  // The stop button is pressed on a model slow enough that the stop lands while the answer is
+  // still being written (stories260K writes 10,000 tokens/s; this one a few hundred).
+  await api('POST', '/models', { path: slowModel, name: 'slow-llama' });
+  const created = await api('POST', '/services', { name: 'slow', model_id: 2 });
+  const service = await api('POST', `/services/${created.id}/start`);
+  await pick('[data-test=chat-service]', 'slow');
+  await page.locator('[data-test=new-chat]').click();
+  await page.waitForFunction(() => document.querySelectorAll('[data-test=msg-stats]').length === 0);
   await page.locator('input[data-test=max-tokens], [data-test=max-tokens] input').fill('250');
   await page.locator('[data-test=ignore-eos]').click();
   await page.getByPlaceholder('Type a message…').fill('Tell me a long story');
-  // Press stop from inside the page at the first streamed token (a round trip from here would
-  // let the small model finish first).
+  // Press stop from inside the page at the first streamed token.
   const stopped = page.evaluate(() => new Promise((resolve) => {
     const observer = new MutationObserver(() => {
       const stop = document.querySelector('[data-test=stop]');
@@ -122,21 +137,25 @@ try {
     });
     observer.observe(document.body, { childList: true, subtree: true, characterData: true });
   }));
-  // The small model writes 10,000 tokens/s alone: other requests in its batch slow each step
-  // so that the stop lands while the answer is still being written.
-  const service = (await api('GET', '/services'))[0];
-  const load = Array.from({ length: 16 }, () =>
-    fetch(`${service.url}/v1/completions`, {
-      method: 'POST',
-      body: JSON.stringify({ prompt: 'Once', max_tokens: 450, ignore_eos: true, stream: true }),
-    }).then((r) => r.text()));
   await page.locator('[data-test=send]').click();
   assert.equal(await stopped, true);
-  await Promise.all(load);
   await page.locator('[data-test=msg-stats]', { hasText: 'cancelled' }).waitFor();
   const history = await api('GET', '/conversations/2');
   assert.ok(history.messages[1].stats.tokens < 250, JSON.stringify(history.messages[1].stats));
+  assert.equal(history.settings.max_tokens, 250);
   await page.locator('[data-test=send]').waitFor();
+  // The input row ends inside its column, left of the settings card (it once ran under it).
+  const row = await page.locator('[data-test=chat-input-row]').boundingBox();
+  const exportButton = await page.locator('[data-test=export]').boundingBox();
+  const settingsCard = await page.locator('.ant-card', { has: page.locator('[data-test=max-tokens]') }).boundingBox();
+  assert.ok(exportButton.x + exportButton.width <= row.x + row.width + 1, JSON.stringify({ row, exportButton }));
+  assert.ok(row.x + row.width <= settingsCard.x, JSON.stringify({ row, settingsCard }));
+  await page.locator('.ant-list-item').last().click();  // the screenshot shows the finished answer
+  await page.locator('[data-test=msg-stats]', { hasText: 'length' }).waitFor();
+  // It shows the settings that answer was asked with.
+  assert.equal(await page.locator('[data-test=max-tokens] input, input[data-test=max-tokens]').inputValue(), '40');
+  assert.equal(await page.locator('input[data-test=ignore-eos], [data-test=ignore-eos] input').isChecked(), false);
+  await page.waitForTimeout(500);  // the checkbox's unchecking animation
   await shot('chat');
   const metrics = await api('GET', `/services/${service.id}/metrics`);
   assert.equal(metrics.tessera_requests_running, 0, 'a stopped request still runs in the engine');
@@ -147,6 +166,12 @@ try {
   await page.locator('[data-test=logs]').waitFor();
   await page.waitForTimeout(2500);
   await shot('services');
+  // A hung server (its process stopped) is marked as not answering /health.
+  process.kill(service.pid, 'SIGSTOP');
+  await go('services');
+  await page.locator(`[data-test=health-${service.id}]`, { hasText: 'not answering' }).waitFor();
+  process.kill(service.pid, 'SIGCONT');
+  await page.locator(`[data-test=health-${service.id}]`).waitFor({ state: 'detached', timeout: 15000 });
 
   // Training run curves.
   await api('POST', '/runs', { path: run, name: 'shakespeare-char' });
@@ -180,7 +205,7 @@ try {
   await page.getByText('概览').first().waitFor();
   await shot('overview-zh');
   assert.deepEqual(errors, [], 'errors in the page');
-  await api('POST', `/services/${service.id}/stop`);
+  for (const id of [1, service.id]) await api('POST', `/services/${id}/stop`);
   console.log(`studio e2e: passed; screenshots in ${shots}`);
 } catch (e) {
   await shot('failure').catch(() => {});
@@ -189,6 +214,7 @@ try {
 } finally {
   await browser.close();
   // Leave no service behind when a step failed before its stop.
-  await fetch(base + '/api/services/1/stop', { method: 'POST', headers: { Authorization: `Bearer ${KEY}` } }).catch(() => {});
+  for (const id of [1, 2])
+    await fetch(`${base}/api/services/${id}/stop`, { method: 'POST', headers: { Authorization: `Bearer ${KEY}` } }).catch(() => {});
   studio.kill('SIGTERM');
 }
