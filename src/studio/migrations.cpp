@@ -55,6 +55,12 @@ ALTER TABLE benchmarks ADD COLUMN accelerator_id INTEGER
   REFERENCES accelerators(id) ON DELETE SET NULL;
 CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
 )sql",
+      // 3: a model's KV cache bytes per token and context length, for its memory at full
+      // context (0: registered before this migration).
+      R"sql(
+ALTER TABLE models ADD COLUMN kv_bytes_per_token INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE models ADD COLUMN context_length INTEGER NOT NULL DEFAULT 0;
+)sql",
   };
   return m;
 }

@@ -136,9 +136,11 @@ void add_model_routes(Studio::Impl& s) {
     if (tokenizer.empty()) tokenizer = info["tokenizer"];
     const int64_t id = db.insert(
         "INSERT INTO models (name, path, format, arch, parameters, dtype, memory_bytes, "
-        "config_json, tokenizer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "kv_bytes_per_token, context_length, config_json, tokenizer) VALUES (?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?)",
         {name, path, info["format"], info["arch"], info["parameters"], info["dtype"],
-         info["memory_bytes"], info["config"].dump(), tokenizer});
+         info["memory_bytes"], info["kv_bytes_per_token"], info["context_length"],
+         info["config"].dump(), tokenizer});
     reply(res, model_row(db, id), 201);
   });
   s.http.Delete(R"(/api/models/(\d+))", [&db](const httplib::Request& req, httplib::Response& res) {

@@ -16,7 +16,7 @@ using testing::Json;
 TEST(StudioDatabase, FreshDatabaseIsAtTheLatestSchema) {
   Database db(":memory:");
   EXPECT_EQ(db.schema_version(), schema_version_latest());
-  EXPECT_GE(schema_version_latest(), 2);
+  EXPECT_GE(schema_version_latest(), 3);
 }
 
 TEST(StudioDatabase, MigrationFromVersionOneKeepsRowsAndAddsColumns) {
@@ -27,6 +27,10 @@ TEST(StudioDatabase, MigrationFromVersionOneKeepsRowsAndAddsColumns) {
     v1.insert("INSERT INTO conversations (title) VALUES (?)", {"kept"});
     v1.insert("INSERT INTO messages (conversation_id, role, content) VALUES (1, 'user', 'hi')",
               Json::array());
+    v1.insert(
+        "INSERT INTO models (name, path, format, arch, parameters, dtype, memory_bytes) VALUES "
+        "('old', '/m.bin', 'llama2.c', 'llama', 10, 'float32', 40)",
+        Json::array());
     EXPECT_THROW(v1.query("SELECT settings_json FROM conversations"), RuntimeError);
   }
   Database db(path);  // opening migrates
@@ -37,6 +41,10 @@ TEST(StudioDatabase, MigrationFromVersionOneKeepsRowsAndAddsColumns) {
   const Json m = db.row("SELECT * FROM messages WHERE id = 1", Json::array());
   EXPECT_EQ(m["content"], "hi");
   EXPECT_EQ(m["stats"], Json::object());
+  const Json model = db.row("SELECT * FROM models WHERE id = 1", Json::array());
+  EXPECT_EQ(model["memory_bytes"], 40);
+  EXPECT_EQ(model["kv_bytes_per_token"], 0);  // unknown for a model registered before
+  EXPECT_EQ(model["context_length"], 0);
 }
 
 TEST(StudioDatabase, NewerSchemaIsRefused) {

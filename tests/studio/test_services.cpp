@@ -2,13 +2,15 @@
 // models read by the library's loader, `tessera serve` children started, stopped, restarted and
 // adopted by a restarted studio, a hung one shown unresponsive, chat streamed through a service,
 // and the stop button cancelling the request in the engine (the service's /metrics shows nothing
-// running afterwards; that test chats with a larger model trained for a step on tinyshakespeare).
+// running afterwards; that test chats with a larger model trained for a step on tinyshakespeare);
+// a training run followed while `tessera train` writes it.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <thread>
 
 #include "studio_harness.h"
@@ -110,6 +112,8 @@ TEST(StudioServices, ModelsAreReadByTheLibraryLoader) {
   EXPECT_EQ(m["arch"], "llama");
   EXPECT_EQ(m["parameters"], 260032);
   EXPECT_EQ(m["memory_bytes"], 260032 * 4);
+  EXPECT_EQ(m["kv_bytes_per_token"], 2 * 5 * 4 * (64 / 8) * 4);  // K and V, layers, KV heads, dim
+  EXPECT_EQ(m["context_length"], 512);
   EXPECT_EQ(m["config"]["n_layers"], 5);
   auto dup = s.post("/api/models", {{"path", model}, {"name", "stories"}});
   EXPECT_EQ(dup.status, 409) << dup.body;
@@ -231,6 +235,58 @@ TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
   EXPECT_EQ(history[0]["role"], "user");
   EXPECT_EQ(history[3]["stats"]["finish_reason"], "cancelled");
   EXPECT_EQ(s.post("/api/services/" + std::to_string(sid) + "/stop").status, 200);
+}
+
+TEST(StudioServices, ARunIsFollowedWhileTesseraTrainWritesIt) {
+  TESSERA_SHARED_DATA_OR_SKIP(text, "tinyshakespeare.txt");
+  const std::string dir = testing::fresh_dir("live_run");
+  TestStudio s(dir);
+  const std::string out = dir + "/run";
+  // A tiny GPT-2 that would train for a million steps, evaluated and sampled every 10.
+  std::vector<std::string> argv = {TESSERA_CLI, "train", "--data", text, "--out", out};
+  std::istringstream options(
+      "--model gpt2 --n-layer 1 --n-head 2 --n-embd 32 --seq-len 32 --batch-size 4 --max-steps "
+      "1000000 --eval-every 10 --eval-steps 1 --sample-every 10 --sample-tokens 8");
+  for (std::string word; options >> word;) argv.push_back(word);
+  const int pid = spawn_process(argv, dir + "/train.log");
+  struct StopTrainer {  // also when an assertion ends the test early
+    int pid;
+    ~StopTrainer() { stop_process(pid, std::chrono::seconds(10)); }
+  } stop_trainer{pid};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!std::filesystem::exists(out + "/config.json") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto run = s.post("/api/runs", {{"path", out}, {"name", "live"}});
+  ASSERT_EQ(run.status, 201) << run.body;
+  const std::string url = "/api/runs/" + run.body["id"].dump();
+  EXPECT_EQ(s.get(url).body["config"]["arch"], "gpt2");
+
+  // Read as the page does, each time only what was written since, while the trainer writes
+  // (lines are often caught half-written).
+  std::vector<int64_t> train_steps;
+  int64_t after = 0, val_losses = 0, reads = 0;
+  Json samples;
+  while ((train_steps.size() < 100 || samples.empty()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    const Json r = s.get(url + "?after=" + std::to_string(after)).body;
+    for (const Json& m : r["metrics"]) {
+      if (m.contains("train_loss")) train_steps.push_back(m["step"]);
+      val_losses += m.contains("val_loss");
+    }
+    after = r["next"];
+    samples = r["samples"];
+    ++reads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(process_alive(pid));  // followed while it is written, not afterwards
+  ASSERT_GE(train_steps.size(), 100u) << tail_file(dir + "/train.log", 2000);
+  EXPECT_GE(reads, 2);                             // it was read before it was done
+  for (size_t i = 0; i < train_steps.size(); ++i)  // every step once: none lost, none repeated
+    ASSERT_EQ(train_steps[i], static_cast<int64_t>(i) + 1) << i;
+  EXPECT_GE(val_losses, 3);
+  ASSERT_FALSE(samples.empty());
+  EXPECT_EQ(samples[0]["step"], 10);
 }
 
 }  // namespace

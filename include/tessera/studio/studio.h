@@ -10,8 +10,9 @@
 // Services are `tessera serve` children (process.h): they keep running across a studio restart,
 // which adopts them again; one that died while it should run is started again. A service's state
 // is checked against its process ("exited" when it died) and, while it runs, its "health" is what
-// its /health answers ("ok", "shutting_down", "unresponsive"). A conversation keeps the sampling
-// settings its last message was sent with.
+// its /health answers ("ok", "shutting_down", "unresponsive"). A model's card carries its KV
+// cache bytes per token and context length; a conversation keeps the sampling settings its last
+// message was sent with.
 #include <memory>
 #include <string>
 

@@ -95,6 +95,7 @@ try {
   await page.getByPlaceholder('Name').fill('stories260K');
   await page.locator('[data-test=register-model]').click();
   await page.getByText('llama2.c').waitFor();
+  await page.locator('[data-test=kv-1]', { hasText: '1.28 KB' }).waitFor();  // 5 layers x 4 KV heads x 8 x 2 x 4 B
   await shot('models');
 
   // Services: created and started through the UI.
