@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "tessera/core/error.h"
+#include "tessera/infer/kv_cache.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/io/safetensors.h"
 #include "tessera/llm/model_files.h"
@@ -61,16 +62,15 @@ nlohmann::json inspect_model(const std::string& path) {
   int64_t parameters = 0;
   for (const Tensor& p : loaded.model->parameters()) parameters += p.numel();
   const std::string format = file_format(path);
-  // The serving engine keeps float32 keys and values per layer and KV head.
   const models::InferenceLayout layout = loaded.model->inference_layout();
-  const int64_t kv_bytes_per_token =
-      2 * loaded.model->n_layers() * layout.n_kv_heads * (layout.dim / layout.n_heads) * int64_t{4};
+  const infer::KVCacheSpec kv{loaded.model->n_layers(), layout.n_kv_heads,
+                              layout.dim / layout.n_heads};
   return {{"format", format},
           {"arch", loaded.spec.arch},
           {"parameters", parameters},
           {"dtype", file_dtype(path, format)},
           {"memory_bytes", parameters * int64_t{4}},
-          {"kv_bytes_per_token", kv_bytes_per_token},
+          {"kv_bytes_per_token", kv.bytes_per_token()},
           {"context_length", loaded.model->max_seq_len()},
           {"config", loaded.spec.config},
           {"tokenizer", loaded.tokenizer ? llm::resolve_tokenizer_spec(*loaded.tokenizer) : ""}};

@@ -50,6 +50,12 @@ TEST(PagedKVCache, ReservesBlockByBlockAllOrNothing) {
   PagedKVCache cache({2, 2, 8}, /*num_blocks=*/5, /*block_size=*/16);
   EXPECT_EQ(cache.key_cache(1).sizes(), (Shape{5, 2, 8, 16}));
   EXPECT_EQ(cache.value_cache(0).sizes(), (Shape{5, 2, 8, 16}));
+  // What the spec says a token takes is what the two layers' keys and values hold per position.
+  const int64_t positions = 5 * 16;
+  const Tensor k = cache.key_cache(0), v = cache.value_cache(0);
+  const int64_t held =
+      2 * static_cast<int64_t>(k.numel() * k.element_size() + v.numel() * v.element_size());
+  EXPECT_EQ(cache.spec().bytes_per_token() * positions, held);
   BlockTable a, b;
   EXPECT_TRUE(cache.reserve(a, 1));
   EXPECT_EQ(a.size(), 1u);

@@ -30,6 +30,11 @@ struct KVCacheSpec {
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
+
+  // What one token's keys and values take in either cache (float32, every layer).
+  int64_t bytes_per_token() const {
+    return 2 * num_layers * num_kv_heads * head_dim * static_cast<int64_t>(sizeof(float));
+  }
 };
 
 // Blocks of a sequence, in position order.
