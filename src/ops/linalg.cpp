@@ -5,6 +5,7 @@
 #include "backend/common/linalg_kernels.h"
 #include "backend/common/tensor_iterator.h"
 #include "ops/op_utils.h"
+#include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/registry.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
@@ -180,6 +181,9 @@ Tensor linear(const Tensor& x_, const Tensor& weight_, const std::optional<Tenso
   TESSERA_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError,
                 "[linear] expected input features ", weight.size(1), ", got input shape ",
                 x.sizes());
+  // A weight no gradient is taken for is read again unchanged: the backend may pack it once.
+  if (!(autograd::GradMode::is_enabled() && weight.requires_grad()))
+    weight.impl()->storage()->mark_frozen_weight();
   if (!bias) return matmul(x, weight.t());
   TESSERA_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), ValueError,
                 "[linear] expected a bias of shape [", weight.size(0), "], got ", bias->sizes());

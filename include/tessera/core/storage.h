@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "tessera/core/allocator.h"
 #include "tessera/core/device.h"
@@ -28,6 +29,21 @@ class StorageImpl {
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Set by ops that read this buffer as a weight no gradient is taken for (linear under no_grad,
+  // frozen or inference weights): it is read again unchanged, so a backend may keep a copy of it
+  // in a layout of its own, such as a GEMM's packed weights.
+  void mark_frozen_weight() { frozen_weight_.store(true, std::memory_order_relaxed); }
+  bool is_frozen_weight() const { return frozen_weight_.load(std::memory_order_relaxed); }
+
+  // That backend copy: one slot, created on first use and freed with the buffer. The backend
+  // stores its own type and checks version() against the version it copied.
+  template <class T>
+  std::shared_ptr<T> derived_layout() {
+    std::lock_guard<std::mutex> lock(derived_mutex_);
+    if (!derived_) derived_ = std::make_shared<T>();
+    return std::static_pointer_cast<T>(derived_);
+  }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
@@ -35,6 +51,9 @@ class StorageImpl {
   Allocator* allocator_ = nullptr;
   std::function<void(void*)> deleter_;
   std::atomic<uint32_t> version_{0};
+  std::atomic<bool> frozen_weight_{false};
+  std::mutex derived_mutex_;
+  std::shared_ptr<void> derived_;
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

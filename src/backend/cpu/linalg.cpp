@@ -3,12 +3,15 @@
 #include <cblas.h>
 
 #include <dnnl.hpp>
+#include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/common/linalg_kernels.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
+#include "tessera/runtime/profiler.h"
 
 namespace tessera::cpu {
 namespace {
@@ -43,26 +46,102 @@ bool gemm_layout(const Tensor& t) {
   return row_major || col_major;
 }
 
+// out = a @ b (+ bias [N] on every row) by one oneDNN matmul on these operand descriptions.
+void run_matmul(const Tensor& out, const Tensor& a, const dnnl::memory& weights,
+                const Tensor* bias, const dnnl::memory::desc& a_md,
+                const dnnl::memory::desc& c_md) {
+  const dnnl::memory::desc w_md = weights.get_desc();
+  dnnl::memory::desc bias_md;
+  if (bias) {
+    dnnl::memory::dims dims(c_md.dims().size(), 1);
+    dims.back() = out.size(2);
+    bias_md = dnnl::memory::desc(dims, dnnl_type(bias->dtype()),
+                                 dims.size() == 2 ? dnnl::memory::format_tag::ab
+                                                  : dnnl::memory::format_tag::abc);
+  }
+  dnnl::matmul::primitive_desc pd(bias ? dnnl::matmul::desc(a_md, w_md, bias_md, c_md)
+                                       : dnnl::matmul::desc(a_md, w_md, c_md),
+                                  engine());
+  dnnl::matmul prim(pd);
+  dnnl::stream stream(engine());
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(a_md, engine(), a.data_ptr())},
+      {DNNL_ARG_WEIGHTS, weights},
+      {DNNL_ARG_DST, dnnl::memory(c_md, engine(), out.data_ptr())}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine(), bias->data_ptr()));
+  prim.execute(stream, args);
+  stream.wait();
+}
+
+// A weight read again unchanged (its storage marked frozen by linear) in a bf16 GEMM is reordered
+// once into the VNNI-blocked layout of oneDNN's bf16 kernels and kept with its storage until its
+// version changes. Plain weights are copied into that layout inside every call, which dominates
+// small-batch GEMMs (a 1-row lm_head: 3.7 ms plain, 0.5 ms packed, on avx512_bf16).
+// One entry per view and layout: a forward reads W transposed, a backward through it W.
+struct PackedWeights {
+  struct Entry {
+    uint32_t version;
+    int64_t offset;
+    dnnl::memory::desc plain, layout;  // the view that was packed, and its packed layout
+    Tensor bytes;  // the packed copy, from Tessera's allocator so memory stats count it
+  };
+  std::mutex mutex;
+  std::vector<Entry> entries;
+};
+
+dnnl::memory::desc desc2(const Tensor& t) {
+  return dnnl::memory::desc({t.size(1), t.size(2)}, dnnl_type(t.dtype()),
+                            {t.strides()[1], t.strides()[2]});
+}
+
+// b's copy in `layout`, packed on first use.
+dnnl::memory packed_weights(const Tensor& b, const dnnl::memory::desc& layout) {
+  const dnnl::memory::desc plain = desc2(b);
+  auto cache = b.impl()->storage()->derived_layout<PackedWeights>();
+  std::lock_guard<std::mutex> lock(cache->mutex);
+  const uint32_t version = b.version();
+  std::erase_if(cache->entries, [&](const auto& e) { return e.version != version; });
+  for (const auto& e : cache->entries)
+    if (e.offset == b.storage_offset() && e.plain == plain && e.layout == layout)
+      return dnnl::memory(layout, engine(), e.bytes.data_ptr());
+  profiler::RecordFunction record("gemm_weight_pack");
+  Tensor bytes = empty({static_cast<int64_t>(layout.get_size())}, kUInt8);
+  dnnl::memory src(plain, engine(), b.data_ptr()), dst(layout, engine(), bytes.data_ptr());
+  dnnl::stream stream(engine());
+  dnnl::reorder(src, dst).execute(stream, src, dst);
+  stream.wait();
+  cache->entries.push_back({version, b.storage_offset(), plain, layout, bytes});
+  return dst;
+}
+
+// The bf16 GEMM of one matrix by a frozen weight, on the weight's packed copy; false where this
+// CPU has no blocked bf16 kernel (then the plain path runs).
+bool packed_weight_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
+                          const Tensor* bias) {
+  if (out.dtype() != kBFloat16 || a.size(0) != 1 || b.size(0) != 1 ||
+      !b.impl()->storage()->is_frozen_weight())
+    return false;
+  const int64_t K = b.size(1), N = b.size(2);
+  using tag = dnnl::memory::format_tag;  // N blocked by 64 (32, 16 for narrow weights), K by pairs
+  const tag blocked = N >= 64 ? tag::BA16a64b2a : N >= 32 ? tag::BA16a32b2a : tag::BA16a16b2a;
+  try {
+    const dnnl::memory::desc layout({K, N}, dnnl::memory::data_type::bf16, blocked);
+    const dnnl::memory::desc a_md = desc2(a), c_md = desc2(out);
+    dnnl::matmul::primitive_desc probe(dnnl::matmul::desc(a_md, layout, c_md), engine());
+    run_matmul(out, a, packed_weights(b, layout), bias, a_md, c_md);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 // out = a @ b (+ bias [N] on every row when given, in the GEMM's epilogue).
 bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
                    const Tensor* bias = nullptr) {
+  if (packed_weight_matmul(out, a, b, bias)) return true;
   try {
-    auto a_md = desc3(a), b_md = desc3(b), c_md = desc3(out);
-    dnnl::memory::desc bias_md;
-    if (bias) bias_md = dnnl::memory::desc({1, 1, out.size(2)}, dnnl_type(bias->dtype()),
-                                           dnnl::memory::format_tag::abc);
-    dnnl::matmul::primitive_desc pd(bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
-                                         : dnnl::matmul::desc(a_md, b_md, c_md),
-                                    engine());
-    dnnl::matmul prim(pd);
-    dnnl::stream stream(engine());
-    dnnl::memory am(a_md, engine(), a.data_ptr()), bm(b_md, engine(), b.data_ptr()),
-        cm(c_md, engine(), out.data_ptr());
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine(), bias->data_ptr()));
-    prim.execute(stream, args);
-    stream.wait();
+    const dnnl::memory::desc b_md = desc3(b);
+    run_matmul(out, a, dnnl::memory(b_md, engine(), b.data_ptr()), bias, desc3(a), desc3(out));
     return true;
   } catch (const dnnl::error&) {
     return false;  // layout or dtype this oneDNN build has no implementation for
