@@ -5,7 +5,7 @@
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/core/allocator.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/core/generator.h"
 #include "tessera/core/tensor.h"
 #include "tessera/data/dataloader.h"

@@ -1,7 +1,7 @@
 // The tessera._C extension module: maps tessera's exceptions onto Python's, registers the types
 // every binding file uses, then lets each file add its part (one file per C++ module).
 #include "bind.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/runtime/threads.h"
 
 namespace tessera::python {

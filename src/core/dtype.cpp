@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/core/error.h"
 
 namespace tessera {

@@ -4,7 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 
 namespace tessera {
 

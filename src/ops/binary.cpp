@@ -1,6 +1,6 @@
 // Binary and ternary arithmetic: promotion, broadcasting, autograd.
 #include "ops/op_utils.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/runtime/op_scope.h"
 
 namespace tessera {

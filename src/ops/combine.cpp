@@ -5,7 +5,7 @@
 
 #include "backend/common/index_kernels.h"
 #include "ops/op_utils.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
 

@@ -1,6 +1,6 @@
 // Comparisons, logical ops and floating-point class tests (bool results, no gradients).
 #include "ops/op_utils.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/runtime/op_scope.h"
 
 namespace tessera {

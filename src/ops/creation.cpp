@@ -6,7 +6,7 @@
 #include "backend/common/random_kernels.h"
 #include "ops/op_utils.h"
 #include "tessera/autograd/grad_mode.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
 

@@ -1,7 +1,7 @@
 // masked_fill: where(mask, value, x).
 #include "ops/op_utils.h"
 #include "tessera/ops/index.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/runtime/op_scope.h"
 
 namespace tessera {

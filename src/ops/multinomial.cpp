@@ -5,9 +5,9 @@
 #include <cmath>
 #include <vector>
 
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/ops/creation.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/runtime/op_scope.h"
 
 namespace tessera {

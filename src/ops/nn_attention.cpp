@@ -12,7 +12,7 @@
 #include "tessera/ops/creation.h"
 #include "tessera/ops/linalg.h"
 #include "tessera/ops/nn.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
 

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "tessera/autograd/grad_mode.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/infer/attention.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -14,7 +14,7 @@
 #include "tessera/ops/infinicore.h"
 #include "tessera/ops/linalg.h"
 #include "tessera/ops/reduce.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
 

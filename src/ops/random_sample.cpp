@@ -8,7 +8,7 @@
 #include "tessera/ops/index.h"
 #include "tessera/ops/infinicore.h"
 #include "tessera/ops/nn.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
 

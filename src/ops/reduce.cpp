@@ -4,7 +4,7 @@
 
 #include "backend/common/reduce_kernels.h"
 #include "ops/op_utils.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
 

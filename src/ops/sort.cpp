@@ -9,10 +9,10 @@
 #include <type_traits>
 
 #include "tessera/autograd/grad_mode.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/index.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/ops/shape.h"
 #include "tessera/ops/sort.h"
 #include "tessera/runtime/op_scope.h"

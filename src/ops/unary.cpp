@@ -3,7 +3,7 @@
 
 #include "backend/common/activation_grad_functors.h"
 #include "ops/op_utils.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/runtime/op_scope.h"
 
 namespace tessera {

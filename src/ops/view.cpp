@@ -5,7 +5,7 @@
 #include "ops/op_utils.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/index.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/ops/shape.h"
 #include "tessera/runtime/op_scope.h"
 

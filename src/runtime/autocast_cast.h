@@ -3,7 +3,7 @@
 #include <span>
 
 #include "tessera/core/tensor.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 
 namespace tessera::detail {
 

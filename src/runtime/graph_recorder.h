@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tessera/core/kernel_capture.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/runtime/graph.h"
 
 namespace tessera::detail {

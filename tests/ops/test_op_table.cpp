@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "testing/op_cases.h"
 
 namespace tessera::testing {

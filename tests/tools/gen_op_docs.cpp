@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "testing/op_cases.h"
 
 using namespace tessera;

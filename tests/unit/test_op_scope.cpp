@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 #include "tessera/runtime/autocast.h"
 #include "tessera/runtime/profiler.h"
 #include "tessera/tessera.h"

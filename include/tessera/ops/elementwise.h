@@ -4,6 +4,7 @@
 #include <optional>
 #include <string_view>
 
+#include "tessera/core/broadcast.h"
 #include "tessera/core/tensor.h"
 
 namespace tessera {
@@ -11,8 +12,6 @@ namespace tessera {
 // dtype PyTorch would compute a op b in (dimensioned tensors > 0-d tensors > Python numbers).
 DType result_type(const Tensor& a, const Tensor& b);
 DType result_type(const Tensor& a, const Scalar& b);
-// Broadcast of two shapes (numpy rules); throws ValueError naming op when incompatible.
-Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op = "broadcast_shapes");
 // A 0-d tensor marked as a wrapped number, so it promotes like a Python scalar.
 Tensor wrap_scalar(const Scalar& s, Device device = kCPU);
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #if !defined(__CUDACC__)
 #include "backend/common/vec_math.h"
 #endif

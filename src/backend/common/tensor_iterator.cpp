@@ -1,21 +1,6 @@
 #include "backend/common/tensor_iterator.h"
 
-#include <omp.h>
-
 namespace tessera {
-
-Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
-  size_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    TESSERA_CHECK(da == db || da == 1 || db == 1, ValueError, "[", op,
-                  "] expected shapes that broadcast, got ", a, " and ", b);
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
 
 TensorIterator& TensorIterator::add_output(const Tensor& t) {
   TESSERA_ASSERT(noutputs_ == ntensors(), "outputs must be added before inputs");
@@ -28,9 +13,6 @@ TensorIterator& TensorIterator::add_input(const Tensor& t) {
   tensors_.push_back(t);
   return *this;
 }
-
-int64_t TensorIterator::omp_threads() { return omp_get_num_threads(); }
-int64_t TensorIterator::omp_thread() { return omp_get_thread_num(); }
 
 TensorIterator& TensorIterator::build() {
   TESSERA_ASSERT(noutputs_ > 0 && ntensors() <= kMaxOperands);

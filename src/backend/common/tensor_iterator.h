@@ -2,15 +2,16 @@
 // The one strided/broadcasting elementwise iterator. An op adds its output(s) (already allocated
 // with the broadcast shape) and inputs; build() aligns every operand to the output shape (stride
 // 0 on broadcast dims), drops size-1 dims and merges dims that are contiguous for all operands.
-// Backends then walk the result in runs along the innermost dim (see cpu/loops.h).
+// Backends then walk the result in runs along the innermost dim (cpu/loops.h splits the runs
+// across threads).
 #include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
+#include "tessera/core/broadcast.h"
 #include "tessera/core/kernel_capture.h"
 #include "tessera/core/tensor.h"
-#include "tessera/ops/elementwise.h"
 
 namespace tessera {
 
@@ -69,25 +70,7 @@ class TensorIterator {
     }
   }
 
-  // Same, split across OpenMP threads when numel() >= grain.
-  template <class Loop>
-  void for_each(Loop&& loop, int64_t grain = 32768) const {
-    const int64_t n = numel_;
-    if (n == 0) return;
-    if (n < grain) return serial_for_each(loop, 0, n);
-#pragma omp parallel
-    {
-      int64_t nthreads = omp_threads(), tid = omp_thread();
-      int64_t chunk = (n + nthreads - 1) / nthreads;
-      int64_t b = tid * chunk, e = std::min(n, b + chunk);
-      if (b < e) serial_for_each(loop, b, e);
-    }
-  }
-
  private:
-  static int64_t omp_threads();
-  static int64_t omp_thread();
-
   std::string_view op_;
   std::vector<Tensor> tensors_;
   int noutputs_ = 0;

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "backend/common/index_kernels.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 
 namespace tessera::cpu {
 namespace {

@@ -2,6 +2,9 @@
 // CPU elementwise loops over a TensorIterator. cpu_kernel(iter, f) calls f on each element:
 // f's parameter types are the input element types and its return type the output's. Contiguous
 // runs get a plain indexed loop the compiler vectorises; other runs use byte strides.
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <tuple>
 #include <utility>
@@ -70,12 +73,28 @@ inline void elementwise_run(char** data, const int64_t* strides, int64_t n, cons
 }
 }  // namespace detail
 
+// iter.serial_for_each over all elements, split into one contiguous range per OpenMP thread
+// when there are at least grain elements.
+template <class Loop>
+void parallel_for_each(const TensorIterator& iter, Loop&& loop, int64_t grain = 32768) {
+  const int64_t n = iter.numel();
+  if (n == 0) return;
+  if (n < grain) return iter.serial_for_each(loop, 0, n);
+#pragma omp parallel
+  {
+    const int64_t nthreads = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t chunk = (n + nthreads - 1) / nthreads;
+    const int64_t b = tid * chunk, e = std::min(n, b + chunk);
+    if (b < e) iter.serial_for_each(loop, b, e);
+  }
+}
+
 // Applies f elementwise: output 0 = f(input 0, input 1, ...).
 template <class F>
 void cpu_kernel(const TensorIterator& iter, const F& f) {
   constexpr size_t arity = function_traits<F>::arity;
   TESSERA_ASSERT(static_cast<size_t>(iter.ntensors()) == arity + 1);
-  iter.for_each([&](char** data, const int64_t* strides, int64_t n) {
+  parallel_for_each(iter, [&](char** data, const int64_t* strides, int64_t n) {
     detail::elementwise_run(data, strides, n, f, std::make_index_sequence<arity>{});
   });
 }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/common/nn_kernels.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 
 namespace tessera::cpu {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "backend/common/optim_kernels.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 
 namespace tessera::cpu {
 namespace {

@@ -1,6 +1,6 @@
 // Philox-based sampling kernels.
 #include "backend/common/random_kernels.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/core/philox.h"
 
 namespace tessera::cpu {

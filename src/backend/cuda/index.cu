@@ -26,7 +26,7 @@
 #include "backend/common/index_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/ops/creation.h"
 
 namespace tessera::cuda {

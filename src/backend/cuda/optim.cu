@@ -15,7 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/vectorized.cuh"
 #include "backend/cuda/warp.cuh"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 

@@ -7,7 +7,7 @@
 #include "backend/common/random_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 #include "tessera/core/philox.h"
 
 namespace tessera::cuda {

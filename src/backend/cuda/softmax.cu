@@ -24,7 +24,7 @@
 #include "backend/cuda/row_launch.cuh"
 #include "backend/cuda/vectorized.cuh"
 #include "backend/cuda/warp.cuh"
-#include "tessera/core/dispatch.h"
+#include "tessera/core/dtype_dispatch.h"
 
 namespace tessera::cuda {
 namespace {

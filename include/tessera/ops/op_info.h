@@ -21,7 +21,7 @@ enum class CastPolicy : uint8_t {
 struct OpInfo {
   std::string_view name;
   std::string_view family;  // elementwise, reduction, linalg, shape, indexing, nn, creation, ...
-  uint32_t dtypes;          // bit set of DType (see dispatch.h)
+  uint32_t dtypes;          // bit set of DType (see core/dtype_dispatch.h)
   bool differentiable;
   CastPolicy cast = CastPolicy::kNone;
 };

@@ -1,4 +1,4 @@
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 
 #include <algorithm>
 #include <deque>
