@@ -121,23 +121,28 @@ std::string state_checksum(Json doc) {
   return hex32(detail::crc32c(text.data(), text.size()));
 }
 
+// A state of scalars only (scheduler, loss scaler) as a JSON object.
+Json scalars_json(const optim::StateDict& state, const char* what) {
+  Json out = Json::object();
+  for (const auto& [name, value] : state.scalars) {
+    TESSERA_CHECK(std::isfinite(value), ValueError, "[save_checkpoint] expected finite ", what,
+                  " values, got ", name, " = ", value);
+    out[name] = value;
+  }
+  TESSERA_CHECK(state.tensors.empty(), ValueError, "[save_checkpoint] expected a ", what,
+                " state without tensors, got ", state.tensors.size());
+  return out;
+}
+
 Json state_json(const Checkpoint& ckpt, const fs::path& folder) {
   Json config = Json::parse(ckpt.config, nullptr, /*allow_exceptions=*/false);
   TESSERA_CHECK(!config.is_discarded() && config.is_object(), ValueError,
                 "[save_checkpoint] expected config to be a JSON object, got '", ckpt.config, "'");
-  Json scheduler = Json::object();
-  for (const auto& [name, value] : ckpt.scheduler.scalars) {
-    TESSERA_CHECK(std::isfinite(value), ValueError,
-                  "[save_checkpoint] expected finite scheduler values, got ", name, " = ", value);
-    scheduler[name] = value;
-  }
-  TESSERA_CHECK(ckpt.scheduler.tensors.empty(), ValueError,
-                "[save_checkpoint] expected a scheduler state without tensors, got ",
-                ckpt.scheduler.tensors.size());
   Json doc = {{"format", kFormat},
               {"version", kVersion},
               {"step", ckpt.step},
-              {"scheduler", scheduler},
+              {"scheduler", scalars_json(ckpt.scheduler, "scheduler")},
+              {"grad_scaler", scalars_json(ckpt.grad_scaler, "grad_scaler")},
               {"rng", {{"seed", ckpt.rng[0]}, {"offset", ckpt.rng[1]}}},
               {"data", {{"epoch", ckpt.data.epoch}, {"batch", ckpt.data.batch}}},
               {"config", config},
@@ -157,6 +162,18 @@ T field(const Json& doc, const char* key, const fs::path& file) {
     bad_checkpoint("expected field '", key, "' of the right type in '", file.string(), "', got ",
                    doc.contains(key) ? doc.at(key).dump() : "none");
   }
+}
+
+// doc[key], an object of numbers, as a scalars-only state.
+optim::StateDict read_scalars(const Json& doc, const char* key, const fs::path& file) {
+  optim::StateDict state;
+  for (const auto& [name, value] : doc[key].items()) {
+    if (!value.is_number())
+      bad_checkpoint("expected numbers in '", key, "' of '", file.string(), "', got ", name,
+                     " = ", value.dump());
+    state.scalars.insert(name, value.get<double>());
+  }
+  return state;
 }
 
 void verify_file(const fs::path& folder, const char* name, const Json& files) {
@@ -186,6 +203,7 @@ Checkpoint capture_checkpoint(int64_t step, const TrainingObjects& objects, std:
   if (objects.model != nullptr) ckpt.model = objects.model->state_dict();
   if (objects.optimizer != nullptr) ckpt.optimizer = objects.optimizer->state_dict();
   if (objects.scheduler != nullptr) ckpt.scheduler = objects.scheduler->state_dict();
+  if (objects.grad_scaler != nullptr) ckpt.grad_scaler = objects.grad_scaler->state_dict();
   Generator& gen = objects.generator != nullptr ? *objects.generator : default_generator();
   ckpt.rng = gen.get_state();
   if (objects.loader != nullptr) ckpt.data = objects.loader->state();
@@ -197,6 +215,8 @@ int64_t restore_checkpoint(const Checkpoint& ckpt, const TrainingObjects& object
   if (objects.model != nullptr) objects.model->load_state_dict(ckpt.model, /*strict=*/true);
   if (objects.optimizer != nullptr) objects.optimizer->load_state_dict(ckpt.optimizer);
   if (objects.scheduler != nullptr) objects.scheduler->load_state_dict(ckpt.scheduler);
+  if (objects.grad_scaler != nullptr && !ckpt.grad_scaler.scalars.empty())
+    objects.grad_scaler->load_state_dict(ckpt.grad_scaler);
   Generator& gen = objects.generator != nullptr ? *objects.generator : default_generator();
   gen.set_state(ckpt.rng);
   if (objects.loader != nullptr) objects.loader->load_state(ckpt.data);
@@ -288,12 +308,9 @@ Checkpoint load_checkpoint(const std::string& folder) {
 
   Checkpoint ckpt;
   ckpt.step = field<int64_t>(doc, "step", state_path);
-  for (const auto& [name, value] : doc["scheduler"].items()) {
-    if (!value.is_number())
-      bad_checkpoint("expected numbers in 'scheduler' of '", state_path.string(), "', got ", name,
-                     " = ", value.dump());
-    ckpt.scheduler.scalars.insert(name, value.get<double>());
-  }
+  ckpt.scheduler = read_scalars(doc, "scheduler", state_path);
+  if (doc.contains("grad_scaler"))  // absent from checkpoints saved before scalers were
+    ckpt.grad_scaler = read_scalars(doc, "grad_scaler", state_path);
   const Json& rng = doc["rng"];
   ckpt.rng = {field<uint64_t>(rng, "seed", state_path), field<uint64_t>(rng, "offset", state_path)};
   const Json& data = doc["data"];

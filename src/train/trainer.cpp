@@ -266,7 +266,7 @@ dist::ProcessGroup* Trainer::data_parallel_group() const {
 }
 
 io::TrainingObjects Trainer::objects() const {
-  return {&model_, &optimizer_, scheduler_, loader_, nullptr};
+  return {&model_, &optimizer_, scheduler_, loader_, nullptr, scaler_.get()};
 }
 
 io::Checkpoint Trainer::checkpoint(std::string config) const {

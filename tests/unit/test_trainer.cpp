@@ -122,5 +122,40 @@ TEST(Trainer, CheckpointRestoresTheLoopExactly) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(tb.step().loss, expected[i]) << i;
 }
 
+TEST(Trainer, CheckpointKeepsTheLossScale) {
+  const train::TrainerOptions options{
+      .autocast_dtype = kFloat16,
+      .grad_scaler = optim::GradScalerOptions{.init_scale = 1024.0, .growth_interval = 1}};
+  auto batch = [](const TinyRun& s) {
+    return [&s] { return data::Batch{s.x.select(0, 0), s.y.select(0, 0)}; };
+  };
+  TinyRun a;
+  train::Trainer ta(*a.model, train::causal_lm_loss(*a.model), *a.opt, a.sched.get(), nullptr,
+                    options);
+  for (int i = 0; i < 3; ++i) ta.step(batch(a));
+  const double scale = ta.grad_scaler()->get_scale();
+  ASSERT_NE(scale, 1024.0);  // it grew, so a restored initial scale would differ
+  testing::TempDir dir;
+  const io::Checkpoint loaded =
+      io::load_checkpoint(io::save_checkpoint(dir.path.string(), ta.checkpoint()));
+  EXPECT_EQ(loaded.grad_scaler.scalars.at("scale"), scale);
+  const double next_loss = ta.step(batch(a)).loss;
+
+  TinyRun b;
+  train::Trainer tb(*b.model, train::causal_lm_loss(*b.model), *b.opt, b.sched.get(), nullptr,
+                    options);
+  tb.restore(loaded);
+  EXPECT_EQ(tb.grad_scaler()->get_scale(), scale);
+  EXPECT_EQ(tb.step(batch(b)).loss, next_loss);
+
+  io::Checkpoint without = loaded;  // as saved by a run without a scaler
+  without.grad_scaler = {};
+  TinyRun c;
+  train::Trainer tc(*c.model, train::causal_lm_loss(*c.model), *c.opt, c.sched.get(), nullptr,
+                    options);
+  tc.restore(without);
+  EXPECT_EQ(tc.grad_scaler()->get_scale(), 1024.0);
+}
+
 }  // namespace
 }  // namespace tessera

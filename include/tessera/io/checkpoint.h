@@ -4,9 +4,9 @@
 //                          io::save_state_dict)
 //   optimizer.safetensors  the optimizer's tensors; its scalars (steps, group options) in
 //                          __metadata__ as shortest round-trip decimal strings
-//   state.json             step, scheduler scalars, RNG state, data-loader position, the run's
-//                          config, and the size and CRC-32C of every other file, plus a CRC-32C
-//                          of state.json's own content
+//   state.json             step, scheduler and loss-scaler scalars, RNG state, data-loader
+//                          position, the run's config, and the size and CRC-32C of every other
+//                          file, plus a CRC-32C of state.json's own content
 // A checkpoint is written into a hidden temp folder (every file fsynced) and renamed into place,
 // so a crash or error leaves either the complete new folder or nothing; older checkpoints beyond
 // the newest keep_last are then deleted. Loading verifies every checksum and names the file
@@ -20,6 +20,7 @@
 #include "tessera/core/generator.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/nn/module.h"
+#include "tessera/optim/grad_scaler.h"
 #include "tessera/optim/lr_scheduler.h"
 #include "tessera/optim/optimizer.h"
 
@@ -31,6 +32,7 @@ struct Checkpoint {
   nn::TensorDict model;           // Module::state_dict()
   optim::StateDict optimizer;     // Optimizer::state_dict()
   optim::StateDict scheduler;     // LRScheduler::state_dict() (scalars only)
+  optim::StateDict grad_scaler;   // GradScaler::state_dict(); empty when the run has none
   std::array<uint64_t, 2> rng{};  // Generator::get_state(): (seed, offset)
   data::DataLoaderState data;     // the next batch to load
   std::string config = "{}";      // the run's configuration: a JSON object (read back compact)
@@ -44,14 +46,17 @@ struct TrainingObjects {
   optim::LRScheduler* scheduler = nullptr;
   data::DataLoader* loader = nullptr;
   Generator* generator = nullptr;
+  optim::GradScaler* grad_scaler = nullptr;
 };
 
 // Snapshot of the objects at `step`. The tensors alias the live ones: save it before training
 // continues (save_checkpoint copies them to disk).
 Checkpoint capture_checkpoint(int64_t step, const TrainingObjects& objects,
                               std::string config = "{}");
-// Loads model (strict), optimizer, scheduler, RNG and loader position, in that order (the
-// scheduler rewrites the lrs the optimizer's groups restored). Returns ckpt.step.
+// Loads model (strict), optimizer, scheduler, loss scaler, RNG and loader position, in that order
+// (the scheduler rewrites the lrs the optimizer's groups restored). A loss scaler keeps its
+// state when the checkpoint has none (saved without a scaler, or before scalers were saved).
+// Returns ckpt.step.
 int64_t restore_checkpoint(const Checkpoint& ckpt, const TrainingObjects& objects);
 
 // The folder name for a step: "ckpt_000100" (at least 6 digits).
