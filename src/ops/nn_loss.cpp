@@ -89,9 +89,11 @@ Tensor class_loss_backward(const Tensor& g, const Tensor& x, const Tensor& lse,
   return dx;
 }
 
+// The loss is returned in out_dtype: the input's, or float32 when autocast has the op widen a
+// 16-bit input itself (the kernel reduces in float32 either way).
 Tensor class_loss(const Tensor& input, const Tensor& target, std::optional<int64_t> ignore_index,
                   double label_smoothing, Reduction reduction, const std::optional<Tensor>& weight,
-                  bool from_logits, std::string_view op) {
+                  bool from_logits, std::string_view op, DType out_dtype) {
   TESSERA_CHECK(is_floating(input.dtype()), TypeError, "[", op,
                 "] expected a floating-point input, got ", input.dtype());
   TESSERA_CHECK(input.dim() >= 1, ValueError, "[", op,
@@ -134,15 +136,15 @@ Tensor class_loss(const Tensor& input, const Tensor& target, std::optional<int64
     autograd::NoGradGuard ng;
     switch (reduction) {
       case Reduction::None:
-        out = cast_raw(loss_rows, input.dtype());
+        out = cast_raw(loss_rows, out_dtype);
         break;
       case Reduction::Sum:
-        out = cast_raw(sum(loss_rows), input.dtype());
+        out = cast_raw(sum(loss_rows), out_dtype);
         break;
       case Reduction::Mean:
         // Weighted mean over the non-ignored targets; 0 / 0 = nan when all are ignored.
         denom = sum(row_weight);
-        out = cast_raw(sum(loss_rows) / denom, input.dtype());
+        out = cast_raw(sum(loss_rows) / denom, out_dtype);
         break;
     }
   }
@@ -206,7 +208,7 @@ Tensor cross_entropy(const Tensor& logits_, const Tensor& target_,
   if (is_floating(target.dtype()))
     return cross_entropy_probs(logits, target, ignore_index, label_smoothing, reduction, weight);
   return class_loss(logits, target, ignore_index, label_smoothing, reduction, weight, true,
-                    "cross_entropy");
+                    "cross_entropy", op_scope.widen_to_float32() ? kFloat32 : logits.dtype());
 }
 
 Tensor nll_loss(const Tensor& log_probs_, const Tensor& target_,
@@ -214,7 +216,7 @@ Tensor nll_loss(const Tensor& log_probs_, const Tensor& target_,
                 const std::optional<Tensor>& weight_) {
   TESSERA_OP_SCOPE("nll_loss", log_probs_, target_, weight_);
   return class_loss(op_scope.arg(0), op_scope.arg(1), ignore_index, 0.0, reduction,
-                    op_scope.optional_arg(2), false, "nll_loss");
+                    op_scope.optional_arg(2), false, "nll_loss", op_scope.arg(0).dtype());
 }
 
 Tensor mse_loss(const Tensor& input_, const Tensor& target_, Reduction reduction) {
@@ -238,8 +240,8 @@ Tensor mse_loss(const Tensor& input_, const Tensor& target_, Reduction reduction
   return sq;
 }
 
-// Losses compute in float32 under autocast.
-TESSERA_REGISTER_OPS({"cross_entropy", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
+// Losses compute in float32 under autocast; cross_entropy reads 16-bit logits without a copy.
+TESSERA_REGISTER_OPS({"cross_entropy", "nn", kFloatingTypes, true, CastPolicy::kFloat32Widening},
                      {"nll_loss", "nn", kFloatingTypes, true, CastPolicy::kFloat32},
                      {"mse_loss", "nn", kFloatingTypes, true, CastPolicy::kFloat32});
 

@@ -104,7 +104,19 @@ NoAutocastScope::NoAutocastScope() : prev_(t_op_hooks.no_autocast) {
 }
 NoAutocastScope::~NoAutocastScope() { t_op_hooks.no_autocast = prev_; }
 
-void autocast_inputs(const OpInfo& op, std::span<const Tensor* const> inputs,
+// A kFloat32Widening op's inputs it can widen itself: one 16-bit floating input, nothing else
+// floating.
+bool widens_itself(std::span<const Tensor* const> inputs) {
+  int floating = 0, narrow = 0;
+  for (const Tensor* t : inputs) {
+    if (!t->defined() || !is_floating(t->dtype())) continue;
+    ++floating;
+    narrow += t->dtype() == kBFloat16 || t->dtype() == kFloat16;
+  }
+  return floating == 1 && narrow == 1;
+}
+
+bool autocast_inputs(const OpInfo& op, std::span<const Tensor* const> inputs,
                      std::span<Tensor> cast_inputs) {
   const Tensor* first = nullptr;
   for (const Tensor* t : inputs)
@@ -112,9 +124,10 @@ void autocast_inputs(const OpInfo& op, std::span<const Tensor* const> inputs,
       first = t;
       break;
     }
-  if (!first || !autocast_enabled(first->device().type)) return;
+  if (!first || !autocast_enabled(first->device().type)) return false;
+  if (op.cast == CastPolicy::kFloat32Widening && widens_itself(inputs)) return true;
   DType target = autocast_dtype(first->device().type);
-  if (op.cast == CastPolicy::kFloat32) {
+  if (op.cast == CastPolicy::kFloat32 || op.cast == CastPolicy::kFloat32Widening) {
     target = kFloat32;
   } else if (op.cast == CastPolicy::kPromote) {
     target = first->dtype();
@@ -127,6 +140,7 @@ void autocast_inputs(const OpInfo& op, std::span<const Tensor* const> inputs,
     cast_inputs[i] =
         op.cast == CastPolicy::kLowerPrecision ? cached_cast(t, target) : cast(t, target);
   }
+  return false;
 }
 
 }  // namespace detail

@@ -8,8 +8,9 @@
 namespace tessera::detail {
 
 // Fills cast[i] with the dtype op's cast policy gives inputs[i] under the current autocast
-// state (left undefined where the input stays as it is).
-void autocast_inputs(const OpInfo& op, std::span<const Tensor* const> inputs,
+// state (left undefined where the input stays as it is). True when the op is to widen its
+// 16-bit input itself and return float32 (CastPolicy::kFloat32Widening).
+bool autocast_inputs(const OpInfo& op, std::span<const Tensor* const> inputs,
                      std::span<Tensor> cast);
 
 // The autocast switches of this thread, saved and restored by activation checkpointing so that

@@ -42,8 +42,8 @@ void OpScope::enter(const OpInfo& op) {
       record_ = profiler::detail::begin_event(op.name, profiler::EventKind::kOp, input_shapes());
     // Only the outermost op casts: the ops it calls get the dtypes it chose.
     if (hooks.autocast && !hooks.no_autocast && hooks.depth == 1 && op.cast != CastPolicy::kNone)
-      detail::autocast_inputs(op, std::span(inputs_.data(), num_inputs_),
-                              std::span(cast_.data(), num_inputs_));
+      widen_ = detail::autocast_inputs(op, std::span(inputs_.data(), num_inputs_),
+                                       std::span(cast_.data(), num_inputs_));
   } catch (...) {
     leave();
     entered_ = false;

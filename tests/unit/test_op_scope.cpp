@@ -85,6 +85,35 @@ TEST(Autocast, NormsSoftmaxLossesAndSumsRunInFloat32) {
   EXPECT_TRUE(allclose(softmax(x, -1), want, 0, 0));
 }
 
+TEST(Autocast, CrossEntropyWidensBf16LogitsItselfWithTheValuesOfAFloat32Copy) {
+  const Tensor target = tensor(std::vector<int64_t>{0, 3, 49, 1, 7, 7});
+  Tensor logits = (input({6, 50}, kBFloat16) * 8.0).detach().requires_grad_(true);
+  Tensor copy = logits.detach().to(kFloat32).requires_grad_(true);
+  const Tensor want = cross_entropy(copy, target);
+  want.backward();
+  Tensor got;
+  profiler::Profile profile;
+  {
+    AutocastGuard autocast(DeviceType::CPU, kBFloat16);
+    profiler::Profiler prof;
+    got = cross_entropy(logits, target);
+    profile = prof.stop();
+  }
+  EXPECT_EQ(got.dtype(), kFloat32);
+  EXPECT_TRUE(allclose(got, want, 0, 0));
+  for (const profiler::Event& e : profile.events())
+    EXPECT_NE(e.name, "cast") << "the logits were copied to float32";
+  got.backward();
+  // The gradient rounds once from float32 into the logits' dtype, as the copy's cast would.
+  EXPECT_EQ(logits.grad().dtype(), kBFloat16);
+  EXPECT_TRUE(allclose(logits.grad(), copy.grad().to(kBFloat16), 0, 0));
+  // With class weights (a second floating input) it casts as the float32 policy does.
+  AutocastGuard autocast(DeviceType::CPU, kBFloat16);
+  const Tensor w = input({50}, kFloat32, 3).abs();
+  EXPECT_EQ(cross_entropy(logits, target, std::nullopt, 0.0, Reduction::Mean, w).dtype(),
+            kFloat32);
+}
+
 TEST(Autocast, PromoteOpsRunInTheWidestInputDtype) {
   Tensor a = input({3, 4}, kBFloat16), b = input({3, 4}, kFloat32, 2);
   Tensor index = tensor(std::vector<int64_t>{2, 0}, Shape{2, 1});

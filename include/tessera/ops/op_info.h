@@ -15,6 +15,11 @@ enum class CastPolicy : uint8_t {
   kNone,            // run in the inputs' dtypes
   kLowerPrecision,  // cast float32 inputs to the autocast dtype (matmul, linear, sdpa, ...)
   kFloat32,         // cast lower-precision inputs to float32 (norms, softmax, losses, sums)
+  // As kFloat32, except that a lone 16-bit floating input (the other inputs integer or absent)
+  // is not copied: the op's kernel widens it as it reads and the op returns float32, the same
+  // values a float32 copy would give (cross_entropy: no float32 copy of [N, vocab] logits, and
+  // its gradient is rounded once, straight into the input's dtype).
+  kFloat32Widening,
   kPromote,         // cast floating inputs to the widest floating dtype among them
 };
 

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "tessera/core/tensor.h"
-#include "tessera/ops/registry.h"
+#include "tessera/ops/op_info.h"
 
 namespace tessera {
 
@@ -62,6 +62,8 @@ class OpScope {
   std::optional<Tensor> optional_arg(size_t i) const {
     return arg(i).defined() ? std::optional<Tensor>(arg(i)) : std::nullopt;
   }
+  // Autocast asks this kFloat32Widening op to widen its 16-bit input itself and return float32.
+  bool widen_to_float32() const { return widen_; }
 
  private:
   void collect(const Tensor& t) { inputs_[num_inputs_++] = &t; }
@@ -94,6 +96,7 @@ class OpScope {
   size_t num_inputs_ = 0;
   const TensorList* list_ = nullptr;
   bool entered_ = false;
+  bool widen_ = false;
   int64_t record_ = -1;  // the profiler's record of this call, or -1
 };
 
