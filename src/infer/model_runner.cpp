@@ -6,27 +6,22 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/common/inference_kernels.h"
 #include "backend/common/paged_attention_kernels.h"
-#include "backend/common/vec_math.h"
 #include "infer/device_runner.h"
-#include "infer/packed_linear.h"
-#include "infer/parallel.h"
 
 namespace tessera::infer {
-
-using detail::PackedLinear;
 
 // Per layer: pre-attention and pre-MLP norms; q|k|v in one projection; the MLP's first
 // projection is gate|up (SwiGLU) or c_fc (GELU).
 struct ModelRunner::Layer {
   Norm norm1, norm2;
-  PackedLinear qkv, o, fc1, fc2;
+  PackedLinearWeights qkv, o, fc1, fc2;
 };
 
 namespace {
 
-constexpr int64_t kParallelElems = 1 << 15;  // row ops below this many elements run serially
-constexpr int64_t kSplitMacs = 1 << 18;      // ~10 us: below, a fork costs more than it saves
+constexpr int64_t kSplitMacs = 1 << 18;  // ~10 us: below, a fork costs more than it saves
 
 // Bytes of one core's L2 cache (1 MiB when the system does not say).
 int64_t l2_cache_bytes() {
@@ -44,26 +39,10 @@ Tensor f32(const Tensor& t, const char* what) {
 
 const float* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
 
-// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as GPT-2 (torch's approximate="tanh").
-inline float gelu_tanh(float x) {
-  const float k = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + tessera::detail::vtanh(k * (x + 0.044715f * x * x * x)));
-}
-
-inline float silu(float x) { return x / (1.0f + tessera::detail::vexp(-x)); }
-
-// Rotates the heads of one row in place: pairs (x[i], x[i + D/2]) by the angles of a position.
-void rope_heads(float* x, int64_t heads, int64_t D, const float* cos, const float* sin) {
-  const int64_t half = D / 2;
-  for (int64_t h = 0; h < heads; ++h) {
-    float* a = x + h * D;
-    float* b = a + half;
-    for (int64_t i = 0; i < half; ++i) {
-      const float xa = a[i], xb = b[i];
-      a[i] = xa * cos[i] - xb * sin[i];
-      b[i] = xb * cos[i] + xa * sin[i];
-    }
-  }
+// y (+)= x W^T + b over rows of x and y (ldx and ldy floats apart).
+void linear_rows(Device device, const PackedLinearWeights& w, const float* x, int64_t ldx, float* y,
+                 int64_t ldy, int64_t rows, bool accumulate = false) {
+  call_kernel<packed_linear_kernel>(device, w, LinearRowsArgs{x, ldx, y, ldy, rows, accumulate});
 }
 
 template <class T>
@@ -155,7 +134,9 @@ ModelRunner::ModelRunner(const models::CausalLM& model) {
   auto norm = [&](const Layout::NormWeights& n) {
     return Norm{f32(n.weight, "norm weight"), opt_f32(n.bias, "norm bias")};
   };
-  auto packed = [](const Layout::Linear& l) { return PackedLinear(l.weights, l.biases); };
+  auto packed = [&](const Layout::Linear& l) {
+    return call_kernel<pack_linear_kernel>(device_, l.weights, l.biases);
+  };
   for (const Layout::Layer& l : layout.layers) {
     Layer& L = layers_.emplace_back();
     L.norm1 = norm(l.norm1);
@@ -166,38 +147,20 @@ ModelRunner::ModelRunner(const models::CausalLM& model) {
     L.fc2 = packed(l.fc2);
   }
   final_norm_ = norm(layout.final_norm);
-  lm_head_ = std::make_unique<PackedLinear>(std::vector<Tensor>{layout.lm_head});
+  lm_head_ = std::make_unique<PackedLinearWeights>(call_kernel<pack_linear_kernel>(
+      device_, std::vector<Tensor>{layout.lm_head}, std::vector<Tensor>{}));
   for (const Layer& L : layers_)
-    for (const PackedLinear* p : {&L.qkv, &L.o, &L.fc1, &L.fc2})
-      weight_bytes_ += p->in_features() * p->out_features() * static_cast<int64_t>(sizeof(float));
+    for (const PackedLinearWeights* p : {&L.qkv, &L.o, &L.fc1, &L.fc2})
+      weight_bytes_ += p->in * p->out * static_cast<int64_t>(sizeof(float));
 }
 
 ModelRunner::~ModelRunner() = default;
 
-void ModelRunner::norm_rows(const Norm& n, const float* x, float* y, int64_t rows,
-                            int64_t ldx) const {
-  const int64_t C = dim_;
-  const float* w = ptr(n.weight);
-  const float* b = ptr(n.bias);
-  const float eps = static_cast<float>(eps_);
-  detail::parallel_for(rows, rows * C > kParallelElems, [&](int64_t r) {
-    const float* xr = x + r * ldx;
-    float* yr = y + r * C;
-    if (rms_norm_) {  // x / sqrt(mean(x^2) + eps) * w
-      float ss = 0.0f;
-      for (int64_t i = 0; i < C; ++i) ss += xr[i] * xr[i];
-      const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
-      for (int64_t i = 0; i < C; ++i) yr[i] = xr[i] * rstd * w[i];
-    } else {  // (x - mean) / sqrt(var + eps) * w + b, biased variance
-      float s = 0.0f;
-      for (int64_t i = 0; i < C; ++i) s += xr[i];
-      const float mean = s / static_cast<float>(C);
-      float v = 0.0f;
-      for (int64_t i = 0; i < C; ++i) v += (xr[i] - mean) * (xr[i] - mean);
-      const float rstd = 1.0f / std::sqrt(v / static_cast<float>(C) + eps);
-      for (int64_t i = 0; i < C; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + (b ? b[i] : 0.0f);
-    }
-  });
+void ModelRunner::norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx,
+                            Device device) const {
+  call_kernel<norm_rows_kernel>(device,
+                                NormRowsArgs{x, ldx, y, rows, dim_, ptr(n.weight), ptr(n.bias),
+                                             static_cast<float>(eps_), rms_norm_});
 }
 
 void ModelRunner::check(const StepBatch& batch, const KVCache& cache, const char* op) const {
@@ -319,52 +282,47 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
   attn_args.head_dim = D;
   attn_args.block_size = cache.block_size();
   attn_args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  const int64_t half = D / 2;
+  // q heads then k heads: adjacent in a fused row.
+  const RopeRowsArgs rope{.x = qkv,
+                          .ld = qkv_width,
+                          .rows = N,
+                          .positions = batch.positions.data(),
+                          .heads = n_heads_ + n_kv_heads_,
+                          .head_dim = D,
+                          .cos = ptr(rope_cos_),
+                          .sin = ptr(rope_sin_)};
+  const MlpActivationArgs activation{ff, ff_width, N, hidden_, swiglu_};
+  const Device dev = cache.device();
 
   for (int64_t l = 0; l < num_layers_; ++l) {
     const Layer& L = layers_[l];
-    norm_rows(L.norm1, x, h, N, C);
-    L.qkv.forward(h, C, qkv, qkv_width, N);
-    if (rope_cos_.defined()) {
-      const float* cos = rope_cos_.data_ptr<float>();
-      const float* sin = rope_sin_.data_ptr<float>();
-      detail::parallel_for(N, N * qkv_width > kParallelElems, [&](int64_t n) {
-        const int64_t p = batch.positions[n];
-        // q heads then k heads: adjacent in the row.
-        rope_heads(qkv + n * qkv_width, n_heads_ + n_kv_heads_, D, cos + p * half, sin + p * half);
-      });
-    }
+    norm_rows(L.norm1, x, h, N, C, dev);
+    linear_rows(dev, L.qkv, h, C, qkv, qkv_width, N);
+    if (rope_cos_.defined()) call_kernel<rope_rows_kernel>(dev, rope);
     cache_args.k = qkv + q_width;
     cache_args.v = qkv + q_width + kv_width;
     cache_args.k_cache = cache.key_data(l);
     cache_args.v_cache = cache.value_data(l);
     attn_args.k_cache = cache_args.k_cache;
     attn_args.v_cache = cache_args.v_cache;
-    call_kernel<paged_caching_kernel>(Device(), cache_args);
-    call_kernel<paged_attention_kernel>(Device(), attn_args);
-    L.o.forward(attn, q_width, x, C, N, /*accumulate=*/true);  // x += attn W_o^T + b
+    call_kernel<paged_caching_kernel>(dev, cache_args);
+    call_kernel<paged_attention_kernel>(dev, attn_args);
+    linear_rows(dev, L.o, attn, q_width, x, C, N, /*accumulate=*/true);  // x += attn W_o^T + b
 
-    norm_rows(L.norm2, x, h, N, C);
-    L.fc1.forward(h, C, ff, ff_width, N);
-    detail::parallel_for(N, N * hidden_ > kParallelElems, [&](int64_t n) {
-      float* f = ff + n * ff_width;
-      if (swiglu_) {  // silu(gate) * up, written over gate
-        for (int64_t i = 0; i < hidden_; ++i) f[i] = silu(f[i]) * f[hidden_ + i];
-      } else {
-        for (int64_t i = 0; i < hidden_; ++i) f[i] = gelu_tanh(f[i]);
-      }
-    });
-    L.fc2.forward(ff, ff_width, x, C, N, /*accumulate=*/true);  // x += mlp(...)
+    norm_rows(L.norm2, x, h, N, C, dev);
+    linear_rows(dev, L.fc1, h, C, ff, ff_width, N);
+    call_kernel<mlp_activation_kernel>(dev, activation);
+    linear_rows(dev, L.fc2, ff, ff_width, x, C, N, /*accumulate=*/true);  // x += mlp(...)
   }
 
   if (hidden) {
-    norm_rows(final_norm_, x, hidden, N, C);
+    norm_rows(final_norm_, x, hidden, N, C, dev);
     return;
   }
   // Final norm and lm_head only for the rows that sample.
   for (int64_t r = 0; r < R; ++r)
-    norm_rows(final_norm_, x + batch.logit_rows[r] * C, h + r * C, 1, C);
-  lm_head_->forward(h, C, logits, vocab_, R);
+    norm_rows(final_norm_, x + batch.logit_rows[r] * C, h + r * C, 1, C, dev);
+  linear_rows(dev, *lm_head_, h, C, logits, vocab_, R);
 }
 
 }  // namespace tessera::infer

@@ -8,10 +8,12 @@
 // The models' own forward (models::GPT2 / models::Llama) is the composite oracle; this is the
 // fused path: weights repacked once for a register-tiled GEMM, fused QKV and gate/up
 // projections, residual adds fused into the output projections, and preallocated buffers, so a
-// decode step allocates nothing. Each token's arithmetic is independent of the other tokens in
-// the batch, so results are bit-identical whatever the batch. When the weights fit in a core's
-// L2 cache (small models, whose steps are too short for per-op threading), a batch of several
-// sequences is split in two halves that run the whole forward on two threads, one fork per step.
+// decode step allocates nothing. Its GEMM, norm, rotary and activation steps are registered
+// kernels (backend/common/inference_kernels.h) called with the cache's device. Each token's
+// arithmetic is independent of the other tokens in the batch, so results are bit-identical whatever
+// the batch. When the weights fit in a core's L2 cache (small models, whose steps are too short for
+// per-op threading), a batch of several sequences is split in two halves that run the whole forward
+// on two threads, one fork per step.
 //
 // A model on a CUDA device runs on that device instead (detail::DeviceRunner,
 // src/infer/device_runner.cpp): library ops on device tensors plus the paged kernels, with the
@@ -31,10 +33,13 @@
 #include "tessera/infer/kv_cache.h"
 #include "tessera/models/transformer.h"
 
+namespace tessera {
+struct PackedLinearWeights;
+}  // namespace tessera
+
 namespace tessera::infer {
 
 namespace detail {
-class PackedLinear;
 class DeviceRunner;
 }  // namespace detail
 
@@ -100,7 +105,9 @@ class ModelRunner {
     StepBatch part;  // its half of a split batch
     std::vector<float> x, h, qkv, attn, ff;
   };
-  void norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx) const;
+  // The final or a layer's norm of rows of x (ldx apart) into y, on the cache's device.
+  void norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx,
+                 Device device) const;
   // ValueError / IndexError unless batch and cache fit this model (op names the caller).
   void check(const StepBatch& batch, const KVCache& cache, const char* op) const;
   // The forward of a validated batch, logits of its logit_rows into logits, or with hidden set,
@@ -120,7 +127,7 @@ class ModelRunner {
   Tensor wte_, wpe_, rope_cos_, rope_sin_;  // wpe for GPT-2, rope tables for LLaMA
   std::vector<Layer> layers_;
   Norm final_norm_;
-  std::unique_ptr<detail::PackedLinear> lm_head_;
+  std::unique_ptr<PackedLinearWeights> lm_head_;
   int64_t weight_bytes_ = 0;  // of the layers' packed linears
   Workspace workspaces_[2];
   std::vector<float> logits_, hidden_states_;

@@ -1,13 +1,21 @@
-#include "infer/packed_linear.h"
-
+// The inference runner's GEMM (pack_linear_kernel, packed_linear_kernel): a weight W [O, K] is
+// repacked once as column panels [ceil(O / 16), K, 16], so a micro-kernel keeps a tile of rows x
+// 16..128 columns in registers and streams W once per tile of rows.
+//
+// Batch invariance: every output element is one FMA chain over k = 0..K-1 starting from 0, then
+// + b (then + the old y when accumulating), whatever the tile shape, the number of rows or the
+// thread count. So a sequence's logits are bit-identical whether it runs alone or batched (the
+// tiny shapes of decode also avoid oneDNN's per-call primitive setup, which costs more than
+// the multiply itself below a few MFLOP).
 #include <algorithm>
 #include <cmath>
 
+#include "backend/common/inference_kernels.h"
+#include "backend/cpu/parallel_for.h"
 #include "backend/cpu/vec16.h"
-#include "infer/parallel.h"
 #include "tessera/ops/creation.h"
 
-namespace tessera::infer::detail {
+namespace tessera::cpu {
 namespace {
 
 using tessera::detail::V16;
@@ -66,79 +74,88 @@ void tile_np(int64_t np, const float* x, int64_t ldx, const float* w, int64_t K,
   tile<MR, NP>(x, ldx, w, K, y, ldy, bias, cols, accumulate);
 }
 
-}  // namespace
-
-PackedLinear::PackedLinear(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases) {
+PackedLinearWeights pack_linear(const std::vector<Tensor>& weights,
+                                const std::vector<Tensor>& biases) {
   TESSERA_CHECK(!weights.empty() && (biases.empty() || biases.size() == weights.size()), ValueError,
-                "[PackedLinear] expected weights and as many biases (or none), got ",
-                weights.size(), " and ", biases.size());
-  in_ = weights[0].size(1);
+                "[pack_linear] expected weights and as many biases (or none), got ", weights.size(),
+                " and ", biases.size());
+  PackedLinearWeights p;
+  p.in = weights[0].size(1);
   for (const Tensor& w : weights) {
-    TESSERA_CHECK(w.dtype() == kFloat32 && w.dim() == 2 && w.size(1) == in_ &&
+    TESSERA_CHECK(w.dtype() == kFloat32 && w.dim() == 2 && w.size(1) == p.in &&
                       w.device().type == DeviceType::CPU,
-                  TypeError, "[PackedLinear] expected float32 CPU weights [out, ", in_, "], got ",
+                  TypeError, "[pack_linear] expected float32 CPU weights [out, ", p.in, "], got ",
                   w.shape_str(), " ", w.dtype());
-    out_ += w.size(0);
+    p.out += w.size(0);
   }
-  panels_ = (out_ + kPanel - 1) / kPanel;
-  packed_ = zeros({panels_, in_, kPanel});
-  bias_.assign(panels_ * kPanel, 0.0f);
-  float* dst = packed_.data_ptr<float>();
+  const int64_t panels = (p.out + kPanel - 1) / kPanel;
+  p.packed = zeros({panels, p.in, kPanel});
+  p.bias = zeros({panels * kPanel});
+  float* dst = p.packed.data_ptr<float>();
+  float* bias = p.bias.data_ptr<float>();
   int64_t row = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
     const Tensor w = weights[i].contiguous();
     const float* src = w.data_ptr<float>();
     for (int64_t o = 0; o < w.size(0); ++o, ++row)
-      for (int64_t k = 0; k < in_; ++k)
-        dst[((row / kPanel) * in_ + k) * kPanel + row % kPanel] = src[o * in_ + k];
+      for (int64_t k = 0; k < p.in; ++k)
+        dst[((row / kPanel) * p.in + k) * kPanel + row % kPanel] = src[o * p.in + k];
     if (!biases.empty() && biases[i].defined()) {
       const Tensor b = biases[i].contiguous();
       TESSERA_CHECK(b.dtype() == kFloat32 && b.numel() == w.size(0), TypeError,
-                    "[PackedLinear] expected a float32 bias of ", w.size(0), " elements, got ",
+                    "[pack_linear] expected a float32 bias of ", w.size(0), " elements, got ",
                     b.shape_str(), " ", b.dtype());
-      std::copy(b.data_ptr<float>(), b.data_ptr<float>() + b.numel(),
-                bias_.begin() + (row - w.size(0)));
+      std::copy(b.data_ptr<float>(), b.data_ptr<float>() + b.numel(), bias + (row - w.size(0)));
     }
   }
+  return p;
 }
 
-void PackedLinear::forward(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows,
-                           bool accumulate) const {
-  const int64_t groups = (panels_ + kGroupPanels - 1) / kGroupPanels;
-  const float* packed = packed_.data_ptr<float>();
+void packed_linear(const PackedLinearWeights& weights, const LinearRowsArgs& a) {
+  const int64_t in = weights.in, out = weights.out, rows = a.rows;
+  const int64_t panels = weights.packed.size(0);
+  const int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels;
+  const float* packed = weights.packed.data_ptr<float>();
+  const float* bias = weights.bias.data_ptr<float>();
+  const float* x = a.x;
+  float* y = a.y;
+  const int64_t ldx = a.ldx, ldy = a.ldy;
+  const bool accumulate = a.accumulate;
   // Tasks are column groups: each streams its panels once while every row tile reuses them.
-  parallel_for(groups, rows * in_ * out_ >= kParallelMacs, [&](int64_t g) {
-    const int64_t p0 = g * kGroupPanels, np = std::min(kGroupPanels, panels_ - p0);
-    const int64_t c0 = p0 * kPanel, cols = std::min(out_, (p0 + np) * kPanel) - c0;
-    const float* w = packed + p0 * in_ * kPanel;
-    const float* b = bias_.data() + c0;
+  parallel_for(groups, rows * in * out >= kParallelMacs, [&](int64_t g) {
+    const int64_t p0 = g * kGroupPanels, np = std::min(kGroupPanels, panels - p0);
+    const int64_t c0 = p0 * kPanel, cols = std::min(out, (p0 + np) * kPanel) - c0;
+    const float* w = packed + p0 * in * kPanel;
+    const float* b = bias + c0;
     int64_t r = 0;
     // Four rows share each weight load; single rows take all 8 panels at once so enough FMAs
     // are in flight. Two half groups for 2..4 rows keep the accumulators in registers.
     for (; r + 4 <= rows; r += 4) {
       for (int64_t h = 0; h < np; h += 4)
-        tile_np<4, 4>(std::min<int64_t>(4, np - h), x + r * ldx, ldx, w + h * in_ * kPanel, in_,
+        tile_np<4, 4>(std::min<int64_t>(4, np - h), x + r * ldx, ldx, w + h * in * kPanel, in,
                       y + r * ldy + c0 + h * kPanel, ldy, b + h * kPanel, cols - h * kPanel,
                       accumulate);
     }
     const int64_t left = rows - r;
     if (left == 1) {
-      tile_np<1, 8>(np, x + r * ldx, ldx, w, in_, y + r * ldy + c0, ldy, b, cols, accumulate);
+      tile_np<1, 8>(np, x + r * ldx, ldx, w, in, y + r * ldy + c0, ldy, b, cols, accumulate);
     } else if (left > 1) {
       for (int64_t h = 0; h < np; h += 4) {
         const int64_t n = std::min<int64_t>(4, np - h);
         const float* xr = x + r * ldx;
         float* yr = y + r * ldy + c0 + h * kPanel;
-        const float* wh = w + h * in_ * kPanel;
+        const float* wh = w + h * in * kPanel;
         if (left == 2)
-          tile_np<2, 4>(n, xr, ldx, wh, in_, yr, ldy, b + h * kPanel, cols - h * kPanel,
-                        accumulate);
+          tile_np<2, 4>(n, xr, ldx, wh, in, yr, ldy, b + h * kPanel, cols - h * kPanel, accumulate);
         else
-          tile_np<3, 4>(n, xr, ldx, wh, in_, yr, ldy, b + h * kPanel, cols - h * kPanel,
-                        accumulate);
+          tile_np<3, 4>(n, xr, ldx, wh, in, yr, ldy, b + h * kPanel, cols - h * kPanel, accumulate);
       }
     }
   });
 }
 
-}  // namespace tessera::infer::detail
+TESSERA_REGISTER_KERNEL(pack_linear_kernel, DeviceType::CPU, &pack_linear);
+TESSERA_REGISTER_KERNEL(packed_linear_kernel, DeviceType::CPU, &packed_linear);
+
+}  // namespace
+}  // namespace tessera::cpu

@@ -2,12 +2,12 @@
 // f(i) for i in [0, n), across OpenMP threads when `parallel`, else a plain loop. The serial
 // path never enters the OpenMP runtime: a decode step runs ~50 tiny loops, and even a
 // one-thread parallel region costs more than some of them. Inside a parallel region (the
-// runner's split batch) it runs serially too.
+// runner's split batch) it runs serially too. Used by the inference runner's kernels.
 #include <omp.h>
 
 #include <cstdint>
 
-namespace tessera::infer::detail {
+namespace tessera::cpu {
 
 template <class F>
 void parallel_for(int64_t n, bool parallel, const F& f) {
@@ -19,4 +19,4 @@ void parallel_for(int64_t n, bool parallel, const F& f) {
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
-}  // namespace tessera::infer::detail
+}  // namespace tessera::cpu
