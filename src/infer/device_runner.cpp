@@ -21,14 +21,7 @@ namespace tessera::infer::detail {
 using Layout = models::InferenceLayout;
 
 DeviceRunner::DeviceRunner(const Layout& layout, Device device) : device_(device) {
-  rms_norm_ = layout.norm == Layout::Norm::kRMSNorm;
-  swiglu_ = layout.mlp == Layout::Mlp::kSwiGLU;
-  eps_ = layout.eps;
-  dim_ = layout.dim;
-  n_heads_ = layout.n_heads;
-  n_kv_heads_ = layout.n_kv_heads;
-  head_dim_ = dim_ / n_heads_;
-  hidden_ = layout.hidden;
+  d_ = layout.dims();
   std::optional<cuda::DeviceGuard> guard;
   if (device_.is_cuda()) guard.emplace(device_.index);
   autograd::NoGradGuard no_grad;
@@ -80,9 +73,9 @@ DeviceRunner::Linear DeviceRunner::fused(const Layout::Linear& l) const {
 }
 
 Tensor DeviceRunner::norm(const Norm& n, const Tensor& x) const {
-  if (rms_norm_) return rms_norm(x, n.weight, eps_);
-  return layer_norm(x, {dim_}, n.weight,
-                    n.bias.defined() ? std::optional<Tensor>(n.bias) : std::nullopt, eps_);
+  if (d_.rms_norm) return rms_norm(x, n.weight, d_.eps);
+  return layer_norm(x, {d_.dim}, n.weight,
+                    n.bias.defined() ? std::optional<Tensor>(n.bias) : std::nullopt, d_.eps);
 }
 
 Tensor DeviceRunner::linear(const Tensor& x, const Linear& l) {
@@ -137,7 +130,7 @@ DeviceRunner::StepLayout DeviceRunner::stage(const StepBatch& batch) {
 }
 
 std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCache& cache) {
-  const int64_t N = batch.num_tokens(), D = head_dim_;
+  const int64_t N = batch.num_tokens(), D = d_.head_dim;
   const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
   if (N == 0) return {};
   std::optional<cuda::DeviceGuard> guard;
@@ -145,7 +138,7 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
   autograd::NoGradGuard no_grad;
   const StepLayout at = stage(batch);
   const int32_t* words = staged_.data_ptr<int32_t>();
-  const int64_t q_width = n_heads_ * D, kv_width = n_kv_heads_ * D;
+  const int64_t q_width = d_.n_heads * D, kv_width = d_.n_kv_heads * D;
   const int64_t qkv_width = q_width + 2 * kv_width;
   const TensorOptions f32 = TensorOptions(kFloat32).with_device(device_);
 
@@ -162,7 +155,7 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
   PagedCachingArgs cache_args;
   cache_args.slots = reinterpret_cast<const int64_t*>(words + at.slots);
   cache_args.num_tokens = N;
-  cache_args.num_kv_heads = n_kv_heads_;
+  cache_args.num_kv_heads = d_.n_kv_heads;
   cache_args.head_dim = D;
   cache_args.block_size = cache.block_size();
   PagedAttentionArgs attn_args;
@@ -171,8 +164,8 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
   attn_args.query_start = words + at.query_start;
   attn_args.seq_lens = words + at.seq_lens;
   attn_args.num_seqs = batch.num_seqs();
-  attn_args.num_heads = n_heads_;
-  attn_args.num_kv_heads = n_kv_heads_;
+  attn_args.num_heads = d_.n_heads;
+  attn_args.num_kv_heads = d_.n_kv_heads;
   attn_args.head_dim = D;
   attn_args.block_size = cache.block_size();
   attn_args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -184,8 +177,8 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
     Tensor qk = qkv;
     int64_t qk_stride = qkv_width;
     if (cos.defined()) {
-      qk = rope(qkv.narrow(1, 0, q_width + kv_width).reshape({N, n_heads_ + n_kv_heads_, D}), cos,
-                sin)
+      qk = rope(qkv.narrow(1, 0, q_width + kv_width).reshape({N, d_.n_heads + d_.n_kv_heads, D}),
+                cos, sin)
                .contiguous();
       qk_stride = q_width + kv_width;
     }
@@ -208,8 +201,9 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
     x.add_(linear(attn, L.o));
 
     const Tensor ff = linear(norm(L.norm2, x), L.fc1);
-    const Tensor act = swiglu_ ? swiglu(ff.narrow(1, 0, hidden_), ff.narrow(1, hidden_, hidden_))
-                               : gelu(ff, "tanh");
+    const Tensor act = d_.swiglu
+                           ? swiglu(ff.narrow(1, 0, d_.hidden), ff.narrow(1, d_.hidden, d_.hidden))
+                           : gelu(ff, "tanh");
     x.add_(linear(act, L.fc2));
   }
   if (R == 0) return {};

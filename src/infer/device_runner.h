@@ -52,9 +52,8 @@ class DeviceRunner {
   StepLayout stage(const StepBatch& batch);
 
   Device device_;
-  bool rms_norm_ = false, swiglu_ = false;
-  double eps_ = 1e-5;
-  int64_t dim_ = 0, n_heads_ = 0, n_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0, vocab_ = 0;
+  models::InferenceLayout::Dims d_;
+  int64_t vocab_ = 0;
   Tensor wte_, wpe_, rope_cos_, rope_sin_, lm_head_;  // wpe for GPT-2, rope tables for LLaMA
   std::vector<Layer> layers_;
   Norm final_norm_;

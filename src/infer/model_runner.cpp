@@ -110,16 +110,9 @@ void StepBatch::slice(int64_t s0, int64_t s1, StepBatch& out) const {
 ModelRunner::ModelRunner(const models::CausalLM& model) {
   using Layout = models::InferenceLayout;
   const Layout layout = model.inference_layout();
-  rms_norm_ = layout.norm == Layout::Norm::kRMSNorm;
-  swiglu_ = layout.mlp == Layout::Mlp::kSwiGLU;
+  d_ = layout.dims();
   num_layers_ = static_cast<int64_t>(layout.layers.size());
-  dim_ = layout.dim;
-  n_heads_ = layout.n_heads;
-  n_kv_heads_ = layout.n_kv_heads;
-  hidden_ = layout.hidden;
   max_seq_ = layout.max_seq_len;
-  eps_ = layout.eps;
-  head_dim_ = dim_ / n_heads_;
   vocab_ = model.vocab_size();
   device_ = model.device();
   if (!device_.is_cpu()) {
@@ -159,17 +152,17 @@ ModelRunner::~ModelRunner() = default;
 void ModelRunner::norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx,
                             Device device) const {
   call_kernel<norm_rows_kernel>(device,
-                                NormRowsArgs{x, ldx, y, rows, dim_, ptr(n.weight), ptr(n.bias),
-                                             static_cast<float>(eps_), rms_norm_});
+                                NormRowsArgs{x, ldx, y, rows, d_.dim, ptr(n.weight), ptr(n.bias),
+                                             static_cast<float>(d_.eps), d_.rms_norm});
 }
 
 void ModelRunner::check(const StepBatch& batch, const KVCache& cache, const char* op) const {
   const KVCacheSpec cs = cache.spec();
-  TESSERA_CHECK(
-      cs.num_layers == num_layers_ && cs.num_kv_heads == n_kv_heads_ && cs.head_dim == head_dim_,
-      ValueError, "[", op, "] expected a cache of ", num_layers_, " layers, ", n_kv_heads_,
-      " KV heads of dim ", head_dim_, ", got ", cs.num_layers, ", ", cs.num_kv_heads, ", ",
-      cs.head_dim);
+  TESSERA_CHECK(cs.num_layers == num_layers_ && cs.num_kv_heads == d_.n_kv_heads &&
+                    cs.head_dim == d_.head_dim,
+                ValueError, "[", op, "] expected a cache of ", num_layers_, " layers, ",
+                d_.n_kv_heads, " KV heads of dim ", d_.head_dim, ", got ", cs.num_layers, ", ",
+                cs.num_kv_heads, ", ", cs.head_dim);
   TESSERA_CHECK(cache.device() == device_, ValueError, "[", op, "] expected a cache on ",
                 device_.str(), " (the model's device), got one on ", cache.device().str());
   for (int64_t n = 0; n < batch.num_tokens(); ++n) {
@@ -185,9 +178,9 @@ std::span<const float> ModelRunner::hidden_states(const StepBatch& batch, const 
   TESSERA_CHECK(!device_runner_, ValueError,
                 "[ModelRunner.hidden_states] expected a CPU model, got one on ", device_.str());
   const int64_t N = batch.num_tokens();
-  grow(hidden_states_, N * dim_);
+  grow(hidden_states_, N * d_.dim);
   run(batch, cache, workspaces_[0], nullptr, hidden_states_.data());
-  return {hidden_states_.data(), static_cast<size_t>(N * dim_)};
+  return {hidden_states_.data(), static_cast<size_t>(N * d_.dim)};
 }
 
 std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCache& cache) {
@@ -216,7 +209,7 @@ int64_t ModelRunner::split_point(const StepBatch& batch) const {
   if (S < 2 || omp_get_max_threads() < 2 || weight_bytes_ > l2_bytes) return 0;
   // Work of a sequence: its tokens through the linear layers and over their keys.
   const int64_t token_macs = weight_bytes_ / static_cast<int64_t>(sizeof(float));
-  const int64_t key_macs = 2 * num_layers_ * n_heads_ * head_dim_;
+  const int64_t key_macs = 2 * num_layers_ * d_.n_heads * d_.head_dim;
   auto work = [&](int64_t s) {
     const int64_t n = batch.query_start[s + 1] - batch.query_start[s];
     return n * (token_macs + key_macs * batch.seq_lens[s]);
@@ -233,10 +226,10 @@ int64_t ModelRunner::split_point(const StepBatch& batch) const {
 
 void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& ws, float* logits,
                       float* hidden) const {
-  const int64_t N = batch.num_tokens(), C = dim_, D = head_dim_;
-  const int64_t q_width = n_heads_ * D, kv_width = n_kv_heads_ * D;
+  const int64_t N = batch.num_tokens(), C = d_.dim, D = d_.head_dim;
+  const int64_t q_width = d_.n_heads * D, kv_width = d_.n_kv_heads * D;
   const int64_t qkv_width = q_width + 2 * kv_width;
-  const int64_t ff_width = swiglu_ ? 2 * hidden_ : hidden_;
+  const int64_t ff_width = d_.swiglu ? 2 * d_.hidden : d_.hidden;
   const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
   grow(ws.x, N * C);
   grow(ws.h, std::max(N, R) * C);
@@ -264,7 +257,7 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
   cache_args.k_stride = cache_args.v_stride = qkv_width;
   cache_args.slots = batch.slots.data();
   cache_args.num_tokens = N;
-  cache_args.num_kv_heads = n_kv_heads_;
+  cache_args.num_kv_heads = d_.n_kv_heads;
   cache_args.head_dim = D;
   cache_args.block_size = cache.block_size();
   PagedAttentionArgs attn_args;
@@ -277,8 +270,8 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
   attn_args.query_start = batch.query_start.data();
   attn_args.seq_lens = batch.seq_lens.data();
   attn_args.num_seqs = batch.num_seqs();
-  attn_args.num_heads = n_heads_;
-  attn_args.num_kv_heads = n_kv_heads_;
+  attn_args.num_heads = d_.n_heads;
+  attn_args.num_kv_heads = d_.n_kv_heads;
   attn_args.head_dim = D;
   attn_args.block_size = cache.block_size();
   attn_args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -287,11 +280,11 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
                           .ld = qkv_width,
                           .rows = N,
                           .positions = batch.positions.data(),
-                          .heads = n_heads_ + n_kv_heads_,
+                          .heads = d_.n_heads + d_.n_kv_heads,
                           .head_dim = D,
                           .cos = ptr(rope_cos_),
                           .sin = ptr(rope_sin_)};
-  const MlpActivationArgs activation{ff, ff_width, N, hidden_, swiglu_};
+  const MlpActivationArgs activation{ff, ff_width, N, d_.hidden, d_.swiglu};
   const Device dev = cache.device();
 
   for (int64_t l = 0; l < num_layers_; ++l) {

@@ -78,7 +78,7 @@ class ModelRunner {
   ModelRunner& operator=(const ModelRunner&) = delete;
 
   // The cache shape this model needs.
-  KVCacheSpec kv_spec() const { return {num_layers_, n_kv_heads_, head_dim_}; }
+  KVCacheSpec kv_spec() const { return {num_layers_, d_.n_kv_heads, d_.head_dim}; }
   int64_t vocab_size() const { return vocab_; }
   int64_t max_seq_len() const { return max_seq_; }
   // Where the forward runs (the model's device); caches passed to forward() must be there.
@@ -93,7 +93,7 @@ class ModelRunner {
   // [num_tokens, hidden_size()] (what embeddings pool), instead of logits. CPU models only
   // (ValueError on a device); logit_rows is ignored.
   std::span<const float> hidden_states(const StepBatch& batch, const KVCache& cache);
-  int64_t hidden_size() const { return dim_; }
+  int64_t hidden_size() const { return d_.dim; }
 
  private:
   struct Norm {
@@ -120,9 +120,8 @@ class ModelRunner {
 
   Device device_ = kCPU;
   std::unique_ptr<detail::DeviceRunner> device_runner_;  // set on CUDA devices
-  bool rms_norm_ = false, swiglu_ = false;
-  double eps_ = 1e-5;
-  int64_t num_layers_ = 0, dim_ = 0, n_heads_ = 0, n_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0;
+  models::InferenceLayout::Dims d_;
+  int64_t num_layers_ = 0;
   int64_t vocab_ = 0, max_seq_ = 0;
   Tensor wte_, wpe_, rope_cos_, rope_sin_;  // wpe for GPT-2, rope tables for LLaMA
   std::vector<Layer> layers_;

@@ -38,6 +38,23 @@ struct InferenceLayout {
   std::vector<Layer> layers;
   NormWeights final_norm;
   Tensor lm_head;  // [vocab, dim]
+
+  // The sizes and kinds a runner steps by, read once from the fields above.
+  struct Dims {
+    bool rms_norm = false, swiglu = false;
+    double eps = 1e-5;
+    int64_t dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, hidden = 0;
+  };
+  Dims dims() const {
+    return {.rms_norm = norm == Norm::kRMSNorm,
+            .swiglu = mlp == Mlp::kSwiGLU,
+            .eps = eps,
+            .dim = dim,
+            .n_heads = n_heads,
+            .n_kv_heads = n_kv_heads,
+            .head_dim = dim / n_heads,
+            .hidden = hidden};
+  }
 };
 
 }  // namespace tessera::models
