@@ -4,203 +4,20 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
-#include <deque>
-#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "serve/server_internal.h"
 #include "tessera/core/error.h"
 #include "tessera/serve/openai.h"
 
 namespace tessera::serve {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr auto kPollInterval = std::chrono::milliseconds(50);
-
-int64_t unix_time() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-void send_json(httplib::Response& res, int status, const std::string& body) {
-  res.status = status;
-  res.set_content(body, "application/json");
-}
-
-void send_error(httplib::Response& res, const ApiError& e) {
-  send_json(res, e.status, error_json(e));
-}
-
-// One request's outputs (of its n or best_of engine requests, the choices), handed from the
-// engine thread to the HTTP thread that answers it.
-struct RequestChannel {
-  struct Output {
-    size_t choice;
-    infer::RequestOutput out;
-  };
-  std::mutex mutex;
-  std::condition_variable ready;
-  std::deque<Output> outputs;
-  std::vector<int64_t> ids;  // engine request id of each choice
-  std::vector<char> done;    // a choice's finishing output is queued: later ones are dropped
-  size_t open = 0;           // choices not done
-  bool cancelled_by_shutdown = false;
-  std::atomic<bool> cancelled{false};
-  Clock::time_point arrival = Clock::now(), last_token;
-  bool seen_token = false;
-
-  explicit RequestChannel(size_t choices) : done(choices, 0), open(choices) {}
-
-  // On the engine thread: queue the output and time it. False once the client is gone.
-  bool push(size_t choice, const infer::RequestOutput& out, Metrics& metrics) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (done[choice]) return false;  // cancelled by a shutdown in the meantime
-      if (out.finished()) {
-        done[choice] = 1;
-        --open;
-      }
-      outputs.push_back({choice, out});
-      if (!out.new_tokens.empty()) {
-        const Clock::time_point now = Clock::now();
-        if (!seen_token)
-          metrics.observe_time_to_first_token(std::chrono::duration<double>(now - arrival).count());
-        else
-          metrics.observe_time_between_tokens(
-              std::chrono::duration<double>(now - last_token).count());
-        seen_token = true;
-        last_token = now;
-      }
-    }
-    ready.notify_one();
-    metrics.count_tokens(0, static_cast<int64_t>(out.new_tokens.size()));
-    return !cancelled;
-  }
-
-  // Ends the unfinished choices with an Abort output (the engine's outputs for them are dropped
-  // from now on); false when all had already finished.
-  bool cancel_for_shutdown() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (open == 0) return false;
-      cancelled_by_shutdown = true;
-      for (size_t c = 0; c < done.size(); ++c) {
-        if (done[c]) continue;
-        done[c] = 1;
-        infer::RequestOutput out;
-        out.request_id = ids[c];
-        out.finish_reason = infer::FinishReason::Abort;
-        outputs.push_back({c, std::move(out)});
-      }
-      open = 0;
-    }
-    cancelled = true;
-    ready.notify_one();
-    return true;
-  }
-
-  // Waits up to timeout for outputs and takes them all.
-  std::deque<Output> take(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mutex);
-    ready.wait_for(lock, timeout, [&] { return !outputs.empty(); });
-    std::deque<Output> got;
-    got.swap(outputs);
-    return got;
-  }
-};
-
-// Where each choice of a request stands, beside what its response shows.
-struct ChoiceProgress {
-  int32_t last_token = -1;  // for the leading space of the next logprob token
-  int64_t tokens = 0;       // generated so far
-};
-
-// Folds an output into its choice (accumulating for a response, replacing for a stream chunk);
-// returns whether it finished the choice.
-bool apply(CompletionState& s, std::vector<ChoiceProgress>& progress,
-           const RequestChannel::Output& o, const tokenizers::Tokenizer& tokenizer,
-           bool accumulate) {
-  Choice& c = s.choices[o.choice];
-  ChoiceProgress& p = progress[o.choice];
-  const infer::RequestOutput& out = o.out;
-  if (!accumulate) {
-    for (const LogprobEntry& e : c.logprobs) c.text_offset += static_cast<int64_t>(e.token.size());
-    c.text.clear();
-    c.token_ids.clear();
-    c.logprobs.clear();
-  }
-  c.text += out.text;
-  c.token_ids.insert(c.token_ids.end(), out.new_tokens.begin(), out.new_tokens.end());
-  for (const infer::TokenLogprob& t : out.logprobs) c.cumulative_logprob += t.logprob;
-  if (s.logprobs) {
-    const std::vector<LogprobEntry> e = logprob_entries(out.logprobs, tokenizer, p.last_token);
-    c.logprobs.insert(c.logprobs.end(), e.begin(), e.end());
-  }
-  if (!out.new_tokens.empty()) p.last_token = out.new_tokens.back();
-  // A shutdown's Abort output counts no tokens: keep the count so far.
-  s.completion_tokens += std::max<int64_t>(0, out.completion_tokens - p.tokens);
-  p.tokens = std::max(p.tokens, out.completion_tokens);
-  c.finish_reason = out.finish_reason;
-  return out.finished();
-}
-
-// best_of: keeps the n choices with the highest cumulative logprob, renumbered 0..n-1 in that
-// order, and counts only their tokens in usage (as vLLM does).
-void keep_best(CompletionState& s, const std::vector<ChoiceProgress>& progress, size_t n) {
-  std::vector<size_t> order(s.choices.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return s.choices[a].cumulative_logprob > s.choices[b].cumulative_logprob;
-  });
-  std::vector<Choice> best;
-  s.completion_tokens = 0;
-  for (size_t i = 0; i < n; ++i) {
-    best.push_back(std::move(s.choices[order[i]]));
-    best.back().index = static_cast<int64_t>(i);
-    s.completion_tokens += progress[order[i]].tokens;
-  }
-  s.choices = std::move(best);
-}
-
-}  // namespace
-
-struct Server::Impl {
-  std::shared_ptr<infer::AsyncEngine> engine;
-  ServerConfig config;
-  ModelLimits limits;
-  const tokenizers::Tokenizer* tokenizer;
-  Metrics metrics;
-  httplib::Server http;
-  std::atomic<int64_t> in_flight{0};
-  std::atomic<int64_t> next_id{0};
-  bool bound = false;
-  int listen_fd = -1;  // the last socket httplib configured: the listening one after bind
-  // Requests submitted to the engine and not yet answered (by their first choice's id), for
-  // shutdown() to cancel.
-  std::mutex live_mutex;
-  std::map<int64_t, std::shared_ptr<RequestChannel>> live;
-  std::atomic<bool> draining{false};
-  std::mutex shutdown_mutex;  // guards shutdown_deadline
-  Clock::time_point shutdown_deadline;
-
-  void routes();
-  int64_t cancel_live();
-  void completion(const httplib::Request& req, httplib::Response& res, Endpoint ep);
-  void embeddings(const httplib::Request& req, httplib::Response& res);
-  // Answers 503 while draining or 429 when over the concurrency limit; whether it did.
-  bool refused(httplib::Response& res, bool over);
-  // Submits each choice of r to the engine; false (after answering res) when one is refused.
-  bool submit(const CompletionRequest& r, RequestChannel& channel,
-              const std::shared_ptr<RequestChannel>& keep, httplib::Response& res);
-};
+using namespace detail;
 
 Server::Server(std::shared_ptr<infer::AsyncEngine> engine, ServerConfig config)
     : impl_(std::make_unique<Impl>()) {
@@ -388,94 +205,6 @@ void Server::Impl::routes() {
   });
 }
 
-void Server::Impl::completion(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
-  // Counts this request in flight until its response (or stream) is done.
-  const bool over = ++in_flight > config.max_concurrent_requests;
-  std::shared_ptr<void> slot(nullptr, [this](void*) { --in_flight; });
-  if (refused(res, over)) return;
-  CompletionRequest r;
-  try {
-    r = parse_request(ep, req.body, *tokenizer, limits);
-  } catch (const ApiError& e) {
-    return send_error(res, e);
-  }
-  const size_t choices = static_cast<size_t>(r.best_of);
-  auto channel = std::make_shared<RequestChannel>(choices);
-  if (!submit(r, *channel, channel, res)) return;
-  const int64_t id = channel->ids.front();
-  {
-    std::lock_guard<std::mutex> lock(live_mutex);
-    live.emplace(id, channel);
-  }
-  // Unregisters the request once its response (or stream) is done.
-  std::shared_ptr<void> registered(nullptr, [this, id](void*) {
-    std::lock_guard<std::mutex> lock(live_mutex);
-    live.erase(id);
-  });
-  metrics.count_tokens(static_cast<int64_t>(r.prompt.size()), 0);
-  CompletionState state;
-  state.id = (ep == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id++);
-  state.created = unix_time();
-  state.model = r.model;
-  state.logprobs = r.logprobs >= 0;
-  state.prompt_tokens = static_cast<int64_t>(r.prompt.size());
-  state.choices.resize(choices);
-  for (size_t c = 0; c < choices; ++c) state.choices[c].index = static_cast<int64_t>(c);
-  std::vector<ChoiceProgress> progress(choices);
-
-  if (!r.stream) {
-    // Each choice ends with exactly one finishing output (the engine's or a shutdown's Abort).
-    for (size_t open = choices; open > 0;)
-      for (const RequestChannel::Output& o : channel->take(kPollInterval))
-        open -= apply(state, progress, o, *tokenizer, /*accumulate=*/true);
-    if (channel->cancelled_by_shutdown)
-      return send_error(res, ApiError(503, "the server shut down before the request finished", "",
-                                      "server_error", "shutting_down"));
-    if (r.best_of > r.n) keep_best(state, progress, static_cast<size_t>(r.n));
-    return send_json(res, 200, response_json(ep, state));
-  }
-
-  res.set_header("Cache-Control", "no-cache");
-  std::shared_ptr<infer::AsyncEngine> eng = engine;
-  auto cancel = [channel, eng] {
-    channel->cancelled = true;
-    for (int64_t choice_id : channel->ids) eng->abort(choice_id);
-  };
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [channel, state, progress, ep, include_usage = r.include_usage, cancel, slot, registered,
-       tok = tokenizer, first = std::vector<char>(choices, 1),
-       open = choices](size_t, httplib::DataSink& sink) mutable {
-        for (const RequestChannel::Output& o : channel->take(kPollInterval)) {
-          const bool done = apply(state, progress, o, *tok, /*accumulate=*/false);
-          if (!done && o.out.text.empty() && o.out.new_tokens.empty()) continue;
-          std::string events = stream_event(ep, state, o.choice, first[o.choice]);
-          first[o.choice] = 0;
-          open -= done;
-          if (open == 0) {
-            if (include_usage) events += usage_event(ep, state);
-            events += kStreamDone;
-          }
-          if (!sink.write(events.data(), events.size())) {
-            cancel();
-            return false;
-          }
-          if (open == 0) {
-            sink.done();
-            return true;
-          }
-        }
-        if (!sink.is_writable()) {
-          cancel();
-          return false;
-        }
-        return true;
-      },
-      [cancel](bool success) {
-        if (!success) cancel();
-      });
-}
-
 bool Server::Impl::refused(httplib::Response& res, bool over) {
   const bool drain = draining;
   if (drain)
@@ -501,23 +230,6 @@ void Server::Impl::embeddings(const httplib::Request& req, httplib::Response& re
     send_error(res, e);
   } catch (const Error& e) {  // the engine's own validation (a model on a device)
     send_error(res, ApiError(400, e.what()));
-  }
-}
-
-bool Server::Impl::submit(const CompletionRequest& r, RequestChannel& channel,
-                          const std::shared_ptr<RequestChannel>& keep, httplib::Response& res) {
-  try {
-    // ids is read only by this thread until the request is registered in live.
-    for (size_t c = 0; c < static_cast<size_t>(r.best_of); ++c)
-      channel.ids.push_back(engine->submit(r.prompt, r.choice_params(static_cast<int64_t>(c)),
-                                           [keep, c, this](const infer::RequestOutput& out) {
-                                             return keep->push(c, out, metrics);
-                                           }));
-    return true;
-  } catch (const Error& e) {  // the engine's own validation
-    for (int64_t id : channel.ids) engine->abort(id);
-    send_error(res, ApiError(400, e.what()));
-    return false;
   }
 }
 

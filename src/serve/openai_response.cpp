@@ -1,0 +1,157 @@
+// Response bodies: completions and chat completions, stream chunks, the usage event,
+// /v1/models and errors (ApiError), with their logprobs in OpenAI's two shapes.
+#include "serve/openai_json.h"
+#include "tessera/serve/openai.h"
+
+namespace tessera::serve {
+
+using namespace detail;
+
+namespace {
+
+std::string object_name(Endpoint ep, bool chunk) {
+  if (ep == Endpoint::Completions) return "text_completion";
+  return chunk ? "chat.completion.chunk" : "chat.completion";
+}
+
+Json finish_json(infer::FinishReason r) {
+  if (r == infer::FinishReason::None) return nullptr;
+  return std::string(infer::finish_reason_name(r));
+}
+
+Json usage_json(const CompletionState& s) {
+  return {{"prompt_tokens", s.prompt_tokens},
+          {"completion_tokens", s.completion_tokens},
+          {"total_tokens", s.prompt_tokens + s.completion_tokens}};
+}
+
+Json envelope(Endpoint ep, const CompletionState& s, bool chunk) {
+  return {
+      {"id", s.id}, {"object", object_name(ep, chunk)}, {"created", s.created}, {"model", s.model}};
+}
+
+Json bytes_json(const std::string& token) {
+  Json b = Json::array();
+  for (unsigned char c : token) b.push_back(c);
+  return b;
+}
+
+// OpenAI's chat shape: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+Json chat_logprobs(const Choice& c) {
+  Json content = Json::array();
+  for (const LogprobEntry& e : c.logprobs) {
+    Json top = Json::array();
+    for (const auto& [token, lp] : e.top)
+      top.push_back({{"token", token}, {"logprob", lp}, {"bytes", bytes_json(token)}});
+    content.push_back({{"token", e.token},
+                       {"logprob", e.logprob},
+                       {"bytes", bytes_json(e.token)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+// The legacy completions shape: parallel lists, top_logprobs as {token: logprob} dicts.
+Json completion_logprobs(const Choice& c) {
+  Json tokens = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
+  int64_t offset = c.text_offset;
+  for (const LogprobEntry& e : c.logprobs) {
+    tokens.push_back(e.token);
+    lps.push_back(e.logprob);
+    Json top = Json::object();
+    for (const auto& [token, lp] : e.top) top[token] = lp;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(e.token.size());
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", lps},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+Json choice_json(Endpoint ep, const CompletionState& s, const Choice& c, bool chunk, bool first) {
+  Json j = {{"index", c.index},
+            {"finish_reason", finish_json(c.finish_reason)},
+            {"token_ids", c.token_ids}};
+  if (ep == Endpoint::Completions) {
+    j["text"] = c.text;
+    j["logprobs"] = s.logprobs ? completion_logprobs(c) : Json(nullptr);
+    return j;
+  }
+  j["logprobs"] = s.logprobs ? chat_logprobs(c) : Json(nullptr);
+  if (!chunk) {
+    j["message"] = {{"role", "assistant"}, {"content", c.text}};
+  } else {
+    Json delta = {{"content", c.text}};
+    if (first) delta["role"] = "assistant";
+    j["delta"] = delta;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::vector<LogprobEntry> logprob_entries(const std::vector<infer::TokenLogprob>& logprobs,
+                                          const tokenizers::Tokenizer& tokenizer, int32_t prev) {
+  std::vector<LogprobEntry> entries;
+  for (const infer::TokenLogprob& t : logprobs) {
+    LogprobEntry e{tokenizer.token_to_string(t.token, prev), t.logprob, {}};
+    for (const auto& [id, lp] : t.top) e.top.emplace_back(tokenizer.token_to_string(id, prev), lp);
+    entries.push_back(std::move(e));
+    prev = t.token;
+  }
+  return entries;
+}
+
+ApiError::ApiError(int status, std::string message, std::string param, std::string type,
+                   std::string code)
+    : status(status),
+      message(std::move(message)),
+      param(std::move(param)),
+      type(std::move(type)),
+      code(std::move(code)) {}
+
+std::string error_json(const ApiError& e) {
+  Json err = {{"message", e.message},
+              {"type", e.type},
+              {"param", e.param.empty() ? Json(nullptr) : Json(e.param)},
+              {"code", e.code.empty() ? Json(nullptr) : Json(e.code)}};
+  return dump(Json{{"error", err}});
+}
+
+std::string response_json(Endpoint ep, const CompletionState& s) {
+  Json choices = Json::array();
+  for (const Choice& c : s.choices) choices.push_back(choice_json(ep, s, c, false, false));
+  Json j = envelope(ep, s, false);
+  j["choices"] = choices;
+  j["usage"] = usage_json(s);
+  return dump(j);
+}
+
+std::string stream_event(Endpoint ep, const CompletionState& s, size_t c, bool first) {
+  Json j = envelope(ep, s, true);
+  j["choices"] = Json::array({choice_json(ep, s, s.choices.at(c), true, first)});
+  return "data: " + dump(j) + "\n\n";
+}
+
+std::string usage_event(Endpoint ep, const CompletionState& s) {
+  Json j = envelope(ep, s, true);
+  j["choices"] = Json::array();
+  j["usage"] = usage_json(s);
+  return "data: " + dump(j) + "\n\n";
+}
+
+std::string models_json(const std::vector<std::string>& names, int64_t created,
+                        int64_t max_model_len) {
+  Json data = Json::array();
+  for (const std::string& name : names)
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "tessera"},
+                    {"max_model_len", max_model_len}});
+  return dump(Json{{"object", "list"}, {"data", data}});
+}
+
+}  // namespace tessera::serve

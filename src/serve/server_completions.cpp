@@ -1,0 +1,185 @@
+// The /v1/completions and /v1/chat/completions handler: each choice submitted to the engine, its
+// outputs answered as one response or streamed as server-sent events.
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "serve/server_internal.h"
+#include "tessera/core/error.h"
+#include "tessera/serve/openai.h"
+#include "tessera/serve/server.h"
+
+namespace tessera::serve {
+
+using namespace detail;
+
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+
+// Where each choice of a request stands, beside what its response shows.
+struct ChoiceProgress {
+  int32_t last_token = -1;  // for the leading space of the next logprob token
+  int64_t tokens = 0;       // generated so far
+};
+
+// Folds an output into its choice (accumulating for a response, replacing for a stream chunk);
+// returns whether it finished the choice.
+bool apply(CompletionState& s, std::vector<ChoiceProgress>& progress,
+           const RequestChannel::Output& o, const tokenizers::Tokenizer& tokenizer,
+           bool accumulate) {
+  Choice& c = s.choices[o.choice];
+  ChoiceProgress& p = progress[o.choice];
+  const infer::RequestOutput& out = o.out;
+  if (!accumulate) {
+    for (const LogprobEntry& e : c.logprobs) c.text_offset += static_cast<int64_t>(e.token.size());
+    c.text.clear();
+    c.token_ids.clear();
+    c.logprobs.clear();
+  }
+  c.text += out.text;
+  c.token_ids.insert(c.token_ids.end(), out.new_tokens.begin(), out.new_tokens.end());
+  for (const infer::TokenLogprob& t : out.logprobs) c.cumulative_logprob += t.logprob;
+  if (s.logprobs) {
+    const std::vector<LogprobEntry> e = logprob_entries(out.logprobs, tokenizer, p.last_token);
+    c.logprobs.insert(c.logprobs.end(), e.begin(), e.end());
+  }
+  if (!out.new_tokens.empty()) p.last_token = out.new_tokens.back();
+  // A shutdown's Abort output counts no tokens: keep the count so far.
+  s.completion_tokens += std::max<int64_t>(0, out.completion_tokens - p.tokens);
+  p.tokens = std::max(p.tokens, out.completion_tokens);
+  c.finish_reason = out.finish_reason;
+  return out.finished();
+}
+
+// best_of: keeps the n choices with the highest cumulative logprob, renumbered 0..n-1 in that
+// order, and counts only their tokens in usage (as vLLM does).
+void keep_best(CompletionState& s, const std::vector<ChoiceProgress>& progress, size_t n) {
+  std::vector<size_t> order(s.choices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return s.choices[a].cumulative_logprob > s.choices[b].cumulative_logprob;
+  });
+  std::vector<Choice> best;
+  s.completion_tokens = 0;
+  for (size_t i = 0; i < n; ++i) {
+    best.push_back(std::move(s.choices[order[i]]));
+    best.back().index = static_cast<int64_t>(i);
+    s.completion_tokens += progress[order[i]].tokens;
+  }
+  s.choices = std::move(best);
+}
+
+}  // namespace
+
+void Server::Impl::completion(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
+  // Counts this request in flight until its response (or stream) is done.
+  const bool over = ++in_flight > config.max_concurrent_requests;
+  std::shared_ptr<void> slot(nullptr, [this](void*) { --in_flight; });
+  if (refused(res, over)) return;
+  CompletionRequest r;
+  try {
+    r = parse_request(ep, req.body, *tokenizer, limits);
+  } catch (const ApiError& e) {
+    return send_error(res, e);
+  }
+  const size_t choices = static_cast<size_t>(r.best_of);
+  auto channel = std::make_shared<RequestChannel>(choices);
+  if (!submit(r, *channel, channel, res)) return;
+  const int64_t id = channel->ids.front();
+  {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live.emplace(id, channel);
+  }
+  // Unregisters the request once its response (or stream) is done.
+  std::shared_ptr<void> registered(nullptr, [this, id](void*) {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live.erase(id);
+  });
+  metrics.count_tokens(static_cast<int64_t>(r.prompt.size()), 0);
+  CompletionState state;
+  state.id = (ep == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id++);
+  state.created = unix_time();
+  state.model = r.model;
+  state.logprobs = r.logprobs >= 0;
+  state.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  state.choices.resize(choices);
+  for (size_t c = 0; c < choices; ++c) state.choices[c].index = static_cast<int64_t>(c);
+  std::vector<ChoiceProgress> progress(choices);
+
+  if (!r.stream) {
+    // Each choice ends with exactly one finishing output (the engine's or a shutdown's Abort).
+    for (size_t open = choices; open > 0;)
+      for (const RequestChannel::Output& o : channel->take(kPollInterval))
+        open -= apply(state, progress, o, *tokenizer, /*accumulate=*/true);
+    if (channel->cancelled_by_shutdown)
+      return send_error(res, ApiError(503, "the server shut down before the request finished", "",
+                                      "server_error", "shutting_down"));
+    if (r.best_of > r.n) keep_best(state, progress, static_cast<size_t>(r.n));
+    return send_json(res, 200, response_json(ep, state));
+  }
+
+  res.set_header("Cache-Control", "no-cache");
+  std::shared_ptr<infer::AsyncEngine> eng = engine;
+  auto cancel = [channel, eng] {
+    channel->cancelled = true;
+    for (int64_t choice_id : channel->ids) eng->abort(choice_id);
+  };
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [channel, state, progress, ep, include_usage = r.include_usage, cancel, slot, registered,
+       tok = tokenizer, first = std::vector<char>(choices, 1),
+       open = choices](size_t, httplib::DataSink& sink) mutable {
+        for (const RequestChannel::Output& o : channel->take(kPollInterval)) {
+          const bool done = apply(state, progress, o, *tok, /*accumulate=*/false);
+          if (!done && o.out.text.empty() && o.out.new_tokens.empty()) continue;
+          std::string events = stream_event(ep, state, o.choice, first[o.choice]);
+          first[o.choice] = 0;
+          open -= done;
+          if (open == 0) {
+            if (include_usage) events += usage_event(ep, state);
+            events += kStreamDone;
+          }
+          if (!sink.write(events.data(), events.size())) {
+            cancel();
+            return false;
+          }
+          if (open == 0) {
+            sink.done();
+            return true;
+          }
+        }
+        if (!sink.is_writable()) {
+          cancel();
+          return false;
+        }
+        return true;
+      },
+      [cancel](bool success) {
+        if (!success) cancel();
+      });
+}
+
+bool Server::Impl::submit(const CompletionRequest& r, RequestChannel& channel,
+                          const std::shared_ptr<RequestChannel>& keep, httplib::Response& res) {
+  try {
+    // ids is read only by this thread until the request is registered in live.
+    for (size_t c = 0; c < static_cast<size_t>(r.best_of); ++c)
+      channel.ids.push_back(engine->submit(r.prompt, r.choice_params(static_cast<int64_t>(c)),
+                                           [keep, c, this](const infer::RequestOutput& out) {
+                                             return keep->push(c, out, metrics);
+                                           }));
+    return true;
+  } catch (const Error& e) {  // the engine's own validation
+    for (int64_t id : channel.ids) engine->abort(id);
+    send_error(res, ApiError(400, e.what()));
+    return false;
+  }
+}
+
+}  // namespace tessera::serve
