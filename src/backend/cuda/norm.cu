@@ -1,16 +1,12 @@
-// CUDA layer norm and RMS norm (with the fused residual add), forward and backward, with the
-// CPU's semantics: opmath arithmetic, two-pass statistics (mean, then the centred sum of
-// squares), float statistics (double for float64).
+// CUDA layer norm and RMS norm forward (with the fused residual add); the backward is in
+// norm_backward.cu. The CPU's semantics: opmath arithmetic, two-pass statistics (mean, then the
+// centred sum of squares), float statistics (double for float64).
 //
 // Row kernels (forward, and the backward's dx) come in two shapes:
 //  - n <= 1024 (512 for double): a group of up to 32 lanes per row keeps the row in registers,
 //    so it is read once and every reduction is a warp shuffle;
 //  - longer rows: one block per row, each pass re-reading the row, which then mostly hits L1/L2.
 // Both load 16-byte vectors when every operand is aligned and n is a multiple of the width.
-// dweight/dbias are a column reduction of their own: blocks of 32 columns x 8 row-threads each
-// sum one chunk of rows into a [chunks, n] buffer (no atomics), and a second kernel adds the
-// chunks in order, so results are deterministic on a given device (the chunk count follows the
-// shape and the SM count).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -19,19 +15,14 @@
 #include "backend/common/nn_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/norm_common.cuh"
 #include "backend/cuda/row_launch.cuh"
 #include "backend/cuda/vectorized.cuh"
 #include "backend/cuda/warp.cuh"
 #include "tessera/core/dtype_dispatch.h"
-#include "tessera/ops/creation.h"
 
 namespace tessera::cuda {
 namespace {
-
-// The most threads any block of this file is launched with (one such block per SM lets kernels
-// bounded by it keep 64 registers).
-constexpr int kMaxThreads = 1024;
-constexpr int kRowThreads = 8;  // threads along rows per block of the parameter-gradient kernel
 
 // ---- forward, short rows: `width` lanes per row, ELEMS values each ----
 
@@ -248,220 +239,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   if (threadIdx.x == 0) rstd[blockIdx.x] = rs;
 }
 
-// ---- backward dx, both norms ----
-// With xhat = (x - mean) rstd (mean null: RMS norm, xhat = h rstd) and gw = dy weight:
-//   dx = rstd (gw - mean(gw) - xhat mean(gw xhat)) (+ dh), the mean(gw) term for layer norm only.
-
-template <class T, int ELEMS, int VEC>
-__global__ void norm_backward_warp_kernel(T* __restrict__ dx, const T* __restrict__ dy,
-                                          const T* __restrict__ x, const T* __restrict__ dh,
-                                          const opmath_t<T>* __restrict__ mean,
-                                          const opmath_t<T>* __restrict__ rstd,
-                                          const T* __restrict__ w, int64_t rows, int n,
-                                          int group_width) {
-  using A = opmath_t<T>;
-  // Rows of more than 32 vectors take whole warps: a constant width turns offsets into immediates.
-  const int width = ELEMS > kVec<T> ? kWarp : group_width;
-  const unsigned mask = group_mask(width);
-  const int lane = threadIdx.x & (width - 1);
-  const A inv_n = A(1) / static_cast<A>(n);
-  for (int64_t row = first_row(width); row < rows; row += row_stride(width)) {
-    const int64_t off = row * n;
-    const A mu = mean ? mean[row] : A(0), rs = rstd[row];
-    A gw[ELEMS], xh[ELEMS];
-    A sg = 0, sgx = 0;
-#pragma unroll
-    for (int j = 0; j < ELEMS / VEC; ++j) {
-      const int i = (j * width + lane) * VEC;
-      if (i >= n) continue;
-      A* g = gw + j * VEC;
-      A* h = xh + j * VEC;
-      load<VEC>(g, dy + off + i);
-      load<VEC>(h, x + off + i);
-      if (w) {
-        A p[VEC];
-        load<VEC>(p, w + i);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) g[k] *= p[k];
-      }
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        h[k] = (h[k] - mu) * rs;
-        sg += g[k];
-        sgx += g[k] * h[k];
-      }
-    }
-    sg = mean ? group_sum(sg, mask, width) * inv_n : A(0);
-    sgx = group_sum(sgx, mask, width) * inv_n;
-#pragma unroll
-    for (int j = 0; j < ELEMS / VEC; ++j) {
-      const int i = (j * width + lane) * VEC;
-      if (i >= n) continue;
-      A o[VEC];
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) o[k] = rs * (gw[j * VEC + k] - sg - xh[j * VEC + k] * sgx);
-      if (dh) {
-        A p[VEC];
-        load<VEC>(p, dh + off + i);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) o[k] += p[k];
-      }
-      store<VEC>(dx + off + i, o);
-    }
-  }
-}
-
-template <class T, int VEC>
-__global__ void __launch_bounds__(kMaxThreads, 1)
-    norm_backward_block_kernel(T* __restrict__ dx, const T* __restrict__ dy,
-                               const T* __restrict__ x, const T* __restrict__ dh,
-                               const opmath_t<T>* __restrict__ mean,
-                               const opmath_t<T>* __restrict__ rstd, const T* __restrict__ w,
-                               int64_t n) {
-  using A = opmath_t<T>;
-  const int64_t off = int64_t{blockIdx.x} * n;
-  const A mu = mean ? mean[blockIdx.x] : A(0), rs = rstd[blockIdx.x];
-  const A inv_n = A(1) / static_cast<A>(n);
-  // gw and xhat of the chunk at i, recomputed by both passes.
-  auto terms = [&]<int W>(int64_t i, A* g, A* h) {
-    load<W>(g, dy + off + i);
-    load<W>(h, x + off + i);
-    if (w) {
-      A p[W];
-      load<W>(p, w + i);
-#pragma unroll
-      for (int k = 0; k < W; ++k) g[k] *= p[k];
-    }
-#pragma unroll
-    for (int k = 0; k < W; ++k) h[k] = (h[k] - mu) * rs;
-  };
-  A sums[2] = {A(0), A(0)};  // sum gw, sum gw xhat
-  for_each_chunk<VEC>(dy + off, n, [&](int64_t i, auto c) {
-    constexpr int W = decltype(c)::value;
-    A g[W], h[W];
-    terms.template operator()<W>(i, g, h);
-#pragma unroll
-    for (int k = 0; k < W; ++k) {
-      sums[0] += g[k];
-      sums[1] += g[k] * h[k];
-    }
-  });
-  block_sum(sums);
-  const A sg = mean ? sums[0] * inv_n : A(0), sgx = sums[1] * inv_n;
-  for_each_chunk<VEC>(dy + off, n, [&](int64_t i, auto c) {
-    constexpr int W = decltype(c)::value;
-    A g[W], h[W];
-    terms.template operator()<W>(i, g, h);
-#pragma unroll
-    for (int k = 0; k < W; ++k) g[k] = rs * (g[k] - sg - h[k] * sgx);
-    if (dh) {
-      A p[W];
-      load<W>(p, dh + off + i);
-#pragma unroll
-      for (int k = 0; k < W; ++k) g[k] += p[k];
-    }
-    store<W>(dx + off + i, g);
-  });
-}
-
-// ---- backward dweight / dbias ----
-
-// Block (32, 8) sums rows [r0, r1) of chunk blockIdx.y for 32 columns: dweight += dy xhat,
-// dbias += dy (either pointer null when not wanted). With one chunk the sums are the gradients
-// and go to dw/db as T; otherwise they go to the partial buffers pw/pb [chunks, n]. (Vector
-// loads of several columns per lane measured slower here: fewer, shorter blocks.)
-template <class T>
-__global__ void norm_param_grad_kernel(T* __restrict__ dw, T* __restrict__ db,
-                                       opmath_t<T>* __restrict__ pw, opmath_t<T>* __restrict__ pb,
-                                       const T* __restrict__ dy, const T* __restrict__ x,
-                                       const opmath_t<T>* __restrict__ mean,
-                                       const opmath_t<T>* __restrict__ rstd, int64_t rows,
-                                       int64_t n) {
-  using A = opmath_t<T>;
-  __shared__ A sw[kRowThreads][kWarp], sb[kRowThreads][kWarp];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t c = int64_t{blockIdx.x} * kWarp + tx;
-  const int64_t r0 = rows * blockIdx.y / gridDim.y, r1 = rows * (blockIdx.y + 1) / gridDim.y;
-  A aw = 0, ab = 0;
-  if (c < n) {
-#pragma unroll 4
-    for (int64_t r = r0 + ty; r < r1; r += kRowThreads) {
-      const A g = static_cast<A>(dy[r * n + c]);
-      const A xv = static_cast<A>(x[r * n + c]);
-      aw += g * ((mean ? xv - mean[r] : xv) * rstd[r]);
-      ab += g;
-    }
-  }
-  sw[ty][tx] = aw;
-  sb[ty][tx] = ab;
-  __syncthreads();
-  if (ty != 0 || c >= n) return;
-  for (int k = 1; k < kRowThreads; ++k) {
-    aw += sw[k][tx];
-    ab += sb[k][tx];
-  }
-  if (gridDim.y == 1) {
-    if (dw) dw[c] = static_cast<T>(aw);
-    if (db) db[c] = static_cast<T>(ab);
-  } else {
-    if (pw) pw[blockIdx.y * n + c] = aw;
-    if (pb) pb[blockIdx.y * n + c] = ab;
-  }
-}
-
-// Adds the chunk partials [chunks, n] in chunk order into dw/db [n].
-template <class T>
-__global__ void sum_partials_kernel(T* __restrict__ dw, T* __restrict__ db,
-                                    const opmath_t<T>* __restrict__ pw,
-                                    const opmath_t<T>* __restrict__ pb, int64_t chunks, int64_t n) {
-  using A = opmath_t<T>;
-  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < n;
-       c += int64_t{gridDim.x} * blockDim.x) {
-    if (dw) {
-      A s = 0;
-      for (int64_t k = 0; k < chunks; ++k) s += pw[k * n + c];
-      dw[c] = static_cast<T>(s);
-    }
-    if (db) {
-      A s = 0;
-      for (int64_t k = 0; k < chunks; ++k) s += pb[k * n + c];
-      db[c] = static_cast<T>(s);
-    }
-  }
-}
-
 // ---- launch configuration ----
-
-template <class T>
-const T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
-template <class T>
-T* mut_ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
-// Whether rows of n elements load as 16-byte vectors: every operand aligned (null ones count as
-// aligned) and n a multiple of the vector width.
-template <class T, class... P>
-bool vectorizable(int64_t n, const P*... p) {
-  return n % kVec<T> == 0 && ((reinterpret_cast<uintptr_t>(p) % kVecBytes == 0) && ...);
-}
-
-// Calls f.template operator()<VEC>(threads) for a one-block-per-row kernel: 16-byte vectors
-// when `vec`, about 8 of them per thread, 128 to 1024 threads.
-template <class T, class F>
-void with_block_config(int64_t n, bool vec, F&& f) {
-  auto threads = [&](int w) { return std::clamp(pow2_ceil((n / w + 7) / 8), 128, kMaxThreads); };
-  if (vec)
-    f.template operator()<kVec<T>>(threads(kVec<T>));
-  else
-    f.template operator()<1>(threads(1));
-}
-
-// One block per row (rows this long cannot be numerous enough to pass the grid's 2^31 limit).
-unsigned rows_grid(int64_t rows) { return static_cast<unsigned>(rows); }
 
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                 const Tensor& weight, const Tensor& bias, double eps) {
@@ -525,83 +303,8 @@ void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& h_out, const Te
   });
 }
 
-// dx (when defined) for either norm (mean null: RMS norm, x is h), then dweight/dbias (when
-// defined) as a column reduction.
-template <class T>
-void norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
-                   const Tensor& x, const Tensor& dh, const opmath_t<T>* mean, const Tensor& rstd,
-                   const Tensor& weight) {
-  using A = opmath_t<T>;
-  const int64_t rows = x.size(0), n = x.size(1);
-  if (n == 0) return;
-  const T* xp = x.data_ptr<T>();
-  const T* gp = dy.data_ptr<T>();
-  const A* rp = rstd.data_ptr<A>();
-  cudaStream_t stream = current_stream();
-  if (dx.defined() && rows > 0) {
-    T* dxp = dx.data_ptr<T>();
-    const T* dhp = ptr_or_null<T>(dh);
-    const T* w = ptr_or_null<T>(weight);
-    const bool vec = vectorizable<T>(n, dxp, gp, xp, dhp, w);
-    if (n <= kMaxWarpRow<T>) {
-      with_warp_config<T>(n, vec, [&]<int ELEMS, int VEC>(int width) {
-        norm_backward_warp_kernel<T, ELEMS, VEC>
-            <<<grid_size(rows * width, kRowsBlock), kRowsBlock, 0, stream>>>(
-                dxp, gp, xp, dhp, mean, rp, w, rows, static_cast<int>(n), width);
-      });
-    } else {
-      with_block_config<T>(n, vec, [&]<int VEC>(int threads) {
-        norm_backward_block_kernel<T, VEC>
-            <<<rows_grid(rows), threads, 0, stream>>>(dxp, gp, xp, dhp, mean, rp, w, n);
-      });
-    }
-    TESSERA_CUDA_CHECK_LAUNCH();
-  }
-  T* dw = mut_ptr_or_null<T>(dweight);
-  T* db = mut_ptr_or_null<T>(dbias);
-  if (!dw && !db) return;
-  // Enough chunks of rows for ~8 blocks per SM, each chunk at least 64 rows.
-  const int64_t tiles = (n + kWarp - 1) / kWarp;
-  const int64_t target = int64_t{device_properties().multiProcessorCount} * 8;
-  const int64_t chunks =
-      std::max<int64_t>(1, std::min({(target + tiles - 1) / tiles, rows / 64, int64_t{65535}}));
-  Tensor part;
-  A *pw = nullptr, *pb = nullptr;
-  if (chunks > 1) {
-    const int64_t wanted = (dw ? 1 : 0) + (db ? 1 : 0);
-    part = empty({wanted * chunks, n}, TensorOptions(dtype_of<A>).with_device(x.device()));
-    pw = dw ? part.data_ptr<A>() : nullptr;
-    pb = db ? part.data_ptr<A>() + (dw ? chunks * n : 0) : nullptr;
-  }
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks));
-  norm_param_grad_kernel<T>
-      <<<grid, dim3(kWarp, kRowThreads), 0, stream>>>(dw, db, pw, pb, gp, xp, mean, rp, rows, n);
-  TESSERA_CUDA_CHECK_LAUNCH();
-  if (chunks == 1) return;
-  sum_partials_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(dw, db, pw, pb, chunks, n);
-  TESSERA_CUDA_CHECK_LAUNCH();
-}
-
-void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& weight) {
-  dispatch<kFloatingTypes>(x.dtype(), "layer_norm_backward", [&]<class T>() {
-    norm_backward<T>(dx, dweight, dbias, dy, x, Tensor(), mean.data_ptr<opmath_t<T>>(), rstd,
-                     weight);
-  });
-}
-
-void rms_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& dh,
-                       const Tensor& h, const Tensor& rstd, const Tensor& weight) {
-  dispatch<kFloatingTypes>(h.dtype(), "rms_norm_backward", [&]<class T>() {
-    norm_backward<T>(dx, dweight, Tensor(), dy, h, dh, nullptr, rstd, weight);
-  });
-}
-
 TESSERA_REGISTER_KERNEL(layer_norm_kernel, DeviceType::CUDA, &layer_norm);
-TESSERA_REGISTER_KERNEL(layer_norm_backward_kernel, DeviceType::CUDA, &layer_norm_backward);
 TESSERA_REGISTER_KERNEL(rms_norm_kernel, DeviceType::CUDA, &rms_norm);
-TESSERA_REGISTER_KERNEL(rms_norm_backward_kernel, DeviceType::CUDA, &rms_norm_backward);
 
 }  // namespace
 }  // namespace tessera::cuda

@@ -1,12 +1,11 @@
 #include "tessera/dist/process_group_mpi.h"
 
-#include <atomic>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 
+#include "dist/mpi/wire_mpi.h"
 #include "dist/mpi/work_mpi.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/creation.h"
@@ -23,73 +22,15 @@ bool g_we_initialized = false;
 std::mutex g_world_mutex;
 std::shared_ptr<ProcessGroupMPI> g_world;
 
-// 16-bit floats travel as raw uint16 (MPI has no such type) and are reduced in a float32
-// staging copy: one rounding at the end instead of one per reduction step. Bools are 0/1 bytes,
-// so max is a logical or and min a logical and.
-bool reduces_in_float32(DType t) { return t == kFloat16 || t == kBFloat16; }
-
-MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::Bool:
-    case DType::UInt8:
-      return MPI_UINT8_T;
-    case DType::Int8:
-      return MPI_INT8_T;
-    case DType::Int16:
-      return MPI_INT16_T;
-    case DType::Int32:
-      return MPI_INT32_T;
-    case DType::Int64:
-      return MPI_INT64_T;
-    case DType::Float16:
-    case DType::BFloat16:
-      return MPI_UINT16_T;
-    case DType::Float32:
-      return MPI_FLOAT;
-    case DType::Float64:
-      return MPI_DOUBLE;
-  }
-  return MPI_DATATYPE_NULL;
-}
-
-MPI_Op mpi_op(ReduceOp op, DType t) {
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      return t == kBool ? MPI_MAX : MPI_SUM;
-    case ReduceOp::Max:
-      return MPI_MAX;
-    case ReduceOp::Min:
-      return MPI_MIN;
-  }
-  return MPI_OP_NULL;
-}
-
-// A piece [offset, offset + count) of a buffer. MPI counts are int, so a larger tensor travels in
-// several calls of at most max_chunk_elements() each, all in one PendingOp.
-struct Chunk {
-  int64_t offset;
-  int count;
-};
-
-// The chunks that cover n elements; one empty chunk when n is 0, so that every rank still takes
-// part in the collective. Every rank must use the same limit.
-std::vector<Chunk> chunks(int64_t n) {
-  const int64_t limit = detail::max_chunk_elements();
-  std::vector<Chunk> out;
-  int64_t offset = 0;
-  do {
-    const int64_t count = std::min(limit, n - offset);
-    out.push_back({offset, static_cast<int>(count)});
-    offset += count;
-  } while (offset < n);
-  return out;
-}
-
-// The address of element `offset` of a contiguous buffer.
-void* at(const Tensor& buf, int64_t offset) {
-  return static_cast<char*>(buf.data_ptr()) + offset * static_cast<int64_t>(buf.element_size());
-}
+using detail::at;
+using detail::Chunk;
+using detail::chunks;
+using detail::divide;
+using detail::mpi_op;
+using detail::mpi_type;
+using detail::OwnedType;
+using detail::reduces_in_float32;
+using detail::spaced_type;
 
 // An operation about to be posted. Its handle exists before the first MPI call, so that when a
 // later chunk fails to post, the requests already posted keep their buffers: the handle's
@@ -106,38 +47,6 @@ struct Launch {
   }
   MPI_Request* request() { return &op->requests.emplace_back(); }
 };
-
-// A committed derived datatype, freed at scope exit (MPI keeps it alive for the calls that
-// were posted with it). Constructed and destroyed under mpi_lock().
-struct OwnedType {
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  ~OwnedType() {
-    if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
-  }
-};
-
-// `count` elements of `base` as one element whose extent is `extent` elements: chunk c of every
-// rank's block of an all_gather lands `extent` elements (one block) apart.
-void spaced_type(OwnedType& out, MPI_Datatype base, int count, int64_t extent, size_t itemsize) {
-  OwnedType piece;
-  TESSERA_MPI_CHECK(MPI_Type_contiguous(count, base, &piece.type));
-  TESSERA_MPI_CHECK(
-      MPI_Type_create_resized(piece.type, 0, static_cast<MPI_Aint>(extent * itemsize), &out.type));
-  TESSERA_MPI_CHECK(MPI_Type_commit(&out.type));
-}
-
-// Sum -> mean, in place on a contiguous floating buffer.
-void divide(const Tensor& buf, int n) {
-  const int64_t count = buf.numel();
-  if (buf.dtype() == kFloat64) {
-    double* p = static_cast<double*>(buf.data_ptr());
-    for (int64_t i = 0; i < count; ++i) p[i] /= n;
-  } else {
-    TESSERA_ASSERT(buf.dtype() == kFloat32, "avg on ", buf.dtype());
-    float* p = static_cast<float*>(buf.data_ptr());
-    for (int64_t i = 0; i < count; ++i) p[i] /= static_cast<float>(n);
-  }
-}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -499,21 +408,5 @@ WorkHandle ProcessGroupMPI::barrier() {
   }
   return l.work;
 }
-
-// ---- chunk limit ----
-
-namespace detail {
-namespace {
-std::atomic<int64_t> g_max_chunk_elements{INT_MAX};
-}  // namespace
-
-int64_t max_chunk_elements() { return g_max_chunk_elements.load(); }
-
-int64_t set_max_chunk_elements(int64_t limit) {
-  TESSERA_CHECK(limit >= 1 && limit <= INT_MAX, ValueError,
-                "[set_max_chunk_elements] expected a limit in [1, ", INT_MAX, "], got ", limit);
-  return g_max_chunk_elements.exchange(limit);
-}
-}  // namespace detail
 
 }  // namespace tessera::dist
