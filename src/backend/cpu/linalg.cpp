@@ -114,21 +114,39 @@ dnnl::memory packed_weights(const Tensor& b, const dnnl::memory::desc& layout) {
   return dst;
 }
 
+// Whether oneDNN has a bf16 matmul on blocked weights here (avx512_bf16 and later), asked once:
+// elsewhere every packed attempt would cost a failed primitive creation and its exception.
+bool has_blocked_bf16_matmul() {
+  static const bool supported = [] {
+    using tag = dnnl::memory::format_tag;
+    const auto bf16 = dnnl::memory::data_type::bf16;
+    try {
+      dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(dnnl::memory::desc({16, 64}, bf16, tag::ab),
+                             dnnl::memory::desc({64, 64}, bf16, tag::BA16a64b2a),
+                             dnnl::memory::desc({16, 64}, bf16, tag::ab)),
+          engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return supported;
+}
+
 // The bf16 GEMM of one matrix by a frozen weight, on the weight's packed copy; false where this
 // CPU has no blocked bf16 kernel (then the plain path runs).
 bool packed_weight_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
                           const Tensor* bias) {
   if (out.dtype() != kBFloat16 || a.size(0) != 1 || b.size(0) != 1 ||
-      !b.impl()->storage()->is_frozen_weight())
+      !b.impl()->storage()->is_frozen_weight() || !has_blocked_bf16_matmul())
     return false;
   const int64_t K = b.size(1), N = b.size(2);
   using tag = dnnl::memory::format_tag;  // N blocked by 64 (32, 16 for narrow weights), K by pairs
   const tag blocked = N >= 64 ? tag::BA16a64b2a : N >= 32 ? tag::BA16a32b2a : tag::BA16a16b2a;
   try {
     const dnnl::memory::desc layout({K, N}, dnnl::memory::data_type::bf16, blocked);
-    const dnnl::memory::desc a_md = desc2(a), c_md = desc2(out);
-    dnnl::matmul::primitive_desc probe(dnnl::matmul::desc(a_md, layout, c_md), engine());
-    run_matmul(out, a, packed_weights(b, layout), bias, a_md, c_md);
+    run_matmul(out, a, packed_weights(b, layout), bias, desc2(a), desc2(out));
     return true;
   } catch (const dnnl::error&) {
     return false;
