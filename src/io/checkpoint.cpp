@@ -166,8 +166,11 @@ T field(const Json& doc, const char* key, const fs::path& file) {
 
 // doc[key], an object of numbers, as a scalars-only state.
 optim::StateDict read_scalars(const Json& doc, const char* key, const fs::path& file) {
+  if (!doc.contains(key) || !doc.at(key).is_object())
+    bad_checkpoint("expected an object '", key, "' in '", file.string(), "', got ",
+                   doc.contains(key) ? doc.at(key).dump() : "none");
   optim::StateDict state;
-  for (const auto& [name, value] : doc[key].items()) {
+  for (const auto& [name, value] : doc.at(key).items()) {
     if (!value.is_number())
       bad_checkpoint("expected numbers in '", key, "' of '", file.string(), "', got ", name,
                      " = ", value.dump());

@@ -3,11 +3,16 @@
 // a failed save leaves the previous checkpoints untouched.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "io/mapped_file.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/io/safetensors.h"
 #include "tessera/models/gpt2.h"
@@ -151,6 +156,44 @@ TEST(Checkpoint, CorruptionIsDetected) {
                                     "expected file");
   restore_backup();
   EXPECT_EQ(io::load_checkpoint(folder).step, 1);
+}
+
+// state.json rewritten by edit with its own checksum made right again, so the loader reads past
+// the checksum and meets the edited content.
+void edit_state(const fs::path& state, const std::function<void(nlohmann::json&)>& edit) {
+  std::ifstream in(state);
+  nlohmann::json doc = nlohmann::json::parse(in);
+  in.close();
+  edit(doc);
+  doc.erase("crc32c");
+  const std::string text = doc.dump();
+  char crc[9];
+  std::snprintf(crc, sizeof crc, "%08x", io::detail::crc32c(text.data(), text.size()));
+  doc["crc32c"] = crc;
+  fs::permissions(state, fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(state, std::ios::trunc) << doc.dump(2);
+}
+
+// fuzz_checkpoint found a state.json without "scheduler" (its checksums right) crashing the
+// loader; a missing or malformed scalars object is a ValueError naming it.
+TEST(Checkpoint, MissingOrMalformedScalarStatesAreValueErrors) {
+  testing::TempDir dir;
+  TinyRun a(1);
+  a.step();
+  const fs::path folder =
+      io::save_checkpoint(dir.file("out"), io::capture_checkpoint(1, a.objects()));
+  const fs::path state = folder / "state.json";
+  edit_state(state, [](nlohmann::json& doc) { doc.erase("scheduler"); });
+  testing::expect_error<ValueError>([&] { io::load_checkpoint(folder.string()); },
+                                    "load_checkpoint", "expected an object 'scheduler'");
+  edit_state(state, [](nlohmann::json& doc) {
+    doc["scheduler"] = nlohmann::json::object();
+    doc["grad_scaler"] = 3;
+  });
+  testing::expect_error<ValueError>([&] { io::load_checkpoint(folder.string()); },
+                                    "load_checkpoint", "expected an object 'grad_scaler'");
+  edit_state(state, [](nlohmann::json& doc) { doc.erase("grad_scaler"); });  // as saved before
+  EXPECT_TRUE(io::load_checkpoint(folder.string()).grad_scaler.scalars.empty());
 }
 
 io::Checkpoint small_checkpoint(int64_t step, float value) {
