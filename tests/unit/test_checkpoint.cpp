@@ -112,12 +112,16 @@ TEST(Checkpoint, ResumedRunContinuesBitForBit) {
     EXPECT_EQ(values(p), values(b.model->named_parameters().at(name))) << name;
 }
 
-TEST(Checkpoint, CorruptionIsDetected) {
-  testing::TempDir dir;
+// The checkpoint of a tiny run after one step, saved under dir/out; returns its folder.
+std::string one_step_checkpoint(const testing::TempDir& dir) {
   TinyRun a(1);
   a.step();
-  const std::string folder =
-      io::save_checkpoint(dir.file("out"), io::capture_checkpoint(1, a.objects()));
+  return io::save_checkpoint(dir.file("out"), io::capture_checkpoint(1, a.objects()));
+}
+
+TEST(Checkpoint, CorruptionIsDetected) {
+  testing::TempDir dir;
+  const std::string folder = one_step_checkpoint(dir);
   const fs::path model = fs::path(folder) / "model.safetensors";
   const fs::path optimizer = fs::path(folder) / "optimizer.safetensors";
   const fs::path state = fs::path(folder) / "state.json";
@@ -178,10 +182,7 @@ void edit_state(const fs::path& state, const std::function<void(nlohmann::json&)
 // loader; a missing or malformed scalars object is a ValueError naming it.
 TEST(Checkpoint, MissingOrMalformedScalarStatesAreValueErrors) {
   testing::TempDir dir;
-  TinyRun a(1);
-  a.step();
-  const fs::path folder =
-      io::save_checkpoint(dir.file("out"), io::capture_checkpoint(1, a.objects()));
+  const fs::path folder = one_step_checkpoint(dir);
   const fs::path state = folder / "state.json";
   edit_state(state, [](nlohmann::json& doc) { doc.erase("scheduler"); });
   testing::expect_error<ValueError>([&] { io::load_checkpoint(folder.string()); },
