@@ -2,7 +2,6 @@
 // never materialised) and nll_loss on log-probabilities, forward and backward, one row per
 // iteration.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -29,23 +28,6 @@ A row_lse(const T* x, int64_t C) {
 #pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < C; ++c) s += vexp(static_cast<A>(x[c]) - m);
   return m + std::log(s);
-}
-
-// dst[i] = src[i] rounded to T. bf16 by integer ops the compiler vectorises (BFloat16's
-// constructor, with its isnan branch, stays scalar); same rounding (nearest even, NaN -> 0x7fc0).
-template <class T>
-void round_into(const float* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    uint16_t* out = reinterpret_cast<uint16_t*>(dst);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t u = std::bit_cast<uint32_t>(src[i]);
-      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-      out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
-  }
 }
 
 // Per-class weights: the given tensor, or ones when none was given.
@@ -148,12 +130,12 @@ void class_loss_backward(const Tensor& dinput, const Tensor& grad_rows, const Te
           for (int64_t c = 0; c < C; ++c) dr[c] = grad(c);
         } else {
           // 16-bit rows: computed in A, then rounded in a loop of its own. Fused with the
-          // rounding conversion the loop does not vectorise (10x slower on [1024, 50257]).
+          // rounding conversion the exp loop does not vectorise (10x slower on [1024, 50257]).
           static thread_local std::vector<A> row;
           row.resize(C);
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) row[c] = grad(c);
-          round_into(row.data(), dr, C);
+          for (int64_t c = 0; c < C; ++c) dr[c] = static_cast<T>(row[c]);
         }
       } else {
         const A cw = g * smooth;
