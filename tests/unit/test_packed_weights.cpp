@@ -2,9 +2,11 @@
 // once into oneDNN's blocked layout and reused until it changes; results match the unpacked GEMM.
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "tessera/bench/machine.h"
 #include "tessera/runtime/autocast.h"
 #include "tessera/runtime/profiler.h"
 #include "tessera/tessera.h"
@@ -15,11 +17,11 @@ namespace {
 // oneDNN has a blocked bf16 matmul only on CPUs with AVX-512 bf16 instructions; elsewhere bf16
 // GEMMs run in float32 and nothing is packed.
 bool cpu_has_bf16_gemm() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("flags", 0) == 0) return line.find(" avx512_bf16") != std::string::npos;
-  return false;
+  static const bool has = [] {
+    const std::vector<std::string> flags = bench::Machine::detect().cpu_flags;
+    return std::find(flags.begin(), flags.end(), "avx512_bf16") != flags.end();
+  }();
+  return has;
 }
 
 Tensor uniform(const Shape& shape, uint64_t seed, DType dtype = kBFloat16) {
