@@ -14,17 +14,32 @@
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linalg.h"
 #include "tessera/ops/nn.h"
+#include "tessera/ops/reduce.h"
 #include "tessera/ops/shape.h"
 
 namespace tessera::infer::detail {
 
 using Layout = models::InferenceLayout;
 
+namespace {
+
+// For a scope: the runner's device current (CUDA; nothing on the CPU) and gradients off.
+class DeviceScope {
+ public:
+  explicit DeviceScope(Device device) {
+    if (device.is_cuda()) guard_.emplace(device.index);
+  }
+
+ private:
+  std::optional<cuda::DeviceGuard> guard_;
+  autograd::NoGradGuard no_grad_;
+};
+
+}  // namespace
+
 DeviceRunner::DeviceRunner(const Layout& layout, Device device) : device_(device) {
   d_ = layout.dims();
-  std::optional<cuda::DeviceGuard> guard;
-  if (device_.is_cuda()) guard.emplace(device_.index);
-  autograd::NoGradGuard no_grad;
+  DeviceScope scope(device_);
   auto optional = [&](const Tensor& t, const char* what) {
     return t.defined() ? weight(t, what) : t;
   };
@@ -40,7 +55,6 @@ DeviceRunner::DeviceRunner(const Layout& layout, Device device) : device_(device
         {norm(l.norm1), norm(l.norm2), fused(l.qkv), fused(l.o), fused(l.fc1), fused(l.fc2)});
   final_norm_ = norm(layout.final_norm);
   lm_head_ = weight(layout.lm_head, "lm_head");
-  vocab_ = lm_head_.size(0);
   host_ = empty({0}, TensorOptions(kInt32));
   staged_ = empty({0}, TensorOptions(kInt32).with_device(device_));
 }
@@ -124,18 +138,42 @@ DeviceRunner::StepLayout DeviceRunner::stage(const StepBatch& batch) {
   put(at.block_tables, batch.block_tables);
   put(at.logit_rows, batch.logit_rows);
   // Pageable host memory: the copy returns once the source is staged, so host_ is free again.
-  call_kernel<device_copy_kernel>(device_, staged_.data_ptr(), device_, host_.data_ptr(), kCPU,
-                                  static_cast<size_t>(words) * sizeof(int32_t));
+  Tensor dst = staged_.narrow(0, 0, words);
+  copy_(dst, host_.narrow(0, 0, words));
   return at;
 }
 
 std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCache& cache) {
+  DeviceScope scope(device_);
+  const Tensor out = logits(batch, cache);
+  if (!out.defined()) return {};
+  const size_t n = static_cast<size_t>(out.numel());
+  if (device_.is_cpu()) {
+    cpu_logits_ = out;
+    return {out.data_ptr<float>(), n};
+  }
+  const size_t bytes = n * sizeof(float);  // the copy waits for the step
+  if (logits_.size() < bytes) logits_ = cuda::PinnedBuffer(std::max(bytes, 2 * logits_.size()));
+  call_kernel<device_copy_kernel>(device_, logits_.data(), kCPU, out.data_ptr(), device_, bytes);
+  return {static_cast<const float*>(logits_.data()), n};
+}
+
+std::span<const int32_t> DeviceRunner::greedy_tokens(const StepBatch& batch, const KVCache& cache) {
+  DeviceScope scope(device_);
+  const Tensor out = logits(batch, cache);
+  tokens_.clear();
+  if (!out.defined()) return {};
+  // [rows] int64 ids cross, where the logits would be rows * vocab floats (12.9 MB at 64 GPT-2
+  // rows); the op's argmax takes the lowest id on ties, as infer::argmax.
+  const Tensor ids = argmax(out, 1).to(kCPU);
+  tokens_.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+  return tokens_;
+}
+
+Tensor DeviceRunner::logits(const StepBatch& batch, const KVCache& cache) {
   const int64_t N = batch.num_tokens(), D = d_.head_dim;
   const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
   if (N == 0) return {};
-  std::optional<cuda::DeviceGuard> guard;
-  if (device_.is_cuda()) guard.emplace(device_.index);
-  autograd::NoGradGuard no_grad;
   const StepLayout at = stage(batch);
   const int32_t* words = staged_.data_ptr<int32_t>();
   const int64_t q_width = d_.n_heads * D, kv_width = d_.n_kv_heads * D;
@@ -208,14 +246,8 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
   }
   if (R == 0) return {};
 
-  // Final norm and lm_head only for the rows that sample; their logits back to the host (the
-  // copy waits for the step).
-  const Tensor out = matmul(norm(final_norm_, rows(x, at.logit_rows, R)), lm_head_.t());
-  const size_t bytes = static_cast<size_t>(R * vocab_) * sizeof(float);
-  if (logits_.size() < bytes) logits_ = cuda::PinnedBuffer(std::max(bytes, 2 * logits_.size()));
-  call_kernel<device_copy_kernel>(device_, logits_.data(), kCPU, out.contiguous().data_ptr(),
-                                  device_, bytes);
-  return {static_cast<const float*>(logits_.data()), static_cast<size_t>(R * vocab_)};
+  // Final norm and lm_head only for the rows that sample.
+  return matmul(norm(final_norm_, rows(x, at.logit_rows, R)), lm_head_.t()).contiguous();
 }
 
 }  // namespace tessera::infer::detail

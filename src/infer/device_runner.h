@@ -3,7 +3,9 @@
 // from library ops on device tensors (linear on cuBLASLt, layer_norm / rms_norm, rope, gelu /
 // swiglu) and the paged caching / attention kernels called with device pointers. Per step, the
 // batch's small host arrays go to the device in one staged copy, and only the logits of the
-// sampled rows come back; everything else stays on the device.
+// sampled rows (or just their argmax ids) come back; everything else stays on the device. Only
+// registered kernels and library ops are called, so it runs on the CPU too (the tests' way to
+// check it without a GPU).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -25,6 +27,9 @@ class DeviceRunner {
   // token's keys and values at its slot and returns the logits of batch.logit_rows, [rows,
   // vocab] in host memory (valid until the next call).
   std::span<const float> forward(const StepBatch& batch, const KVCache& cache);
+  // The same forward, returning each logit row's argmax (lowest id on ties), taken on the
+  // device: [rows] in host memory (valid until the next call).
+  std::span<const int32_t> greedy_tokens(const StepBatch& batch, const KVCache& cache);
 
  private:
   struct Norm {
@@ -50,17 +55,22 @@ class DeviceRunner {
   Tensor rows(const Tensor& table, int64_t offset, int64_t n) const;
   // Packs the batch's arrays into host_ and copies them to staged_ in one transfer.
   StepLayout stage(const StepBatch& batch);
+  // The step: the logits of batch.logit_rows, [rows, vocab] on the device (undefined when no row
+  // samples). The caller holds the device current and gradients off.
+  Tensor logits(const StepBatch& batch, const KVCache& cache);
 
   Device device_;
   models::InferenceLayout::Dims d_;
-  int64_t vocab_ = 0;
   Tensor wte_, wpe_, rope_cos_, rope_sin_, lm_head_;  // wpe for GPT-2, rope tables for LLaMA
   std::vector<Layer> layers_;
   Norm final_norm_;
   Tensor host_;    // int32 host staging buffer (pageable: the copy returns once it is read)
   Tensor staged_;  // its device copy
   // Logits come back to pinned memory: at [64, 50257] a pageable copy would take milliseconds.
+  // On the CPU they are host memory already and held as they are.
   cuda::PinnedBuffer logits_;
+  Tensor cpu_logits_;
+  std::vector<int32_t> tokens_;  // greedy_tokens()'s result
 };
 
 }  // namespace tessera::infer::detail

@@ -125,13 +125,22 @@ const std::vector<RequestOutput>& Engine::step() {
 
   const int64_t bs = cache_->block_size();
   batch_.clear();
+  // Whether every row that samples takes the argmax of its raw logits: then the runner returns
+  // just the ids (on a device, the logits never leave it).
+  bool greedy = true;
   for (const ScheduledSequence& s : plan.scheduled) {
     Sequence& seq = *s.seq;
     const bool samples = seq.num_computed + s.num_new_tokens == seq.num_tokens();
+    if (samples) greedy = greedy && seq.sampling.raw_argmax() && requests_.at(seq.id)->logprobs < 0;
     batch_.add_sequence(std::span(seq.tokens).subspan(seq.num_computed, s.num_new_tokens),
                         seq.num_computed, seq.blocks, bs, samples);
   }
-  const std::span<const float> logits = runner_.forward(batch_, *cache_);
+  std::span<const int32_t> greedy_tokens;
+  std::span<const float> logits;
+  if (greedy)
+    greedy_tokens = runner_.greedy_tokens(batch_, *cache_);
+  else
+    logits = runner_.forward(batch_, *cache_);
 
   const int64_t V = runner_.vocab_size();
   const int64_t context = runner_.max_seq_len();
@@ -140,18 +149,25 @@ const std::vector<RequestOutput>& Engine::step() {
     Sequence& seq = *s.seq;
     seq.num_computed += s.num_new_tokens;
     if (seq.num_computed < seq.num_tokens()) continue;  // a chunked prefill goes on next step
-    const std::span<const float> raw = logits.subspan(row++ * V, V);
-    std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
-    const std::span<const int32_t> all(seq.tokens);
-    const int32_t token =
-        sampler_.sample(logits_, seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output()),
-                        all.first(seq.prompt_len), all.subspan(seq.prompt_len));
-    seq.tokens.push_back(token);
+    const int64_t i = row++;
     Request& r = *requests_.at(seq.id);
+    int32_t token;
+    if (greedy) {
+      token = greedy_tokens[i];
+    } else {
+      const std::span<const float> raw = logits.subspan(i * V, V);
+      std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
+      const std::span<const int32_t> all(seq.tokens);
+      token =
+          sampler_.sample(logits_, seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output()),
+                          all.first(seq.prompt_len), all.subspan(seq.prompt_len));
+    }
+    seq.tokens.push_back(token);
     RequestOutput out{
         seq.id,           {token}, r.text.push(token), FinishReason::None, seq.prompt_len,
         seq.num_output(), {}};
-    if (r.logprobs >= 0) out.logprobs.push_back(token_logprobs(raw, token, r.logprobs));
+    if (r.logprobs >= 0)  // never in a greedy step, so the logits are there
+      out.logprobs.push_back(token_logprobs(logits.subspan(i * V, V), token, r.logprobs));
     const auto& stop_ids = seq.stopping.stop_token_ids;
     if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() || r.text.stopped())
       finish(r, FinishReason::Stop, out);

@@ -31,12 +31,21 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
   result.tokens.reserve(params.stopping.max_tokens);
   const std::vector<int32_t>& stop_ids = params.stopping.stop_token_ids;
 
+  // Greedy without penalties, and nobody watching the logits: the runner returns just the argmax
+  // (on a device, the logits never leave it).
+  const bool greedy = params.sampling.raw_argmax() && !options.on_logits;
+
   for (int64_t pos = P;; ++pos) {
-    std::span<const float> out = runner.forward(batch, cache);
-    if (options.on_logits) options.on_logits(out);
-    std::copy(out.begin(), out.end(), logits.begin());
-    const int32_t token =
-        sampler.sample(logits, params.sampling, seed, result.tokens.size(), prompt, result.tokens);
+    int32_t token;
+    if (greedy) {
+      token = runner.greedy_tokens(batch, cache)[0];
+    } else {
+      std::span<const float> out = runner.forward(batch, cache);
+      if (options.on_logits) options.on_logits(out);
+      std::copy(out.begin(), out.end(), logits.begin());
+      token = sampler.sample(logits, params.sampling, seed, result.tokens.size(), prompt,
+                             result.tokens);
+    }
     result.tokens.push_back(token);
     const std::string delta = text.push(token);
     if (options.on_token && !options.on_token(token, delta)) {

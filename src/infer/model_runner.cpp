@@ -9,6 +9,7 @@
 #include "backend/common/inference_kernels.h"
 #include "backend/common/paged_attention_kernels.h"
 #include "infer/device_runner.h"
+#include "tessera/infer/sampler.h"
 
 namespace tessera::infer {
 
@@ -185,8 +186,23 @@ std::span<const float> ModelRunner::hidden_states(const StepBatch& batch, const 
 
 std::span<const float> ModelRunner::forward(const StepBatch& batch, const KVCache& cache) {
   check(batch, cache, "ModelRunner.forward");
-  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
   if (device_runner_) return device_runner_->forward(batch, cache);
+  return cpu_logits(batch, cache);
+}
+
+std::span<const int32_t> ModelRunner::greedy_tokens(const StepBatch& batch, const KVCache& cache) {
+  check(batch, cache, "ModelRunner.greedy_tokens");
+  if (device_runner_) return device_runner_->greedy_tokens(batch, cache);
+  // The logits are host memory here already: the argmax reads them in place.
+  const std::span<const float> logits = cpu_logits(batch, cache);
+  greedy_tokens_.resize(batch.logit_rows.size());
+  for (size_t r = 0; r < greedy_tokens_.size(); ++r)
+    greedy_tokens_[r] = argmax(logits.subspan(r * vocab_, vocab_));
+  return greedy_tokens_;
+}
+
+std::span<const float> ModelRunner::cpu_logits(const StepBatch& batch, const KVCache& cache) {
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
   grow(logits_, R * vocab_);
   const int64_t split = split_point(batch);
   if (split == 0) {

@@ -82,8 +82,7 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint64
                         std::span<const int32_t> output) {
   TESSERA_CHECK(static_cast<int64_t>(logits.size()) == vocab_, ValueError,
                 "[Sampler.sample] expected ", vocab_, " logits, got ", logits.size());
-  if (p.repetition_penalty != 1.0 || p.presence_penalty != 0.0 || p.frequency_penalty != 0.0)
-    apply_penalties(logits, p, prompt, output);
+  if (p.penalized()) apply_penalties(logits, p, prompt, output);
   if (p.greedy()) return argmax(logits);
 
   std::vector<double> probs =

@@ -11,18 +11,13 @@
 #include "tessera/autograd/engine.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/tessera.h"
+#include "testing/cuda_test.h"
 
 namespace tessera {
 namespace {
 
-const Device kCuda{DeviceType::CUDA, 0};
-
-class CudaAttention : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device here";
-  }
-};
+using testing::kCuda;
+using CudaAttention = testing::CudaTest;
 
 struct Case {
   int64_t B, Hq, Hkv, Tq, Tk, D;

@@ -1,8 +1,8 @@
 // The inference engine on a CUDA device against the CPU engine, its oracle: the paged caching /
 // attention kernels on random caches (several sequences, GQA, block sizes 16 and 32, prefill and
-// decode rows in one batch), the device ModelRunner's logits for small GPT-2 and LLaMA models
-// over a mixed prefill + decode schedule, and an Engine's greedy tokens for stories260K. Skips
-// with a message where no GPU is present.
+// decode rows in one batch), the device ModelRunner's logits and greedy tokens for small GPT-2
+// and LLaMA models over a mixed prefill + decode schedule, and an Engine's greedy tokens for
+// stories260K (device argmax and host sampler). Skips with a message where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,13 +15,16 @@
 #include "tessera/infer/engine.h"
 #include "tessera/infer/model_loader.h"
 #include "tessera/infer/model_runner.h"
+#include "tessera/infer/sampler.h"
 #include "tessera/models/gpt2.h"
 #include "tessera/models/llama.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/tessera.h"
+#include "testing/cuda_test.h"
 #include "testing/expect_error.h"
-#include "testing/small_models.h"
 #include "testing/shared_data.h"
+#include "testing/small_models.h"
+#include "testing/step_schedule.h"
 
 namespace tessera {
 namespace {
@@ -29,14 +32,8 @@ namespace {
 using testing::small_gpt2;
 using testing::small_llama;
 
-const Device kCuda{DeviceType::CUDA, 0};
-
-class CudaInferTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device here";
-  }
-};
+using testing::kCuda;
+using CudaInferTest = testing::CudaTest;
 
 Tensor int32_tensor(const std::vector<int32_t>& v) { return tensor(v).to(kInt32); }
 
@@ -119,9 +116,9 @@ TEST_F(CudaInferTest, PagedOpsRefuseTensorsOnTwoDevices) {
                        ValueError, "[paged_caching] expected k and slot_mapping on one device");
 }
 
-// Three sequences through a CPU and a GPU runner, each with its own paged cache and the same
-// block tables: two prefill while nothing else runs, then the third prefills beside their
-// decode steps, then all decode. Every step's logits must agree.
+// A CPU and a GPU runner over testing::MixedSchedule, each with its own paged cache and the same
+// block tables. Every step's logits must agree, and the GPU's greedy tokens (argmax on the
+// device) must be the host argmax of its own logits for the same step.
 void check_device_runner(const std::function<std::shared_ptr<models::CausalLM>()>& make) {
   auto cpu_model = make(), gpu_model = make();
   gpu_model->to(kCuda);
@@ -131,31 +128,22 @@ void check_device_runner(const std::function<std::shared_ptr<models::CausalLM>()
   infer::PagedKVCache cpu_cache(cpu.kv_spec(), 24, bs), gpu_cache(gpu.kv_spec(), 24, bs, kCuda);
   EXPECT_TESSERA_ERROR(gpu.forward(infer::StepBatch{}, cpu_cache), ValueError,
                        "[ModelRunner.forward] expected a cache on cuda:0");
-  manual_seed(5);
-  Tensor ids = randint(0, V, {3, 64});
-  auto id = [&](int64_t s, int64_t p) {
-    return static_cast<int32_t>(ids.data_ptr<int64_t>()[s * 64 + p]);
-  };
-  const int64_t prompt[3] = {23, 7, 40};
-  std::vector<infer::BlockTable> tables(3);
-  std::vector<int64_t> done(3, 0);  // positions cached so far
+  testing::MixedSchedule schedule(V, cpu_cache);
   infer::StepBatch batch;
   for (int step = 0; step < 8; ++step) {
-    batch.clear();
-    for (int64_t s = 0; s < 3; ++s) {
-      if (s == 2 && step < 2) continue;  // the third arrives later
-      const int64_t n = done[s] == 0 ? prompt[s] : 1;
-      ASSERT_TRUE(cpu_cache.reserve(tables[s], done[s] + n));
-      std::vector<int32_t> toks;
-      for (int64_t p = done[s]; p < done[s] + n; ++p) toks.push_back(id(s, p));
-      batch.add_sequence(toks, done[s], tables[s], bs, true);
-      done[s] += n;
-    }
+    schedule.next(batch);
     const auto want = cpu.forward(batch, cpu_cache);
     Tensor w = tensor(std::vector<float>(want.begin(), want.end()));
     const auto got = gpu.forward(batch, gpu_cache);
-    Tensor g = tensor(std::vector<float>(got.begin(), got.end()));
+    const std::vector<float> got_logits(got.begin(), got.end());
+    Tensor g = tensor(got_logits);
     EXPECT_TRUE(allclose(g, w, 1e-4, 1e-5)) << "step " << step << ": max diff " << max_diff(g, w);
+    // The same step again (it rewrites the same keys and values) for its ids only.
+    const auto ids = gpu.greedy_tokens(batch, gpu_cache);
+    ASSERT_EQ(ids.size(), batch.logit_rows.size());
+    for (size_t r = 0; r < ids.size(); ++r)
+      EXPECT_EQ(ids[r], infer::argmax(std::span(got_logits).subspan(r * V, V)))
+          << "step " << step << " row " << r;
   }
 }
 
@@ -173,11 +161,14 @@ TEST_F(CudaInferTest, EngineGreedyTokensMatchTheCpuForStories260K) {
   TESSERA_SHARED_DATA_OR_SKIP(path, "stories260K.bin");
   auto cpu_model = infer::load_model(path), gpu_model = infer::load_model(path);
   gpu_model->to(kCuda);
-  auto run = [](const models::CausalLM& model) {
+  // logprobs >= 0 makes every step send its logits to the host sampler; -1 lets the device
+  // take the argmax.
+  auto run = [](const models::CausalLM& model, int64_t logprobs) {
     infer::Engine engine(model, {.num_blocks = 64, .max_num_seqs = 4});
     infer::GenerationParams p;
     p.sampling.temperature = 0;
     p.stopping.max_tokens = 60;
+    p.logprobs = logprobs;
     const std::vector<std::vector<int32_t>> prompts = {{1}, {1, 403, 407}, {1, 79}, {1, 300}};
     for (const auto& prompt : prompts) engine.add_request(prompt, p);
     std::vector<std::vector<int32_t>> out(prompts.size());
@@ -186,10 +177,12 @@ TEST_F(CudaInferTest, EngineGreedyTokensMatchTheCpuForStories260K) {
         out[o.request_id].insert(out[o.request_id].end(), o.new_tokens.begin(), o.new_tokens.end());
     return out;
   };
-  const auto want = run(*cpu_model), got = run(*gpu_model);
+  const auto want = run(*cpu_model, -1), got = run(*gpu_model, -1);
+  const auto host_sampled = run(*gpu_model, 0);
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(want[i].size(), 60u) << "request " << i;
     EXPECT_EQ(got[i], want[i]) << "request " << i;
+    EXPECT_EQ(host_sampled[i], got[i]) << "request " << i << ": host sampler vs device argmax";
   }
 }
 

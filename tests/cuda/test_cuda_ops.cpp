@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "tessera/runtime/cuda.h"
+#include "testing/cuda_test.h"
 #include "testing/op_cases.h"
 
 namespace tessera::testing {
 namespace {
 
-const Device kCuda{DeviceType::CUDA, 0};
 
 // t on device with the same kind of layout: transposed inputs stay transposed, strided 1-d
 // inputs stay strided, so the CUDA kernels see the strides the CPU ones saw.
@@ -71,8 +71,9 @@ class CudaOpCaseTest : public ::testing::TestWithParam<size_t> {
             << c().op << " / " << c().label << " output " << k << " in " << dtype << "\n cuda "
             << host << "\n  cpu " << want[k];
       } else {
-        EXPECT_TRUE(allclose(host.to(kFloat64), want[k].to(kFloat64), 0, 0)) << c().op << " / " << c().label << " output " << k
-                                          << "\n cuda " << host << "\n  cpu " << want[k];
+        EXPECT_TRUE(allclose(host.to(kFloat64), want[k].to(kFloat64), 0, 0))
+            << c().op << " / " << c().label << " output " << k << "\n cuda " << host << "\n  cpu "
+            << want[k];
       }
       weights.push_back(randn(want[k].sizes(), TensorOptions(kFloat32), &gen));
     }

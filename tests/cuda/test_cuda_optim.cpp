@@ -10,18 +10,13 @@
 #include "tessera/optim/sgd.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/tessera.h"
+#include "testing/cuda_test.h"
 
 namespace tessera {
 namespace {
 
-const Device kCuda{DeviceType::CUDA, 0};
-
-class CudaOptimTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device here";
-  }
-};
+using testing::kCuda;
+using CudaOptimTest = testing::CudaTest;
 
 // Parameters of several sizes (one spans several 65536-element chunks, one is empty) with
 // gradients, in dtype, on the CPU and the same values on the GPU.
@@ -46,8 +41,8 @@ Params make_params(DType dtype, uint64_t seed) {
 
 void expect_close(const TensorList& gpu, const TensorList& cpu, double tol, const char* what) {
   for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_TRUE(allclose(gpu[i].detach().to(kCPU).to(kFloat64), cpu[i].detach().to(kFloat64), tol,
-                         tol))
+    EXPECT_TRUE(
+        allclose(gpu[i].detach().to(kCPU).to(kFloat64), cpu[i].detach().to(kFloat64), tol, tol))
         << what << " tensor " << i;
 }
 
@@ -100,8 +95,8 @@ TEST_F(CudaOptimTest, AdamWAndSgdStepLikeTheCpu) {
     expect_steps_match(
         [](TensorList ps) {
           return std::make_unique<optim::SGD>(
-              ps, optim::SGDOptions{.lr = 1e-2, .momentum = 0.9, .weight_decay = 1e-3,
-                                    .nesterov = true});
+              ps, optim::SGDOptions{
+                      .lr = 1e-2, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true});
         },
         dtype, tol);
   }

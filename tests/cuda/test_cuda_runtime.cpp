@@ -4,19 +4,14 @@
 
 #include "tessera/runtime/cuda.h"
 #include "tessera/tessera.h"
+#include "testing/cuda_test.h"
 #include "testing/expect_error.h"
 
 namespace tessera {
 namespace {
 
-const Device kCuda{DeviceType::CUDA, 0};
-
-class CudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device here";
-  }
-};
+using testing::CudaTest;
+using testing::kCuda;
 
 TEST(CudaRuntime, WithoutAGpuMovingATensorThrowsATypedError) {
   if (cuda::is_available()) GTEST_SKIP() << "a GPU is present";
@@ -35,10 +30,10 @@ TEST_F(CudaTest, RoundTripKeepsValuesForEveryDtype) {
 
 TEST_F(CudaTest, StridedCopiesInBothDirections) {
   Tensor x = randn({6, 5});
-  Tensor t = x.transpose(0, 1);               // non-contiguous source
+  Tensor t = x.transpose(0, 1);  // non-contiguous source
   EXPECT_TRUE(allclose(t.to(kCuda).to(kCPU), t, 0, 0));
   Tensor dst = zeros({5, 6}, TensorOptions().with_device(kCuda)).transpose(0, 1);
-  dst.copy_(x);                               // non-contiguous destination across devices
+  dst.copy_(x);  // non-contiguous destination across devices
   EXPECT_TRUE(allclose(dst.to(kCPU), x, 0, 0));
   EXPECT_FLOAT_EQ(x.to(kCuda).sum().item<float>(), x.sum().item<float>());
 }
@@ -60,9 +55,7 @@ TEST_F(CudaTest, MixingDevicesInOneOpIsRefused) {
 
 TEST_F(CudaTest, AllocatorReusesFreedBlocks) {
   cuda::synchronize();
-  {
-    Tensor warm = empty({1 << 20}, TensorOptions().with_device(kCuda));
-  }
+  { Tensor warm = empty({1 << 20}, TensorOptions().with_device(kCuda)); }
   const AllocatorStats before = cuda::memory_stats();
   {
     Tensor t = empty({1 << 20}, TensorOptions().with_device(kCuda));

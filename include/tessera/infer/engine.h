@@ -4,7 +4,9 @@
 // batch, each sequence that finished its prompt samples a token, new tokens stream out, and
 // finished sequences (max tokens, stop tokens, stop strings) free their blocks. A request's
 // tokens do not depend on the rest of the batch (the forward is batch-invariant and each request
-// has its own seeded sampler), so greedy results equal running it alone.
+// has its own seeded sampler), so greedy results equal running it alone. A step whose sampling
+// rows are all greedy without penalties or logprobs asks the runner for their argmax ids only
+// (ModelRunner::greedy_tokens): on a GPU the logits then never leave it.
 //
 //   infer::Engine engine(model, {.num_blocks = 512});
 //   GenerationParams p;

@@ -48,7 +48,8 @@ struct GenerateOptions {
   // Decodes text and finds stop strings. EOS is not implied: put it in stop_token_ids.
   const tokenizers::Tokenizer* tokenizer = nullptr;
   TokenCallback on_token;
-  // Sees the logits each token is drawn from (before penalties), e.g. for tests.
+  // Sees the logits each token is drawn from (before penalties), e.g. for tests. Set, it makes
+  // greedy decoding read every step's logits back from a device runner too.
   std::function<void(std::span<const float>)> on_logits;
 };
 

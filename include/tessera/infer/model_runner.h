@@ -17,8 +17,8 @@
 //
 // A model on a CUDA device runs on that device instead (detail::DeviceRunner,
 // src/infer/device_runner.cpp): library ops on device tensors plus the paged kernels, with the
-// cache on the same device and only the step's index arrays and the sampled rows' logits
-// crossing to and from the host.
+// cache on the same device and only the step's index arrays and the sampled rows' logits (or,
+// from greedy_tokens(), just their argmax ids) crossing to and from the host.
 //
 //   infer::ModelRunner runner(model);
 //   infer::StaticKVCache cache(runner.kv_spec(), 256);
@@ -89,6 +89,10 @@ class ModelRunner {
   // IndexError for positions at or beyond max_seq_len() or out-of-vocabulary tokens; ValueError
   // for a cache of another shape or device.
   std::span<const float> forward(const StepBatch& batch, const KVCache& cache);
+  // The same forward, returning the argmax of each of those rows (lowest id on ties, as
+  // infer::argmax), [rows] on the host: the tokens of a step whose rows all sample by
+  // SamplingParams::raw_argmax(). On a device the argmax runs there and only the ids come back.
+  std::span<const int32_t> greedy_tokens(const StepBatch& batch, const KVCache& cache);
   // The same forward, returning every token's last hidden state after the final norm,
   // [num_tokens, hidden_size()] (what embeddings pool), instead of logits. CPU models only
   // (ValueError on a device); logit_rows is ignored.
@@ -110,6 +114,8 @@ class ModelRunner {
                  Device device) const;
   // ValueError / IndexError unless batch and cache fit this model (op names the caller).
   void check(const StepBatch& batch, const KVCache& cache, const char* op) const;
+  // forward() of a validated batch on the CPU.
+  std::span<const float> cpu_logits(const StepBatch& batch, const KVCache& cache);
   // The forward of a validated batch, logits of its logit_rows into logits, or with hidden set,
   // all rows' final-normed hidden states into it instead.
   void run(const StepBatch& batch, const KVCache& cache, Workspace& ws, float* logits,
@@ -130,6 +136,7 @@ class ModelRunner {
   int64_t weight_bytes_ = 0;  // of the layers' packed linears
   Workspace workspaces_[2];
   std::vector<float> logits_, hidden_states_;
+  std::vector<int32_t> greedy_tokens_;
 };
 
 }  // namespace tessera::infer

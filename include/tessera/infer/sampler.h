@@ -30,6 +30,12 @@ struct SamplingParams : models::SamplingOptions {
   std::optional<uint64_t> seed;     // unset: the engine picks one
 
   bool greedy() const { return temperature == 0.0 || top_k == 1; }
+  bool penalized() const {
+    return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0;
+  }
+  // Whether the sample is argmax(logits) of the model's unedited logits (greedy, no penalty;
+  // min_p, top-k and top-p cannot move an argmax), so a runner may take it where they live.
+  bool raw_argmax() const { return greedy() && !penalized(); }
   // ValueError "[sample] expected ..." / "[SamplingParams] expected ..." naming the first field
   // out of range.
   void validate() const;
