@@ -112,13 +112,18 @@ void check_src_dtype(const Tensor& x, const Tensor& src, std::string_view op) {
 }
 
 // grad_weight [V, C]: row v sums the rows of grad [..., C] whose index is v, except padding_idx
-// (-1: none). One index_add pass; its own gradient is an embedding lookup with padding rows zeroed.
+// (-1: none). One pass: the backend's embedding_backward kernel where it has one (CUDA: sorted
+// runs instead of atomics on repeated rows), else index_add. Its own gradient is an embedding
+// lookup with padding rows zeroed.
 Tensor embedding_backward(const Tensor& grad, const Tensor& index, int64_t num_weights,
                           int64_t padding_idx) {
   const int64_t C = grad.size(-1);
   Tensor out = zeros({num_weights, C}, options_of(grad));
-  call_kernel<index_add_kernel>(grad.device(), out, contiguous(grad.detach()), index, 1, C,
-                                Scalar(1), padding_idx);
+  const Tensor rows = contiguous(grad.detach());
+  if (has_kernel<embedding_backward_kernel>(grad.device().type))
+    call_kernel<embedding_backward_kernel>(grad.device(), out, rows, index, padding_idx);
+  else
+    call_kernel<index_add_kernel>(grad.device(), out, rows, index, 1, C, Scalar(1), padding_idx);
   if (needs_grad({grad})) {
     record("EmbeddingBackwardBackward", {grad}, {out}, {index},
            [padding_idx](BackwardContext& ctx, const TensorList& g) {

@@ -25,6 +25,12 @@ TESSERA_DECLARE_KERNEL(index_add_kernel,
                        void(const Tensor& out, const Tensor& src, const Tensor& index,
                             int64_t outer, int64_t inner, const Scalar& alpha, int64_t skip));
 
+// out [V, C] row v += the sum of the rows i of grad [numel(index), C] with index[i] == v, except
+// v == skip (-1 keeps all): index_add for embedding gradients, where ids repeat many times.
+// index contiguous with every value in [0, V); grad contiguous, of out's dtype.
+TESSERA_DECLARE_KERNEL(embedding_backward_kernel, void(const Tensor& out, const Tensor& grad,
+                                                       const Tensor& index, int64_t skip));
+
 // For every position p of index's shape: out[p] = x[p with p[dim] = index[p]]. x and index
 // have any strides and the same ndim (>= 1); out is contiguous with index's shape.
 TESSERA_DECLARE_KERNEL(gather_kernel,
