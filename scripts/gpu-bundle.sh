@@ -36,8 +36,11 @@ ldd "${binaries[@]}" build/cuda/libtessera.so | awk '$2 == "=>" && $3 ~ /^\// {p
     cp -L "$path" "$stage/lib/$name"
   done
 
-for f in tinyshakespeare.txt stories260K.bin stories260K_idtok.bin; do
-  if [ -f "$DATA_DIR/$f" ]; then cp "$DATA_DIR/$f" "$stage/data/"; fi
+for f in tinyshakespeare.txt stories260K.bin stories260K_idtok.bin gpt2/encoder.json gpt2/vocab.bpe; do
+  if [ -f "$DATA_DIR/$f" ]; then
+    mkdir -p "$stage/data/$(dirname "$f")"
+    cp "$DATA_DIR/$f" "$stage/data/$f"
+  fi
 done
 git rev-parse --short HEAD > "$stage/commit"
 git diff --quiet HEAD || echo "(uncommitted changes)" >> "$stage/commit"

@@ -8,8 +8,11 @@
 #   ops     GEMM / norm / softmax / copy and flash attention against PyTorch
 #   serve   decode and batched serving against PyTorch
 #   profile one profiled GPT-2 bf16 training run (CUDA_LAUNCH_BLOCKING=1, op table)
+#   cli     `tessera train --device cuda` (GPT-2 BPE, bf16 and float32), then `tessera generate`
+#           and `tessera serve` with --device cuda from the trained run
 #   scripts/gpu-run.sh test train
-# ROUNDS (default 3) sets the alternated training rounds.
+# ROUNDS (default 3) sets the alternated training rounds; the cli phase takes CLI_DEVICE (cuda)
+# and CLI_STEPS (200), so it can be tried on a CPU machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out/gpu}"
@@ -98,12 +101,37 @@ phase_profile() {
     --data "$data/tinyshakespeare.txt" --dtype bfloat16 --steps 5 --profile 2
 }
 
+phase_cli() {
+  local tessera="$bin/tessera" runs=/tmp/tessera-gpu/runs device="${CLI_DEVICE:-cuda}"
+  rm -rf "$runs"
+  for dtype in bfloat16 float32; do
+    step "cli_train_$dtype" "$tessera" train --data "$data/tinyshakespeare.txt" --tokenizer gpt2 \
+      --data-dir "$data" --n-layer 6 --n-head 6 --n-embd 384 --seq-len 256 --batch-size 16 \
+      --max-steps "${CLI_STEPS:-200}" --warmup-steps 20 --lr 6e-4 --min-lr 6e-5 --eval-every 100 \
+      --eval-steps 20 --sample-tokens 64 --device "$device" --dtype "$dtype" --out "$runs/$dtype"
+  done
+  step cli_generate "$tessera" generate --model "$runs/bfloat16" --device "$device" --prompt "ROMEO:" \
+    --max-new-tokens 64 --temperature 0
+  "$tessera" serve --model "$runs/bfloat16" --device "$device" --port 8391 \
+    --served-model-name tessera > "$OUT/cli_serve.log" 2>&1 &
+  local server=$!
+  for _ in $(seq 60); do
+    curl -sf http://127.0.0.1:8391/v1/models > /dev/null 2>&1 && break
+    sleep 1
+  done
+  step cli_serve_completion curl -sf http://127.0.0.1:8391/v1/completions \
+    -H 'Content-Type: application/json' \
+    -d '{"model": "tessera", "prompt": "ROMEO:", "max_tokens": 32, "temperature": 0}'
+  kill "$server"
+  wait "$server" 2> /dev/null
+}
+
 facts
 [ $# -gt 0 ] || set -- test
 for phase in "$@"; do
   case "$phase" in
-    test | train | ops | serve | profile) "phase_$phase" ;;
-    *) echo "gpu-run: unknown phase $phase (test, train, ops, serve, profile)"; exit 2 ;;
+    test | train | ops | serve | profile | cli) "phase_$phase" ;;
+    *) echo "gpu-run: unknown phase $phase (test, train, ops, serve, profile, cli)"; exit 2 ;;
   esac
 done
 exit "$status"
