@@ -1,8 +1,8 @@
-// Composite nn ops: dropout, swiglu, rotary embeddings. Their gradients come from the public
-// ops they are written in.
-#include <cmath>
-#include <vector>
+// dropout (a composite of public ops, whose gradients it takes) and swiglu (one elementwise pass
+// forward, one kernel backward; the composite gradient under create_graph).
+#include <utility>
 
+#include "backend/common/nn_kernels.h"
 #include "ops/op_utils.h"
 #include "tessera/ops/nn.h"
 #include "tessera/ops/op_info.h"
@@ -12,6 +12,27 @@
 namespace tessera {
 
 using namespace detail;
+
+namespace {
+
+// swiglu's gradients (dgate, dup) at the output's shape in public ops, which differentiate again
+// (create_graph): with s = sigmoid(g), dgate = dout u s (1 + g (1 - s)), dup = dout g s.
+TensorList swiglu_grad_composite(const Tensor& dout, const Tensor& g, const Tensor& u) {
+  Tensor s = sigmoid(g);
+  return {dout * u * s * (1.0 + g * (1.0 - s)), dout * g * s};
+}
+
+// The same from one kernel pass (broadcast inputs expanded to the output's shape first).
+TensorList swiglu_grad_fused(const Tensor& dout, const Tensor& g, const Tensor& u) {
+  const Shape& shape = dout.sizes();
+  auto full = [&](const Tensor& t) { return contiguous(t.sizes() == shape ? t : t.expand(shape)); };
+  const Tensor x = full(g), y = full(u), d = full(cast(dout, g.dtype()));
+  TensorList r{empty(shape, options_of(x)), empty(shape, options_of(x))};
+  call_kernel<swiglu_backward_kernel>(x.device(), r[0], r[1], d, x, y);
+  return r;
+}
+
+}  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   TESSERA_OP_SCOPE("dropout", x);
@@ -39,79 +60,29 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
                 "[swiglu] expected floating-point gate and up, got ", gate.dtype(), " and ",
                 up.dtype());
   broadcast_shapes(gate.sizes(), up.sizes(), "swiglu");
-  return silu(gate) * up;
-}
-
-Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
-  TESSERA_OP_SCOPE("rope", x, cos, sin);
-  TESSERA_CHECK(is_floating(x.dtype()) && is_floating(cos.dtype()) && is_floating(sin.dtype()),
-                TypeError, "[rope] expected floating-point x, cos and sin, got ", x.dtype(), ", ",
-                cos.dtype(), " and ", sin.dtype());
-  TESSERA_CHECK(x.dim() >= 2 && x.size(-1) % 2 == 0, ValueError,
-                "[rope] expected x [..., T, D] with an even D, got shape ", x.sizes());
-  TESSERA_CHECK(cos.sizes() == sin.sizes(), ValueError,
-                "[rope] expected cos and sin of one shape, got ", cos.sizes(), " and ",
-                sin.sizes());
-  const int64_t half = x.size(-1) / 2;
-  Shape rows(x.sizes().begin(), x.sizes().end() - 1);  // [..., T]
-  Shape table_shape = rows;
-  table_shape.push_back(half);
-  TESSERA_CHECK(cos.dim() >= 1 && cos.size(-1) == half &&
-                    broadcast_shapes(cos.sizes(), table_shape, "rope") == table_shape,
-                ValueError, "[rope] expected cos/sin tables broadcastable to ", table_shape,
-                " (e.g. [T, D/2]), got ", cos.sizes());
-  const DType dt = x.dtype();
-  Tensor c = cast(cos, dt), s = cast(sin, dt);
-  // rot = J pair with J = [[0, -1], [1, 0]]: (a, b) -> (-b, a). Written as a broadcast product and
-  // a sum (exact: one term is zero) since it needs no cat or flip.
-  Tensor J =
-      reshape(tensor({0.0, -1.0, 1.0, 0.0}, TensorOptions(dt).with_device(x.device())), {2, 2});
-  Shape pairs = rows;
-  Tensor out;
-  if (interleaved) {
-    // Pairs (x[2i], x[2i+1]): x as [..., T, D/2, 2].
-    pairs.insert(pairs.end(), {half, 2});
-    Tensor xp = reshape(x, pairs);
-    Tensor rot = sum(unsqueeze(xp, -2) * J, {-1});
-    out = xp * unsqueeze(c, -1) + rot * unsqueeze(s, -1);
-  } else {
-    // Pairs (x[i], x[i + D/2]): x as [..., T, 2, D/2].
-    pairs.insert(pairs.end(), {2, half});
-    Tensor xp = reshape(x, pairs);
-    Tensor rot = sum(unsqueeze(xp, -3) * reshape(J, {2, 2, 1}), {-2});
-    out = xp * unsqueeze(c, -2) + rot * unsqueeze(s, -2);
+  // One elementwise pass in the promoted dtype (opmath inside), broadcasting as mul does.
+  const DType dt = result_type(gate, up);
+  const Tensor g = cast_raw(gate, dt), u = cast_raw(up, dt);
+  Tensor out = run_elementwise<fn::SwigluFn>("swiglu", dt, {g, u});
+  if (needs_grad({gate, up})) {
+    record("SwigluBackward", {gate, up}, {out}, {g, u},
+           [gate_meta = std::pair(gate.sizes(), gate.dtype()),
+            up_meta = std::pair(up.sizes(), up.dtype())](BackwardContext& ctx,
+                                                         const TensorList& grads) {
+             const Tensor g = ctx.saved(0), u = ctx.saved(1);
+             TensorList d = autograd::GradMode::is_enabled() ? swiglu_grad_composite(grads[0], g, u)
+                                                             : swiglu_grad_fused(grads[0], g, u);
+             TensorList r(2);
+             if (ctx.needs_input_grad(0))
+               r[0] = reduce_grad(d[0], gate_meta.first, gate_meta.second);
+             if (ctx.needs_input_grad(1)) r[1] = reduce_grad(d[1], up_meta.first, up_meta.second);
+             return r;
+           });
   }
-  return reshape(out, x.sizes());
-}
-
-std::tuple<Tensor, Tensor> rope_tables(int64_t seq_len, int64_t head_dim, double theta,
-                                       TensorOptions options) {
-  TESSERA_OP_SCOPE("rope_tables");
-  const DType dtype = options.dtype;
-  TESSERA_CHECK(seq_len >= 0, ValueError, "[rope_tables] expected seq_len >= 0, got ", seq_len);
-  TESSERA_CHECK(head_dim > 0 && head_dim % 2 == 0, ValueError,
-                "[rope_tables] expected a positive even head_dim, got ", head_dim);
-  TESSERA_CHECK(theta > 0, ValueError, "[rope_tables] expected theta > 0, got ", theta);
-  TESSERA_CHECK(is_floating(dtype), TypeError, "[rope_tables] expected a floating dtype, got ",
-                dtype);
-  // angle[t, i] = t * theta^(-2i / D), computed in double.
-  const int64_t half = head_dim / 2;
-  std::vector<double> c(seq_len * half), s(seq_len * half);
-  for (int64_t i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
-    for (int64_t t = 0; t < seq_len; ++t) {
-      const double a = static_cast<double>(t) * inv_freq;
-      c[t * half + i] = std::cos(a);
-      s[t * half + i] = std::sin(a);
-    }
-  }
-  // Computed on the host in double, then rounded and moved once.
-  return {cast_raw(tensor(c, Shape{seq_len, half}), dtype).to(options.device),
-          cast_raw(tensor(s, Shape{seq_len, half}), dtype).to(options.device)};
+  return out;
 }
 
 TESSERA_REGISTER_OPS({"dropout", "nn", kFloatingTypes, true},
-                     {"swiglu", "nn", kFloatingTypes, true}, {"rope", "nn", kFloatingTypes, true},
-                     {"rope_tables", "nn", kFloatingTypes, false});
+                     {"swiglu", "nn", kFloatingTypes, true});
 
 }  // namespace tessera

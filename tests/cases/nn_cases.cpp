@@ -1,6 +1,6 @@
-// Op cases for the nn ops. The fused kernels (softmax, norms, class losses) are checked against
-// composites of other public ops or explicit loops in double; the composites (attention, rope)
-// against explicit loops.
+// Op cases for the nn ops. The fused kernels (softmax, norms, class losses, rope, swiglu) are
+// checked against composites of other public ops or explicit loops in double; the composites
+// (attention) against explicit loops.
 #include <cmath>
 #include <limits>
 
@@ -380,10 +380,28 @@ std::vector<OpCase> misc_cases() {
   std::vector<OpCase> v;
   for (bool inter : {false, true}) {
     const std::string style = inter ? "interleaved" : "half_split";
+    auto fn = [=](auto& x) { return rope(x[0], x[1], x[2], inter); };
+    auto ref = [=](auto& x) { return rope_ref(x[0], x[1], x[2], inter); };
+    // Tables that require grad take the composite (their gradients too); fixed ones the kernel.
+    v.push_back(one("rope", style + "_table_grads",
+                    {real({2, 3, 5, 8}), unit({5, 4}), unit({5, 4})}, fn, ref));
+    v.push_back(one("rope", style + "_bhtd_tables",
+                    {real({2, 3, 5, 8}), fixed(unit({5, 4})), fixed(unit({5, 4}))}, fn, ref));
+    v.back().gradgradcheck = true;  // create_graph: the backward's composite
+    v.push_back(one("rope", style + "_full_tables",
+                    {real({2, 3, 5, 8}), fixed(unit({2, 3, 5, 4})), fixed(unit({2, 3, 5, 4}))}, fn,
+                    ref));
+    // Per-batch positions (Hugging Face's [B, 1, T, D/2]): broadcast over heads only.
+    v.push_back(one("rope", style + "_batch_tables",
+                    {real({2, 3, 5, 8}), fixed(unit({2, 1, 5, 4})), fixed(unit({2, 1, 5, 4}))}, fn,
+                    ref));
+    // [B, T, H, D] viewed as [B, H, T, D] (split_heads): strided rows, read in place.
     v.push_back(one(
-        "rope", style + "_bhtd_tables", {real({2, 3, 5, 8}), unit({5, 4}), unit({5, 4})},
-        [=](auto& x) { return rope(x[0], x[1], x[2], inter); },
-        [=](auto& x) { return rope_ref(x[0], x[1], x[2], inter); }));
+        "rope", style + "_bthd_view",
+        {real({2, 5, 3, 8}), fixed(unit({5, 4})), fixed(unit({5, 4}))},
+        [=](auto& x) { return rope(x[0].transpose(1, 2), x[1], x[2], inter); },
+        [=](auto& x) { return rope_ref(x[0].transpose(1, 2), x[1], x[2], inter); }));
+    // A transposed last dim: copied before the kernel.
     v.push_back(one(
         "rope", style + "_bthd_noncontiguous", {real({2, 5, 3, 6}, true)},
         [=](auto& x) {
@@ -414,12 +432,15 @@ std::vector<OpCase> misc_cases() {
                 }};
   tables.gradcheck = false;
   v.push_back(tables);
-  v.push_back(one(
-      "swiglu", "basic", {real({3, 4}), real({3, 4}, true)},
-      [](auto& x) { return swiglu(x[0], x[1]); },
-      [](auto& x) {
-        return map2(x[0], x[1], [](double g, double u) { return g / (1 + std::exp(-g)) * u; });
-      }));
+  auto swiglu_fn = [](auto& x) { return swiglu(x[0], x[1]); };
+  auto swiglu_ref = [](auto& x) {
+    return map2(x[0], x[1], [](double g, double u) { return g / (1 + std::exp(-g)) * u; });
+  };
+  v.push_back(one("swiglu", "basic", {real({3, 4}), real({3, 4}, true)}, swiglu_fn, swiglu_ref));
+  v.back().gradgradcheck = true;  // create_graph: the backward's composite
+  v.push_back(one("swiglu", "broadcast_up", {real({2, 3, 4}), real({4})}, swiglu_fn, swiglu_ref));
+  v.push_back(one("swiglu", "broadcast_both", {real({2, 1, 4}), real({3, 1}, true)}, swiglu_fn,
+                  swiglu_ref));
   // The mask depends only on the generator state, so a fresh generator gives the same one.
   v.push_back(one(
       "dropout", "train_seeded", {real({6, 5})},

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "tessera/tessera.h"
@@ -251,6 +252,96 @@ TEST(NnFused, CrossEntropyMatchesComposite) {
   auto [k, c] = kernel_and_composite_grads(
       [&](auto& in) { return cross_entropy(in[0], t, -100, 0.1, Reduction::None, w); }, {x}, 6);
   expect_close(k, c, 1e-5, "cross_entropy");
+}
+
+// rope through its composite: the path it takes when the tables require grad.
+Tensor rope_composite(const Tensor& x, const Tensor& c, const Tensor& s, bool interleaved) {
+  return rope(x, c.detach().requires_grad_(), s.detach().requires_grad_(), interleaved);
+}
+
+TEST(NnFused, RopeMatchesComposite) {
+  // [B, T, H, D] viewed as [B, H, T, D] (strided rows), enough rows for several threads.
+  Tensor x = randn({2, 40, 6, 64}).requires_grad_();
+  auto [c, s] = rope_tables(40, 64);
+  for (bool inter : {false, true}) {
+    auto f = [&](const TensorList& in) { return rope(in[0].transpose(1, 2), c, s, inter); };
+    Tensor out = f({x});
+    ASSERT_TRUE(out.grad_fn());
+    EXPECT_EQ(out.grad_fn()->name(), "RopeBackward");  // the kernel ran
+    EXPECT_TRUE(allclose(out, rope_composite(x.transpose(1, 2), c, s, inter), 1e-6, 1e-6));
+    auto [k, comp] = kernel_and_composite_grads(f, {x}, 7);
+    expect_close(k, comp, 1e-6, "rope");
+    // bfloat16: opmath arithmetic rounded once, so within half an ulp of float32 on the same
+    // (rounded) values; the composite rounds each op.
+    Tensor xb = x.detach().to(kBFloat16).requires_grad_();
+    Tensor cb = c.to(kBFloat16), sb = s.to(kBFloat16);
+    Tensor ob = rope(xb.transpose(1, 2), cb, sb, inter);
+    EXPECT_EQ(ob.dtype(), kBFloat16);
+    Tensor want =
+        rope(xb.detach().to(kFloat32).transpose(1, 2), cb.to(kFloat32), sb.to(kFloat32), inter);
+    EXPECT_TRUE(allclose(ob.to(kFloat32), want, 1.0 / 256, 1e-6));
+    EXPECT_TRUE(allclose(ob.to(kFloat32),
+                         rope_composite(xb.transpose(1, 2), cb, sb, inter).to(kFloat32), 0.02,
+                         0.02));
+    auto [kb, compb] = kernel_and_composite_grads(f, {xb}, 8);
+    expect_close(kb, compb, 0.02, "rope bfloat16");
+  }
+}
+
+TEST(NnFused, RopeDoubleBackward) {
+  // dx = R^T w is linear in w, so d/dw sum(dx * v) = R v: the second pass runs the composite.
+  Tensor x = randn({2, 3, 5, 8}).requires_grad_(), v = randn({2, 3, 5, 8});
+  auto [c, s] = rope_tables(5, 8);
+  for (bool inter : {false, true}) {
+    Tensor w = randn({2, 3, 5, 8}).requires_grad_();
+    TensorList dx = autograd::grad({sum(rope(x, c, s, inter) * w)}, {x}, {}, std::nullopt, true);
+    sum(dx[0] * v).backward();
+    EXPECT_TRUE(allclose(w.grad(), rope(v, c, s, inter), 1e-6, 1e-6));
+  }
+}
+
+TEST(NnFused, SwigluMatchesComposite) {
+  Tensor g = (randn({3, 20001}) * 3.0).requires_grad_(), u = randn({3, 20001}).requires_grad_();
+  auto f = [](const TensorList& in) { return swiglu(in[0], in[1]); };
+  Tensor out = swiglu(g, u);
+  ASSERT_TRUE(out.grad_fn());
+  EXPECT_EQ(out.grad_fn()->name(), "SwigluBackward");
+  EXPECT_TRUE(allclose(out, silu(g) * u, 1e-6, 1e-6));
+  auto [k, comp] = kernel_and_composite_grads(f, {g, u}, 9);
+  expect_close(k, comp, 1e-5, "swiglu");
+  // bfloat16 (the composite rounds silu(gate) before the product).
+  Tensor gb = g.detach().to(kBFloat16).requires_grad_();
+  Tensor ub = u.detach().to(kBFloat16).requires_grad_();
+  Tensor ob = swiglu(gb, ub);
+  EXPECT_EQ(ob.dtype(), kBFloat16);
+  EXPECT_TRUE(allclose(ob.to(kFloat32), (silu(gb) * ub).to(kFloat32), 0.02, 0.02));
+  auto [kb, compb] = kernel_and_composite_grads(f, {gb, ub}, 10);
+  expect_close(kb, compb, 0.03, "swiglu bfloat16");
+  // ... and its gradients are float32's on the same values, rounded once.
+  Tensor vb = randn(ob.sizes()).to(kBFloat16);
+  TensorList db = autograd::grad({sum(swiglu(gb, ub) * vb)}, {gb, ub});
+  Tensor g32 = gb.detach().to(kFloat32).requires_grad_();
+  Tensor u32 = ub.detach().to(kFloat32).requires_grad_();
+  TensorList d32 = autograd::grad({sum(swiglu(g32, u32) * vb.to(kFloat32))}, {g32, u32});
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(allclose(db[i].to(kFloat32), d32[i], 1.0 / 256, 1e-6)) << "gradient " << i;
+  // Broadcast inputs: the fused gradients are summed back to each input's shape.
+  Tensor gs = randn({4, 1, 33}).requires_grad_(), us = randn({5, 1}).requires_grad_();
+  TensorList fused = autograd::grad({sum(swiglu(gs, us) * 0.5)}, {gs, us});
+  TensorList want = autograd::grad({sum(silu(gs) * us * 0.5)}, {gs, us});
+  expect_close(fused, want, 1e-5, "swiglu broadcast");
+}
+
+TEST(NnFused, SwigluDoubleBackwardMatchesComposite) {
+  Tensor g = randn({6, 9}).requires_grad_(), u = randn({6, 9}).requires_grad_();
+  Tensor w = randn({6, 9}), v0 = randn({6, 9}), v1 = randn({6, 9});
+  auto second = [&](const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
+    TensorList d = autograd::grad({sum(f(g, u) * w)}, {g, u}, {}, std::nullopt, true);
+    return autograd::grad({sum(d[0] * v0 + d[1] * v1)}, {g, u});
+  };
+  TensorList fused = second([](const Tensor& a, const Tensor& b) { return swiglu(a, b); });
+  TensorList want = second([](const Tensor& a, const Tensor& b) { return silu(a) * b; });
+  expect_close(fused, want, 1e-5, "swiglu second derivative");
 }
 
 TEST(NnFused, ParameterGradientsDoNotDependOnThreadCount) {

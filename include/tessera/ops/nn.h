@@ -64,13 +64,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // [B, T, H, D] pass cos.unsqueeze(1), i.e. [T, 1, D/2]). Each pair (a, b) becomes
 // (a cos_i - b sin_i, b cos_i + a sin_i) with pairs (x[2i], x[2i+1]) when interleaved (Meta
 // llama, llama2.c) else (x[i], x[i + D/2]) (Hugging Face rotate_half). Tables are cast to x's
-// dtype.
+// dtype. One fused kernel forward and backward (a composite when cos or sin require grad).
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false);
 // Cos/sin tables [T, D/2] for positions t = 0..T-1 and base theta: angle[t, i] =
 // t * theta^(-2i / D), computed in double and rounded to dtype.
 std::tuple<Tensor, Tensor> rope_tables(int64_t seq_len, int64_t head_dim, double theta = 10000.0,
                                        TensorOptions options = {kFloat32});
-// silu(gate) * up.
+// silu(gate) * up (broadcasting), one fused pass forward and backward.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 
 }  // namespace tessera

@@ -1,8 +1,8 @@
 #pragma once
 // Activation gradients as one fused elementwise pass, dx = g f'(x), shared by every backend. The
-// backward of gelu / silu without a graph (no create_graph) runs these: one read of g and x and
-// one write, where the composite formulas (kept in ops/unary.cpp for double backward) launch ten
-// elementwise ops over the activation.
+// backward of gelu / silu / swiglu without a graph (no create_graph) runs these: one read of g
+// and x and one write, where the composite formulas (kept in ops/unary.cpp and ops/nn.cpp for
+// double backward) launch ten elementwise ops over the activation.
 #include "backend/common/elementwise_functors.h"
 
 namespace tessera::fn {
@@ -20,6 +20,18 @@ template <class A>
 TESSERA_HD inline A silu_slope(A x) {
   const A s = A(1) / (A(1) + exp_(-x));
   return s * (A(1) + x * (A(1) - s));
+}
+
+// swiglu(g, u) = silu(g) u from one sigmoid s = sigmoid(g): d/dg = u s (1 + g (1 - s)),
+// d/du = g s; each times dout. The swiglu backward kernels run it once per element.
+template <class A>
+struct SwigluGrads {
+  A dgate, dup;
+};
+template <class A>
+TESSERA_HD inline SwigluGrads<A> swiglu_grads(A dout, A g, A u) {
+  const A s = A(1) / (A(1) + exp_(-g));
+  return {dout * u * s * (A(1) + g * (A(1) - s)), dout * g * s};
 }
 
 #define TESSERA_ACTIVATION_GRAD_FN(Name, op_name, expr)            \

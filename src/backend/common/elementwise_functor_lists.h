@@ -17,7 +17,7 @@ using UnaryFunctors =
 // f(a, b) with both operands of one dtype (activation gradients take (grad, x)).
 using BinaryFunctors =
     FunctorList<AddFn, SubFn, MulFn, DivFn, PowFn, MaximumFn, MinimumFn, EqFn, NeFn, LtFn, LeFn,
-                GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn, GeluGradFn, GeluTanhGradFn,
-                SiluGradFn>;
+                GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn, SwigluFn, GeluGradFn,
+                GeluTanhGradFn, SiluGradFn>;
 
 }  // namespace tessera::fn

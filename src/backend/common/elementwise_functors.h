@@ -132,6 +132,8 @@ TESSERA_BINARY_FN(GeFn, "ge", kAllTypes, bool, a >= b)
 TESSERA_BINARY_FN(LogicalAndFn, "logical_and", kAllTypes, bool, (a != A(0)) && (b != A(0)))
 TESSERA_BINARY_FN(LogicalOrFn, "logical_or", kAllTypes, bool, (a != A(0)) || (b != A(0)))
 TESSERA_BINARY_FN(LogicalXorFn, "logical_xor", kAllTypes, bool, (a != A(0)) != (b != A(0)))
+// silu(gate) * up in one pass (the LLaMA MLP): no rounded silu(gate) tensor in between.
+TESSERA_BINARY_FN(SwigluFn, "swiglu", kFloatingTypes, T, a / (A(1) + exp_(-a)) * b)
 #undef TESSERA_BINARY_FN
 
 // A value of one dtype as another (copy and cast): through opmath, bool as != 0.

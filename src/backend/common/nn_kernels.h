@@ -1,8 +1,9 @@
 #pragma once
-// Kernel keys for the nn family: softmax, normalisation and class losses. Every tensor a kernel
-// receives is contiguous; "rows" are the leading dims flattened. Arithmetic is in opmath (float
-// for 16-bit types), statistics saved for backward (mean, rstd, lse) are float (double for
-// float64). Undefined tensor arguments mean "absent" (no weight) or "not needed" (a gradient).
+// Kernel keys for the nn family: softmax, normalisation, swiglu's backward and class losses.
+// Every tensor a kernel receives is contiguous; "rows" are the leading dims flattened. Arithmetic
+// is in opmath (float for 16-bit types), statistics saved for backward (mean, rstd, lse) are
+// float (double for float64). Undefined tensor arguments mean "absent" (no weight) or "not
+// needed" (a gradient).
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -55,6 +56,12 @@ TESSERA_DECLARE_KERNEL(rms_norm_backward_kernel,
                        void(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
                             const Tensor& dh, const Tensor& h, const Tensor& rstd,
                             const Tensor& weight));
+
+// dgate = dout up silu'(gate), dup = dout silu(gate), all five of one shape and dtype
+// (fn::swiglu_grads per element).
+TESSERA_DECLARE_KERNEL(swiglu_backward_kernel,
+                       void(const Tensor& dgate, const Tensor& dup, const Tensor& dout,
+                            const Tensor& gate, const Tensor& up));
 
 // Options of the class-index losses (cross_entropy, nll_loss).
 struct ClassLossParams {
