@@ -44,6 +44,7 @@ Tensor on_cpu(const Tensor& t, const char* op) {
 Tensor convert(const Tensor& t, const py::args& args, const py::kwargs& kwargs) {
   std::optional<DType> dtype;
   std::optional<Device> device;
+  bool non_blocking = false;
   auto take = [&](py::handle a) {
     if (py::isinstance<Tensor>(a)) {
       const Tensor& other = a.cast<const Tensor&>();
@@ -66,8 +67,10 @@ Tensor convert(const Tensor& t, const py::args& args, const py::kwargs& kwargs) 
   for (py::handle a : args) take(a);
   for (auto [key, value] : kwargs) {
     std::string k = py::str(key);
-    if (value.is_none() || k == "non_blocking" || k == "copy") continue;
-    if (k == "dtype")
+    if (value.is_none() || k == "copy") continue;
+    if (k == "non_blocking")
+      non_blocking = value.cast<bool>();
+    else if (k == "dtype")
       dtype = to_dtype(value);
     else if (k == "device")
       device = to_device(value);
@@ -75,7 +78,7 @@ Tensor convert(const Tensor& t, const py::args& args, const py::kwargs& kwargs) 
       throw TypeError(detail::str("[to] got an unexpected keyword argument '", k, "'"));
   }
   Tensor out = t;
-  if (device && *device != out.device()) out = out.to(*device);
+  if (device && *device != out.device()) out = out.to(*device, non_blocking);
   if (dtype && *dtype != out.dtype()) out = out.to(*dtype);
   return out;
 }
@@ -236,8 +239,13 @@ void bind_conversions(py::class_<Tensor>& cls) {
       .def("type_as", [](const Tensor& t, const Tensor& o) { return t.to(o.dtype()); })
       .def("cpu", [](const Tensor& t) { return t.to(kCPU); })
       .def(
-          "cuda", [](const Tensor& t, int index) { return t.to(Device(DeviceType::CUDA, index)); },
-          py::arg("device") = 0);
+          "cuda",
+          [](const Tensor& t, int index, bool non_blocking) {
+            return t.to(Device(DeviceType::CUDA, index), non_blocking);
+          },
+          py::arg("device") = 0, py::arg("non_blocking") = false)
+      .def("pin_memory", &Tensor::pin_memory)
+      .def("is_pinned", &Tensor::is_pinned);
   const std::pair<const char*, DType> casts[] = {
       {"float", kFloat32}, {"double", kFloat64}, {"half", kFloat16}, {"bfloat16", kBFloat16},
       {"long", kInt64},    {"int", kInt32},      {"short", kInt16},  {"char", kInt8},

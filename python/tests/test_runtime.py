@@ -146,3 +146,30 @@ def test_set_num_threads_sets_the_kernels_threads():
         tessera.set_num_threads(before)
     with pytest.raises(ValueError, match=r"\[set_num_threads\] expected n >= 1"):
         tessera.set_num_threads(0)
+
+
+def test_pinned_memory_and_non_blocking_copies_as_torch():
+    x = tessera.randn(64, 3)
+    assert not x.is_pinned()
+    assert x.to("cpu", non_blocking=True) is not None
+    if not tessera.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"\[pin_memory\] expected a CUDA device"):
+            x.pin_memory()
+        return
+    p = x.pin_memory()
+    assert p.is_pinned() and tessera.allclose(p, x)
+    y = p.cuda(non_blocking=True) * 2
+    back = y.to("cpu", non_blocking=True)  # pageable destination: the copy completes first
+    assert tessera.allclose(back, x * 2)
+
+
+def test_dataloader_pin_memory_pins_batches_where_a_gpu_can_use_them():
+    from tessera.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(tessera.arange(12).reshape(6, 2), tessera.arange(6))
+    plain = list(DataLoader(ds, batch_size=4))
+    pinned = list(DataLoader(ds, batch_size=4, pin_memory=True))
+    assert len(pinned) == len(plain) == 2
+    for (x, y), (px, py) in zip(plain, pinned):
+        assert tessera.allclose(x, px, rtol=0, atol=0) and tessera.allclose(y, py, rtol=0, atol=0)
+        assert px.is_pinned() == tessera.cuda.is_available()

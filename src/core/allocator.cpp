@@ -157,6 +157,13 @@ void register_allocator(DeviceType type, Allocator* allocator) {
   allocator_table()[static_cast<int>(type)] = allocator;
 }
 
+namespace {
+std::atomic<Allocator*> g_pinned_host_allocator{nullptr};
+}  // namespace
+
+Allocator* pinned_host_allocator() { return g_pinned_host_allocator.load(); }
+void register_pinned_host_allocator(Allocator* allocator) { g_pinned_host_allocator = allocator; }
+
 StorageImpl::StorageImpl(size_t nbytes, Device device, Allocator* allocator)
     : data_(allocator->allocate(nbytes)), nbytes_(nbytes), device_(device), allocator_(allocator) {}
 

@@ -154,7 +154,8 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
   }
   const size_t bytes = n * sizeof(float);  // the copy waits for the step
   if (logits_.size() < bytes) logits_ = cuda::PinnedBuffer(std::max(bytes, 2 * logits_.size()));
-  call_kernel<device_copy_kernel>(device_, logits_.data(), kCPU, out.data_ptr(), device_, bytes);
+  call_kernel<device_copy_kernel>(device_, logits_.data(), kCPU, out.data_ptr(), device_, bytes,
+                                  false);
   return {static_cast<const float*>(logits_.data()), n};
 }
 

@@ -32,21 +32,37 @@ Tensor clone(const Tensor& x) {
   return out;
 }
 
-Tensor Tensor::to(Device d) const {
-  if (d == device()) return *this;
-  Tensor out = empty(sizes(), TensorOptions(dtype()).with_device(d));
+namespace {
+// A copy of x into a fresh tensor made with options; its gradient goes back to x's device.
+Tensor copy_into_new(const Tensor& x, const TensorOptions& options, bool non_blocking,
+                     const char* node) {
+  Tensor out = empty(x.sizes(), options.with_dtype(x.dtype()));
   {
     autograd::NoGradGuard no_grad;
-    tessera::copy_(out, *this);
+    tessera::copy_(out, x, non_blocking);
   }
-  if (needs_grad({*this})) {
-    record("ToDeviceBackward", {*this}, {out}, {},
-           [from = device()](BackwardContext&, const TensorList& g) {
-             return TensorList{g[0].to(from)};
-           });
+  if (needs_grad({x})) {
+    record(node, {x}, {out}, {}, [from = x.device()](BackwardContext&, const TensorList& g) {
+      return TensorList{g[0].to(from)};
+    });
   }
   return out;
 }
+}  // namespace
+
+Tensor Tensor::to(Device d, bool non_blocking) const {
+  if (d == device()) return *this;
+  return copy_into_new(*this, TensorOptions(d), non_blocking, "ToDeviceBackward");
+}
+
+Tensor Tensor::pin_memory() const {
+  TESSERA_CHECK(device().is_cpu(), ValueError, "[pin_memory] expected a CPU tensor, got one on ",
+                device());
+  if (is_pinned()) return *this;
+  return copy_into_new(*this, TensorOptions(kCPU).with_pinned_memory(), false, "PinMemoryBackward");
+}
+
+bool Tensor::is_pinned() const { return checked()->storage()->pinned(); }
 
 Tensor contiguous(const Tensor& x) {
   TESSERA_OP_SCOPE("contiguous", x);
@@ -55,16 +71,21 @@ Tensor contiguous(const Tensor& x) {
 
 namespace {
 // src is first brought into dst's shape and dtype, contiguous, on its own device; one transfer
-// then moves it, into dst itself when dst is contiguous.
-void copy_across_devices(const Tensor& dst, const Tensor& src) {
+// then moves it, into dst itself when dst is contiguous. The transfer may stay queued
+// (non_blocking) only when its host end is the caller's own pinned tensor: a temporary staged
+// here would be read (or freed) before it completed.
+void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking) {
   autograd::NoGradGuard no_grad;
   Tensor staged = contiguous(cast_raw(src.expand(dst.sizes()), dst.dtype()));
   Device backend = dst.device().is_cpu() ? src.device() : dst.device();
   Tensor landing = dst.is_contiguous()
                        ? dst
                        : empty(dst.sizes(), TensorOptions(dst.dtype()).with_device(dst.device()));
-  call_kernel<device_copy_kernel>(backend, landing.data_ptr(), dst.device(), staged.data_ptr(),
-                                  src.device(), static_cast<size_t>(staged.numel()) * itemsize(staged.dtype()));
+  // Temporaries come from the pageable allocator, so a pinned host end is the caller's tensor.
+  const bool async = non_blocking && (dst.device().is_cpu() ? landing : staged).is_pinned();
+  call_kernel<device_copy_kernel>(
+      backend, landing.data_ptr(), dst.device(), staged.data_ptr(), src.device(),
+      static_cast<size_t>(staged.numel()) * itemsize(staged.dtype()), async);
   if (!dst.is_contiguous()) {
     TensorIterator it("copy_");
     it.add_output(dst).add_input(landing).build();
@@ -73,17 +94,20 @@ void copy_across_devices(const Tensor& dst, const Tensor& src) {
 }
 }  // namespace
 
-Tensor& copy_(Tensor& self, const Tensor& src) {
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   TESSERA_OP_SCOPE("copy_", self, src);
   autograd::check_inplace(self, "copy_");
   bool grad = needs_grad({self, src});
   TensorIterator it("copy_");
   if (self.device() == src.device()) it.add_output(self).add_input(src).build();
-  if (self.device() == src.device()) call_kernel<copy_kernel>(self.device(), it);
-  else copy_across_devices(self, src);
+  if (self.device() == src.device())
+    call_kernel<copy_kernel>(self.device(), it);
+  else
+    copy_across_devices(self, src, non_blocking);
   if (grad) {
     record("CopyBackward", {self, src}, {self}, {},
-           [ss = src.sizes(), ds = src.dtype(), sd = src.device()](BackwardContext& ctx, const TensorList& g) {
+           [ss = src.sizes(), ds = src.dtype(), sd = src.device()](BackwardContext& ctx,
+                                                                   const TensorList& g) {
              TensorList r(2);  // self's old value was overwritten: no gradient
              if (ctx.needs_input_grad(1)) r[1] = reduce_grad(g[0].to(sd), ss, ds);
              return r;
@@ -121,8 +145,8 @@ Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> ma
 }
 
 TESSERA_REGISTER_OPS({"cast", "copy", kAllTypes, true}, {"clone", "copy", kAllTypes, true},
-                    {"contiguous", "copy", kAllTypes, true}, {"copy_", "inplace", kAllTypes, true},
-                    {"fill_", "inplace", kAllTypes, false}, {"zero_", "inplace", kAllTypes, false},
-                    {"clamp_", "inplace", kNumericTypes, true});
+                     {"contiguous", "copy", kAllTypes, true}, {"copy_", "inplace", kAllTypes, true},
+                     {"fill_", "inplace", kAllTypes, false}, {"zero_", "inplace", kAllTypes, false},
+                     {"clamp_", "inplace", kNumericTypes, true});
 
 }  // namespace tessera

@@ -21,6 +21,18 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   if (o.requires_grad) t.requires_grad_(true);
   return t;
 }
+
+// The device's allocator, or page-locked host memory when options ask for it.
+Allocator* allocator_for(const TensorOptions& o) {
+  if (!o.pinned_memory) return get_allocator(o.device.type);
+  TESSERA_CHECK(o.device.is_cpu(), ValueError,
+                "[pin_memory] expected pinned memory for a CPU tensor, got device ", o.device);
+  Allocator* pinned = pinned_host_allocator();
+  TESSERA_CHECK(pinned != nullptr && device_count(DeviceType::CUDA) > 0, RuntimeError,
+                "[pin_memory] expected a CUDA device: page-locked host memory is for transfers "
+                "to one, and there is none here");
+  return pinned;
+}
 }  // namespace
 
 Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options) {
@@ -36,8 +48,7 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opt
     extent += (shape[i] - 1) * strides[i];
   }
   size_t nbytes = nonempty ? static_cast<size_t>(extent) * itemsize(options.dtype) : 0;
-  auto storage =
-      std::make_shared<StorageImpl>(nbytes, options.device, get_allocator(options.device.type));
+  auto storage = std::make_shared<StorageImpl>(nbytes, options.device, allocator_for(options));
   auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, strides, 0, options.dtype);
   impl->is_inference = autograd::InferenceMode::is_enabled();
   return finish(Tensor(std::move(impl)), options);
@@ -106,15 +117,19 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
   DType dt = dtype.value_or(all_int ? kInt64 : kFloat32);
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   TESSERA_CHECK(st != 0, ValueError, "[arange] expected a non-zero step, got 0");
-  TESSERA_CHECK((e - s) * st >= 0, ValueError, "[arange] expected end on the side of start "
-                "the step moves to, got start ", start, ", end ", end, ", step ", step);
+  TESSERA_CHECK((e - s) * st >= 0, ValueError,
+                "[arange] expected end on the side of start "
+                "the step moves to, got start ",
+                start, ", end ", end, ", step ", step);
   int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
   Tensor t = empty({n}, TensorOptions(dt));
   dispatch<kNumericTypes>(dt, "arange", [&]<class T>() {
     T* p = t.data_ptr<T>();
     for (int64_t i = 0; i < n; ++i) {
-      if (all_int) p[i] = static_cast<T>(start.to_int() + i * step.to_int());
-      else p[i] = static_cast<T>(s + static_cast<double>(i) * st);
+      if (all_int)
+        p[i] = static_cast<T>(start.to_int() + i * step.to_int());
+      else
+        p[i] = static_cast<T>(s + static_cast<double>(i) * st);
     }
   });
   return t;
@@ -196,8 +211,8 @@ void sample_into(Tensor& t, Generator* gen, Args... args) {
 }
 
 void check_floating(const TensorOptions& o, std::string_view op) {
-  TESSERA_CHECK(is_floating(o.dtype), TypeError, "[", op,
-                "] expected a floating-point dtype, got ", o.dtype);
+  TESSERA_CHECK(is_floating(o.dtype), TypeError, "[", op, "] expected a floating-point dtype, got ",
+                o.dtype);
 }
 }  // namespace
 
@@ -273,24 +288,18 @@ Tensor bernoulli(const Tensor& like_t, double p, Generator* gen) {
   return bernoulli(full(like_t.sizes(), p, TensorOptions(dt).with_device(like_t.device())), gen);
 }
 
-TESSERA_REGISTER_OPS({"empty", "creation", kAllTypes, false}, {"empty_strided", "creation", kAllTypes, false},
-                    {"zeros", "creation", kAllTypes, false}, {"ones", "creation", kAllTypes, false},
-                    {"full", "creation", kAllTypes, false},
-                    {"scalar_tensor", "creation", kAllTypes, false},
-                    {"tensor", "creation", kAllTypes, false},
-                    {"arange", "creation", kNumericTypes, false},
-                    {"linspace", "creation", kAllTypes, false}, {"eye", "creation", kAllTypes, false},
-                    {"empty_like", "creation", kAllTypes, false},
-                    {"zeros_like", "creation", kAllTypes, false},
-                    {"ones_like", "creation", kAllTypes, false},
-                    {"full_like", "creation", kAllTypes, false},
-                    {"rand_like", "random", kFloatingTypes, false},
-                    {"randn_like", "random", kFloatingTypes, false},
-                    {"rand", "random", kFloatingTypes, false}, {"randn", "random", kFloatingTypes, false},
-                    {"randint", "random", kNumericTypes, false},
-                    {"randperm", "random", dtype_bit(kInt64), false},
-                    {"normal_", "random", kFloatingTypes, false},
-                    {"uniform_", "random", kFloatingTypes, false},
-                    {"bernoulli", "random", kFloatingTypes, false});
+TESSERA_REGISTER_OPS(
+    {"empty", "creation", kAllTypes, false}, {"empty_strided", "creation", kAllTypes, false},
+    {"zeros", "creation", kAllTypes, false}, {"ones", "creation", kAllTypes, false},
+    {"full", "creation", kAllTypes, false}, {"scalar_tensor", "creation", kAllTypes, false},
+    {"tensor", "creation", kAllTypes, false}, {"arange", "creation", kNumericTypes, false},
+    {"linspace", "creation", kAllTypes, false}, {"eye", "creation", kAllTypes, false},
+    {"empty_like", "creation", kAllTypes, false}, {"zeros_like", "creation", kAllTypes, false},
+    {"ones_like", "creation", kAllTypes, false}, {"full_like", "creation", kAllTypes, false},
+    {"rand_like", "random", kFloatingTypes, false}, {"randn_like", "random", kFloatingTypes, false},
+    {"rand", "random", kFloatingTypes, false}, {"randn", "random", kFloatingTypes, false},
+    {"randint", "random", kNumericTypes, false}, {"randperm", "random", dtype_bit(kInt64), false},
+    {"normal_", "random", kFloatingTypes, false}, {"uniform_", "random", kFloatingTypes, false},
+    {"bernoulli", "random", kFloatingTypes, false});
 
 }  // namespace tessera

@@ -41,7 +41,9 @@ Tensor& Tensor::add_(const Scalar& o) { return tessera::add_(*this, wrap_scalar(
 Tensor& Tensor::mul_(const Scalar& o) { return tessera::mul_(*this, wrap_scalar(o, device())); }
 Tensor& Tensor::zero_() { return tessera::zero_(*this); }
 Tensor& Tensor::fill_(const Scalar& v) { return tessera::fill_(*this, v); }
-Tensor& Tensor::copy_(const Tensor& src) { return tessera::copy_(*this, src); }
+Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
+  return tessera::copy_(*this, src, non_blocking);
+}
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
   return tessera::clamp_(*this, lo, hi);
 }

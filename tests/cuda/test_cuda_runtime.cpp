@@ -19,6 +19,59 @@ TEST(CudaRuntime, WithoutAGpuMovingATensorThrowsATypedError) {
   EXPECT_THROW(ones({2}).to(kCuda), Error);
 }
 
+TEST(CudaRuntime, WithoutAGpuPinningThrowsATypedError) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is present";
+  testing::expect_error<RuntimeError>([] { (void)ones({2}).pin_memory(); }, "pin_memory",
+                                      "expected a CUDA device");
+  EXPECT_FALSE(ones({2}).is_pinned());
+  Tensor x = ones({2});
+  EXPECT_TRUE(x.to(kCPU, /*non_blocking=*/true).is_same(x));
+}
+
+TEST(CudaRuntime, PinnedMemoryIsForCpuTensorsOnly) {
+  testing::expect_error<ValueError>(
+      [] { (void)empty({2}, TensorOptions().with_device(kCuda).with_pinned_memory()); },
+      "pin_memory", "CPU tensor");
+}
+
+TEST_F(CudaTest, PinnedTensorsCopyBothWaysWithoutBlocking) {
+  Tensor x = randn({1000, 33});
+  Tensor pinned = x.pin_memory();
+  EXPECT_TRUE(pinned.is_pinned());
+  EXPECT_FALSE(x.is_pinned());
+  EXPECT_TRUE(pinned.pin_memory().is_same(pinned)) << "pinning a pinned tensor is a no-op";
+  EXPECT_TRUE(allclose(pinned, x, 0, 0));
+  // Host to device, queued: the kernels after it on the stream see the data.
+  Tensor on_gpu = pinned.to(kCuda, /*non_blocking=*/true) * 2;
+  // Device to pinned host, queued: the data is there after a synchronize.
+  Tensor back = empty({1000, 33}, TensorOptions().with_pinned_memory());
+  back.copy_(on_gpu, /*non_blocking=*/true);
+  cuda::synchronize();
+  EXPECT_TRUE(allclose(back, x * 2, 0, 0));
+  // Pageable or non-contiguous ends fall back to blocking copies and stay correct.
+  Tensor t = empty({33, 1000}, TensorOptions().with_pinned_memory()).transpose(0, 1);
+  t.copy_(on_gpu, /*non_blocking=*/true);
+  EXPECT_TRUE(allclose(t, x * 2, 0, 0));
+  EXPECT_TRUE(allclose(x.to(kCuda, true).to(kCPU, true), x, 0, 0));
+}
+
+TEST_F(CudaTest, APinnedSourceFreedWhileItsCopyIsQueuedStaysCorrect) {
+  Tensor x = randn({1 << 20});
+  Tensor on_gpu;
+  {
+    Tensor pinned = x.pin_memory();
+    on_gpu = pinned.to(kCuda, /*non_blocking=*/true);
+  }  // freeing the pinned block waits for the copy
+  EXPECT_TRUE(allclose(on_gpu.to(kCPU), x, 0, 0));
+}
+
+TEST_F(CudaTest, GradientFlowsThroughPinMemory) {
+  Tensor x = randn({4, 3}, TensorOptions().with_requires_grad(true));
+  (x.pin_memory().to(kCuda, true) * 3).sum().backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_TRUE(allclose(x.grad(), full({4, 3}, 3.0), 0, 0));
+}
+
 TEST_F(CudaTest, RoundTripKeepsValuesForEveryDtype) {
   for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kBool, kUInt8}) {
     Tensor x = cast(arange(0, 37, 1, kInt64) - 18, dt);

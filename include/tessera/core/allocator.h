@@ -83,5 +83,9 @@ Allocator* cpu_allocator();
 // The allocator for a device type; backends register theirs at load time.
 Allocator* get_allocator(DeviceType type);
 void register_allocator(DeviceType type, Allocator* allocator);
+// Page-locked host memory for transfers to a GPU (registered by the CUDA backend; nullptr in a
+// build without one). Tensors on it are CPU tensors whose storage reports pinned().
+Allocator* pinned_host_allocator();
+void register_pinned_host_allocator(Allocator* allocator);
 
 }  // namespace tessera

@@ -26,6 +26,9 @@ class StorageImpl {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // Page-locked host memory (pinned_host_allocator()): copies to and from a GPU may run
+  // asynchronously.
+  bool pinned() const { return allocator_ != nullptr && allocator_ == pinned_host_allocator(); }
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 

@@ -103,7 +103,14 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;
-  Tensor to(Device device) const;
+  // non_blocking: a copy between a GPU and pinned host memory returns once queued on the current
+  // stream (to the host: the data is there after a synchronize), as torch's non_blocking=True;
+  // any other copy completes first.
+  Tensor to(Device device, bool non_blocking = false) const;
+  // A copy in page-locked host memory (this tensor when it already is), for fast and
+  // asynchronous transfers to a GPU; RuntimeError without a CUDA device.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
 
   // ---- arithmetic (tessera/ops/elementwise.h) ----
   Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
@@ -140,7 +147,7 @@ class Tensor {
   Tensor& mul_(const Scalar& other);
   Tensor& zero_();
   Tensor& fill_(const Scalar& value);
-  Tensor& copy_(const Tensor& src);
+  Tensor& copy_(const Tensor& src, bool non_blocking = false);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
   Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
 

@@ -13,6 +13,7 @@ struct TensorOptions {
   DType dtype = kFloat32;
   Device device = kCPU;
   bool requires_grad = false;
+  bool pinned_memory = false;  // CPU tensors in page-locked memory (torch's pin_memory=True)
 
   TensorOptions() = default;
   TensorOptions(DType d) : dtype(d) {}
@@ -22,6 +23,11 @@ struct TensorOptions {
   TensorOptions with_requires_grad(bool r = true) const {
     auto o = *this;
     o.requires_grad = r;
+    return o;
+  }
+  TensorOptions with_pinned_memory(bool p = true) const {
+    auto o = *this;
+    o.pinned_memory = p;
     return o;
   }
 };

@@ -83,7 +83,8 @@ Tensor& mul_(Tensor& self, const Tensor& other);
 Tensor& div_(Tensor& self, const Tensor& other);
 Tensor& zero_(Tensor& self);
 Tensor& fill_(Tensor& self, const Scalar& value);
-Tensor& copy_(Tensor& self, const Tensor& src);  // broadcasts and casts src
+// Broadcasts and casts src; non_blocking as Tensor::to.
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false);
 Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max);
 
 }  // namespace tessera

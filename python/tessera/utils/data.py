@@ -136,6 +136,24 @@ def _worker_loop(fetch, index_queue, result_queue, info, worker_init_fn):
             result_queue.put((key, _WorkerError(e, f"DataLoader worker process {info.id}")))
 
 
+def pin_memory_batch(batch):
+    """A batch with its tensors copied to page-locked memory (torch's pin_memory for
+    DataLoader(pin_memory=True)), through mappings, namedtuples and sequences."""
+    import tessera
+
+    if isinstance(batch, tessera.Tensor):
+        return batch.pin_memory()
+    if isinstance(batch, (str, bytes)):
+        return batch
+    if isinstance(batch, collections.abc.Mapping):
+        return {key: pin_memory_batch(value) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(pin_memory_batch(b) for b in batch))
+    if isinstance(batch, collections.abc.Sequence):
+        return [pin_memory_batch(b) for b in batch]
+    return batch
+
+
 class DataLoader:
     """torch.utils.data.DataLoader. `seed` (or `generator`'s initial seed) fixes the shuffle order
     and the workers' seeds; the position of each epoch's order is set by set_epoch (automatic when
@@ -239,6 +257,13 @@ class DataLoader:
             yield self.collate_fn(chunk)
 
     def __iter__(self):
+        # pin_memory pins only where a GPU can use it, as torch (which warns and goes on).
+        pin = self.pin_memory and _C.cuda.is_available()
+        for batch in self._epoch_batches():
+            yield pin_memory_batch(batch) if pin else batch
+        self.set_epoch(self.epoch + 1)
+
+    def _epoch_batches(self):
         if self._native is not None:
             yield from self._native_epoch()
         elif self.num_workers == 0:
@@ -249,7 +274,6 @@ class DataLoader:
                     yield self._fetch(indices)
         else:
             yield from self._worker_epoch()
-        self.set_epoch(self.epoch + 1)
 
     def _native_epoch(self):
         # The C++ loader's next epoch starts after a StopIteration; restart at our epoch.

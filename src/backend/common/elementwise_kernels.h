@@ -44,9 +44,10 @@ struct fill_kernel {
   static constexpr size_t kOutputs = 1;  // writes its tensor, reads none (graph capture)
 };
 // Copies nbytes of contiguous data between two devices, at least one of them not the CPU (that
-// backend registers it under its device type). Returns once src may be reused; when dst is on
-// the CPU, once dst holds the data.
+// backend registers it under its device type). Returns once src may be reused and, when dst is
+// on the CPU, once dst holds the data; with async (the host end is pinned memory that outlives
+// the copy) it returns once the copy is queued on the current stream.
 TESSERA_DECLARE_KERNEL(device_copy_kernel, void(void* dst, Device dst_device, const void* src,
-                                                Device src_device, size_t nbytes));
+                                                Device src_device, size_t nbytes, bool async));
 
 }  // namespace tessera
