@@ -6,7 +6,6 @@
 #include <optional>
 #include <utility>
 
-#include "backend/common/elementwise_kernels.h"
 #include "backend/common/index_kernels.h"
 #include "backend/common/paged_attention_kernels.h"
 #include "tessera/autograd/grad_mode.h"
@@ -16,6 +15,7 @@
 #include "tessera/ops/nn.h"
 #include "tessera/ops/reduce.h"
 #include "tessera/ops/shape.h"
+#include "tessera/runtime/cuda.h"
 
 namespace tessera::infer::detail {
 
@@ -147,16 +147,17 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
   DeviceScope scope(device_);
   const Tensor out = logits(batch, cache);
   if (!out.defined()) return {};
-  const size_t n = static_cast<size_t>(out.numel());
+  const int64_t n = out.numel();
   if (device_.is_cpu()) {
-    cpu_logits_ = out;
-    return {out.data_ptr<float>(), n};
+    host_logits_ = out;
+  } else {
+    if (pinned_logits_.numel() < n)
+      pinned_logits_ = empty({std::max(n, 2 * pinned_logits_.numel())},
+                             TensorOptions(kFloat32).with_pinned_memory());
+    host_logits_ = pinned_logits_.narrow(0, 0, n);
+    host_logits_.copy_(out.flatten());  // waits for the step
   }
-  const size_t bytes = n * sizeof(float);  // the copy waits for the step
-  if (logits_.size() < bytes) logits_ = cuda::PinnedBuffer(std::max(bytes, 2 * logits_.size()));
-  call_kernel<device_copy_kernel>(device_, logits_.data(), kCPU, out.data_ptr(), device_, bytes,
-                                  false);
-  return {static_cast<const float*>(logits_.data()), n};
+  return {host_logits_.data_ptr<float>(), static_cast<size_t>(n)};
 }
 
 std::span<const int32_t> DeviceRunner::greedy_tokens(const StepBatch& batch, const KVCache& cache) {

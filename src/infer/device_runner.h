@@ -13,7 +13,6 @@
 #include "tessera/infer/kv_cache.h"
 #include "tessera/infer/model_runner.h"
 #include "tessera/models/inference_layout.h"
-#include "tessera/runtime/cuda.h"
 
 namespace tessera::infer::detail {
 
@@ -66,10 +65,10 @@ class DeviceRunner {
   Norm final_norm_;
   Tensor host_;    // int32 host staging buffer (pageable: the copy returns once it is read)
   Tensor staged_;  // its device copy
-  // Logits come back to pinned memory: at [64, 50257] a pageable copy would take milliseconds.
-  // On the CPU they are host memory already and held as they are.
-  cuda::PinnedBuffer logits_;
-  Tensor cpu_logits_;
+  // Logits come back to pinned memory (grown geometrically): at [64, 50257] a pageable copy
+  // would take milliseconds. On the CPU they are host memory already and held as they are.
+  Tensor pinned_logits_;
+  Tensor host_logits_;  // forward()'s result
   std::vector<int32_t> tokens_;  // greedy_tokens()'s result
 };
 

@@ -34,8 +34,6 @@ void Event::wait() const { unavailable("Event.wait"); }
 bool Event::query() const { unavailable("Event.query"); }
 void Event::synchronize() const { unavailable("Event.synchronize"); }
 float Event::elapsed_ms(const Event&) const { unavailable("Event.elapsed_ms"); }
-PinnedBuffer::PinnedBuffer(size_t) { unavailable("PinnedBuffer"); }
-PinnedBuffer::~PinnedBuffer() = default;
 void set_allow_tf32(bool) { unavailable("set_allow_tf32"); }
 bool allow_tf32() { return false; }
 AllocatorStats memory_stats() { unavailable("memory_stats"); }

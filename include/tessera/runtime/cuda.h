@@ -87,30 +87,6 @@ class Event {
   void* handle_ = nullptr;
 };
 
-// Page-locked (pinned) host memory: copies between it and a device run at full bus speed, with
-// no staging through a pageable bounce buffer (the inference runner's logits come back here).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t nbytes);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& other) noexcept { swap(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-    swap(other);
-    return *this;
-  }
-  void* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  void swap(PinnedBuffer& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(size_, other.size_);
-  }
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
-
 // Whether float32 GEMMs may use TF32 tensor cores (10-bit mantissa products, float
 // accumulation): off by default, as torch.backends.cuda.matmul.allow_tf32.
 void set_allow_tf32(bool allow);

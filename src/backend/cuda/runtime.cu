@@ -115,13 +115,6 @@ StreamGuard::StreamGuard(const Stream& stream) {
 }
 StreamGuard::~StreamGuard() { set_current_stream(as_stream(previous_)); }
 
-PinnedBuffer::PinnedBuffer(size_t nbytes) : size_(nbytes) {
-  if (nbytes > 0) TESSERA_CUDA_CHECK(cudaMallocHost(&data_, nbytes));
-}
-PinnedBuffer::~PinnedBuffer() {
-  if (data_) (void)cudaFreeHost(data_);
-}
-
 Event::Event() {
   cudaEvent_t e;
   TESSERA_CUDA_CHECK(cudaEventCreate(&e));
