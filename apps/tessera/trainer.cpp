@@ -185,6 +185,7 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
     for (const char* key : keys)
       TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no --", key,
                     " with --resume (the run's checkpoint fixes it), got --", key);
+  io::remove_interrupted_writes(checkpoint_dir());
   const std::string folder = io::resolve_checkpoint(checkpoint_dir());
   resume_from_ = io::load_checkpoint(folder);
   const Json saved = Json::parse(resume_from_->config);

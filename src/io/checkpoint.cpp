@@ -97,8 +97,8 @@ void publish(const fs::path& temp, const fs::path& final) {
 }
 
 // Deletes an old checkpoint. It is first renamed out of sight (one atomic step), so a crash
-// midway through the deletion never leaves a ckpt_ folder with files missing; the next save
-// removes what is left.
+// midway through the deletion never leaves a ckpt_ folder with files missing;
+// remove_interrupted_writes clears what is left.
 void retire(const fs::path& folder) {
   std::error_code ec;
   const fs::path hidden =
@@ -233,6 +233,15 @@ std::string checkpoint_folder_name(int64_t step) {
   return buf;
 }
 
+void remove_interrupted_writes(const std::string& root) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string n = entry.path().filename().string();
+    if (n.starts_with(kTempPrefix) && n.find(kTempMarker) != std::string::npos)
+      fs::remove_all(entry.path(), ec);
+  }
+}
+
 std::string save_checkpoint(const std::string& root, const Checkpoint& ckpt, int keep_last) {
   const std::string name = checkpoint_folder_name(ckpt.step);
   const fs::path root_path(root);
@@ -240,12 +249,7 @@ std::string save_checkpoint(const std::string& root, const Checkpoint& ckpt, int
   fs::create_directories(root_path, ec);
   TESSERA_CHECK(!ec, RuntimeError, "[save_checkpoint] expected to create folder '", root, "', got ",
                 ec.message());
-  // Temp folders left by saves that crashed midway.
-  for (const auto& entry : fs::directory_iterator(root_path)) {
-    const std::string n = entry.path().filename().string();
-    if (n.starts_with(kTempPrefix) && n.find(kTempMarker) != std::string::npos)
-      fs::remove_all(entry.path(), ec);
-  }
+  remove_interrupted_writes(root);
 
   std::string pattern =
       (root_path / (str(kTempPrefix, name.substr(kPrefix.size()), kTempMarker, "XXXXXX"))).string();

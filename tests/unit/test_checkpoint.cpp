@@ -270,6 +270,14 @@ TEST(Checkpoint, FailedSaveLeavesPreviousCheckpointsIntact) {
   std::ofstream(fs::path(root) / ".ckpt_000030.tmp-abcdef" / "model.safetensors") << "partial";
   fs::create_directories(fs::path(root) / "ckpt_000040");
   EXPECT_EQ(io::latest_checkpoint(root), dir.file("out/ckpt_000010"));
+  // A deletion of an old checkpoint cut short leaves it renamed out of sight; it goes too.
+  fs::create_directories(fs::path(root) / ".ckpt_000005.tmp-retired");
+  io::remove_interrupted_writes(root);
+  EXPECT_FALSE(fs::exists(fs::path(root) / ".ckpt_000030.tmp-abcdef"));
+  EXPECT_FALSE(fs::exists(fs::path(root) / ".ckpt_000005.tmp-retired"));
+  EXPECT_TRUE(fs::exists(fs::path(root) / "ckpt_000040")) << "not a temp folder: kept";
+  io::remove_interrupted_writes(dir.file("missing"));  // no folder: nothing to do
+  fs::create_directories(fs::path(root) / ".ckpt_000030.tmp-abcdef");
   // Re-saving a step replaces it as a whole.
   io::save_checkpoint(root, small_checkpoint(10, 5.f));
   EXPECT_FALSE(fs::exists(fs::path(root) / ".ckpt_000030.tmp-abcdef"));

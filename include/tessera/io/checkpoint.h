@@ -69,6 +69,11 @@ std::string checkpoint_folder_name(int64_t step);
 // case nothing under root changed. Returns the folder's path.
 std::string save_checkpoint(const std::string& root, const Checkpoint& ckpt, int keep_last = 3);
 
+// Removes the hidden temp folders under root that saves and deletions of old checkpoints left
+// when the process died midway (none of them is ever a checkpoint). save_checkpoint starts with
+// it; a resumed run calls it too, as it may end without saving again.
+void remove_interrupted_writes(const std::string& root);
+
 // Reads a checkpoint folder after verifying the size and CRC-32C of every file (ValueError
 // "[load_checkpoint] expected ... got ..." naming the file on a mismatch or malformed content).
 // The model and optimizer tensors view the mapped files without copying.
