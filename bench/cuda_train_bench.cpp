@@ -5,11 +5,12 @@
 //
 //   cuda_train_bench --data input.txt [--model gpt2|llama] [--preset gpt2|stories110M]
 //                    [--batch 8] [--seq 1024] [--steps 50] [--dtype float32|bfloat16]
-//                    [--peak-tflops 989] [--profile STEPS] [--check-step S]
+//                    [--peak-tflops 989] [--profile STEPS] [--trace FILE] [--check-step S]
 //
-// --profile runs STEPS more steps under the profiler and prints its table; with
-// CUDA_LAUNCH_BLOCKING=1 in the environment every launch waits for its kernel, so an op's host
-// time is its GPU time. --check-step computes step S's loss (float32, no autocast) from the same
+// --profile runs STEPS more steps under the profiler with GPU times (CUDA events around every op
+// and backward node) and prints the table by self GPU time, then the steps' wall time beside
+// the GPU time the events cover (the rest is the GPU waiting for the host); --trace also writes
+// the Chrome trace. --check-step computes step S's loss (float32, no autocast) from the same
 // weights and batch on the GPU and on a CPU copy of the model, before the step runs.
 #include <algorithm>
 #include <chrono>
@@ -33,7 +34,7 @@ using namespace tessera;
 namespace {
 
 struct Args {
-  std::string data, model = "gpt2", preset = "gpt2", dtype = "float32";
+  std::string data, model = "gpt2", preset = "gpt2", dtype = "float32", trace;
   int64_t batch = 8, seq = 1024, steps = 50, profile = 0, check_step = -1;
   double peak_tflops = 989;  // H100 SXM dense bf16
 };
@@ -52,6 +53,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--peak-tflops") a.peak_tflops = std::stod(v);
     else if (k == "--profile") a.profile = std::stoll(v);
     else if (k == "--check-step") a.check_step = std::stoll(v);
+    else if (k == "--trace") a.trace = v;
     else throw ValueError("[cuda_train_bench] unknown option " + k);
   }
   if (a.data.empty()) throw ValueError("[cuda_train_bench] expected --data FILE");
@@ -139,10 +141,22 @@ int main(int argc, char** argv) try {
               100.0 * flops_per_token * tok_s / (a.peak_tflops * 1e12), a.peak_tflops,
               cuda::memory_stats().peak_bytes / double(1 << 30));
   if (a.profile > 0) {
-    profiler::Profiler prof;
+    cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    profiler::Profiler prof({.device_time = true});
     for (int64_t s = 0; s < a.profile; ++s) trainer.step(next_batch);
     cuda::synchronize();
-    std::printf("%s", prof.stop().table(profiler::SortBy::kSelfTime, 40).c_str());
+    const double wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const profiler::Profile p = prof.stop();
+    std::printf("%s", p.table(profiler::SortBy::kSelfDevice, 60).c_str());
+    int64_t covered_ns = 0;  // GPU time of the top-level events (nothing counted twice)
+    for (const profiler::Event& e : p.events())
+      if (e.depth == 0 && e.has_device_time()) covered_ns += e.device_end_ns - e.device_start_ns;
+    std::printf("profiled %lld steps: wall %.1f ms per step, GPU spans of ops %.1f ms per step\n",
+                static_cast<long long>(a.profile), wall_ms / a.profile,
+                covered_ns / 1e6 / a.profile);
+    if (!a.trace.empty()) p.export_chrome_trace(a.trace);
   }
   return 0;
 } catch (const std::exception& e) {

@@ -7,7 +7,9 @@
 #           batches 16 and 32, LLaMA
 #   ops     GEMM / norm / softmax / copy and flash attention against PyTorch
 #   serve   decode and batched serving against PyTorch
-#   profile one profiled GPT-2 bf16 training run (CUDA_LAUNCH_BLOCKING=1, op table)
+#   profile GPT-2 bf16 training steps under the profiler with GPU times (op table by self GPU
+#           time, Chrome trace in $OUT), then the same with CUDA_LAUNCH_BLOCKING=1 (host times
+#           then include each kernel's; compare the two to see launch and dispatch overhead)
 #   cli     `tessera train --device cuda` (GPT-2 BPE, bf16 and float32), then `tessera generate`
 #           and `tessera serve` with --device cuda from the trained run
 #   scripts/gpu-run.sh test train
@@ -97,7 +99,9 @@ phase_serve() {
 }
 
 phase_profile() {
-  CUDA_LAUNCH_BLOCKING=1 step profile_gpt2_bf16 "$bin/cuda_train_bench" \
+  step profile_gpt2_bf16 "$bin/cuda_train_bench" --data "$data/tinyshakespeare.txt" \
+    --dtype bfloat16 --steps 5 --profile 2 --trace "$OUT/trace_gpt2_bf16.json"
+  CUDA_LAUNCH_BLOCKING=1 step profile_gpt2_bf16_blocking "$bin/cuda_train_bench" \
     --data "$data/tinyshakespeare.txt" --dtype bfloat16 --steps 5 --profile 2
 }
 

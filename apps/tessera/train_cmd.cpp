@@ -154,7 +154,8 @@ Command add_train_command(CLI::App& app) {
       ->capture_default_str();
   add("--profile", o->profile,
       "Profile N training steps (after one warm-up step) and write profile.txt (ops and backward "
-      "nodes by self time) and trace.json (Chrome/Perfetto trace) into --out",
+      "nodes by self time; on a GPU with GPU times, sorted by them) and trace.json "
+      "(Chrome/Perfetto trace) into --out",
       run)
       ->check(CLI::NonNegativeNumber);
 

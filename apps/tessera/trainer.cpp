@@ -470,7 +470,9 @@ void TrainingRun::replot() {
 void TrainingRun::write_profile(const profiler::Profile& profile) {
   if (!dp_.is_root()) return;
   const fs::path txt = fs::path(out_) / "profile.txt", trace = fs::path(out_) / "trace.json";
-  io::write_file_atomic(txt.string(), profile.table(profiler::SortBy::kSelfTime), "train");
+  const auto sort_by =
+      profile.has_device_time() ? profiler::SortBy::kSelfDevice : profiler::SortBy::kSelfTime;
+  io::write_file_atomic(txt.string(), profile.table(sort_by), "train");
   profile.export_chrome_trace(trace.string());
   bar_->log(str("profile of ", o_.profile, " steps: ", txt.string(), ", ", trace.string()));
 }
@@ -507,7 +509,9 @@ int TrainingRun::run() {
           g_stop_requested ? "interrupted" : fmt("time limit of %g s reached", o_.time_limit);
       break;
     }
-    if (o_.profile > 0 && step == profile_from) profiling.emplace();
+    if (o_.profile > 0 && step == profile_from)  // GPU times too when training on a GPU
+      profiling.emplace(profiler::ProfilerOptions{
+          .device_time = device_option(o_.device, "train").type == DeviceType::CUDA});
     const Clock::time_point t0 = Clock::now();
     const train::StepResult result = trainer_->step();
     step = trainer_->step_count();

@@ -31,6 +31,8 @@ py::dict summary_dict(const profiler::EventSummary& s) {
   d["cpu_memory_usage"] = s.allocated_bytes;
   d["self_cpu_memory_usage"] = s.self_allocated_bytes;
   d["peak_memory"] = s.peak_bytes;
+  d["cuda_time_total_us"] = static_cast<double>(s.device_ns) / 1e3;
+  d["self_cuda_time_total_us"] = static_cast<double>(s.self_device_ns) / 1e3;
   return d;
 }
 
@@ -77,13 +79,19 @@ void init_runtime(py::module_& m) {
             return rows;
           },
           py::arg("group_by_input_shape") = false, py::arg("sort_by") = "self")
+      .def("has_device_time", &profiler::Profile::has_device_time)
       .def("chrome_trace", &profiler::Profile::chrome_trace)
       .def("export_chrome_trace", &profiler::Profile::export_chrome_trace, py::arg("path"));
 
   using ProfilerScope = Scoped<profiler::Profiler>;
   py::class_<ProfilerScope>(rt, "ProfilerScope")
       .def(py::init<>())
-      .def("enter", [](ProfilerScope& s) { s.guard.emplace(); })
+      .def(
+          "enter",
+          [](ProfilerScope& s, bool device_time) {
+            s.guard.emplace(profiler::ProfilerOptions{.device_time = device_time});
+          },
+          py::arg("device_time") = false)
       .def("exit", [](ProfilerScope& s) {
         profiler::Profile p = s.guard ? s.guard->stop() : profiler::Profile();
         s.guard.reset();

@@ -5,20 +5,46 @@
         loss.backward()
     print(p.table(sort_by="self", row_limit=10))
     p.export_chrome_trace("trace.json")   # chrome://tracing or ui.perfetto.dev
+
+With ProfilerActivity.CUDA among the activities (the default where a GPU is present) every event
+also gets its GPU time, from CUDA events queued as it begins and ends.
 """
+import enum
+
 from ._C import runtime as _rt
 
 
-class profile:
-    """Records while inside; then table(), key_averages() and export_chrome_trace()."""
+class ProfilerActivity(enum.Enum):
+    CPU = "cpu"
+    CUDA = "cuda"
 
-    def __init__(self):
+
+def supported_activities():
+    """CPU, and CUDA where a GPU can be used."""
+    from . import cuda
+
+    return {ProfilerActivity.CPU} | ({ProfilerActivity.CUDA} if cuda.is_available() else set())
+
+
+class profile:
+    """Records while inside; then table(), key_averages() and export_chrome_trace().
+
+    activities: an iterable of ProfilerActivity (default: supported_activities()). Host times
+    are always recorded; CUDA adds GPU times (RuntimeError without a GPU).
+    """
+
+    def __init__(self, activities=None):
+        activities = supported_activities() if activities is None else set(activities)
+        for a in activities:
+            if not isinstance(a, ProfilerActivity):
+                raise ValueError(f"[profiler] expected ProfilerActivity values, got {a!r}")
+        self._device_time = ProfilerActivity.CUDA in activities
         self._scope = None
         self._profile = None
 
     def __enter__(self):
         self._scope = _rt.ProfilerScope()
-        self._scope.enter()
+        self._scope.enter(self._device_time)
         return self
 
     def __exit__(self, *exc):
@@ -31,11 +57,13 @@ class profile:
         return self._profile
 
     def table(self, sort_by="self", row_limit=-1, group_by_input_shape=False):
-        """Rows per op (sort_by: self, total, calls, memory or peak), as key_averages().table()."""
+        """Rows per op, as key_averages().table(). sort_by: self, total, calls, memory, peak,
+        self_cuda or cuda_total (or torch's self_cpu_time_total, cuda_time_total, ...)."""
         return self._result().table(sort_by, row_limit, group_by_input_shape)
 
     def key_averages(self, group_by_input_shape=False, sort_by="self"):
-        """One dict per op name: count, cpu_time_total_us, self_cpu_time_total_us, memory."""
+        """One dict per op name: count, cpu_time_total_us, self_cpu_time_total_us,
+        cuda_time_total_us, self_cuda_time_total_us (0 without GPU times), memory."""
         return self._result().key_averages(group_by_input_shape, sort_by)
 
     def export_chrome_trace(self, path):

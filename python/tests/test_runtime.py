@@ -61,6 +61,31 @@ def test_profiler_table_and_trace(tmp_path):
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in events)
 
 
+def test_profiler_activities():
+    from tessera.profiler import ProfilerActivity
+
+    assert ProfilerActivity.CPU in tessera.profiler.supported_activities()
+    x = tessera.randn(8, 8)
+    with tessera.profiler.profile(activities=[ProfilerActivity.CPU]) as p:
+        (x @ x).sum()
+    rows = {r["name"]: r for r in p.key_averages()}
+    assert rows["matmul"]["cuda_time_total_us"] == 0 and "Self CUDA" not in p.table()
+    assert p.table(sort_by="self_cpu_time_total") == p.table(sort_by="self")
+    with pytest.raises(ValueError, match="ProfilerActivity"):
+        tessera.profiler.profile(activities=["cuda"])
+    if not tessera.cuda.is_available():
+        assert ProfilerActivity.CUDA not in tessera.profiler.supported_activities()
+        with pytest.raises(RuntimeError, match="device_time"):
+            with tessera.profiler.profile(activities=[ProfilerActivity.CUDA]):
+                pass
+        return
+    y = x.cuda()
+    with tessera.profiler.profile() as p:  # CPU and CUDA by default
+        (y @ y).sum()
+    rows = {r["name"]: r for r in p.key_averages()}
+    assert rows["matmul"]["cuda_time_total_us"] > 0 and "Self CUDA" in p.table()
+
+
 def test_checkpoint_gives_the_same_gradients():
     lin = tessera.nn.Linear(6, 6)
     x = tessera.randn(3, 6, requires_grad=True)

@@ -8,8 +8,9 @@ namespace tessera {
 using namespace detail;
 
 Tensor cast(const Tensor& x, DType dtype) {
+  // A cast to the tensor's own dtype is no op (and not one in the profile).
+  if (x.defined() && x.dtype() == dtype) return x;
   TESSERA_OP_SCOPE("cast", x);
-  if (x.dtype() == dtype) return x;
   Tensor out = cast_raw(x, dtype);
   if (is_floating(dtype) && needs_grad({x})) {
     record("CastBackward", {x}, {out}, {}, [dx = x.dtype()](BackwardContext&, const TensorList& g) {

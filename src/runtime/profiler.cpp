@@ -1,7 +1,10 @@
 // Profiler sessions: events are appended under one mutex (ops from every thread), each thread
-// keeps the stack of its open events for nesting depth and per-call memory figures.
+// keeps the stack of its open events for nesting depth and per-call memory figures. With
+// device_time every event also gets two GPU markers, resolved into spans when the session stops.
 #include "tessera/runtime/profiler.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -23,7 +26,11 @@ struct Session {
   Clock::time_point start;
   std::vector<Event> events;
   std::unordered_map<std::thread::id, uint32_t> threads;
+  detail::DeviceTimer* timer = nullptr;  // set for a device_time session
+  std::vector<std::pair<int64_t, int64_t>> markers;  // per event: begin and end marker ids
 };
+
+std::atomic<detail::DeviceTimer*> g_device_timer{nullptr};
 
 Session& session() {
   static Session s;
@@ -51,12 +58,15 @@ void compute_self_figures(std::vector<Event>& events) {
     Event& e = events[i];
     e.self_ns = e.end_ns - e.start_ns;
     e.self_allocated_bytes = e.allocated_bytes;
+    const int64_t device_ns = e.has_device_time() ? e.device_end_ns - e.device_start_ns : 0;
+    e.self_device_ns = device_ns;
     std::vector<size_t>& stack = open[e.thread];
     while (!stack.empty() && events[stack.back()].depth >= e.depth) stack.pop_back();
     if (!stack.empty()) {
       Event& parent = events[stack.back()];
       parent.self_ns -= e.end_ns - e.start_ns;
       parent.self_allocated_bytes -= e.allocated_bytes;
+      parent.self_device_ns -= device_ns;
     }
     stack.push_back(i);
   }
@@ -76,16 +86,44 @@ std::string_view kind_name(EventKind kind) {
   return "?";
 }
 
-Profiler::Profiler() {
+namespace {
+
+// Gives each event its GPU span from its two markers' stamps (both on one device, else none).
+void resolve_device_spans(std::vector<Event>& events,
+                          const std::vector<std::pair<int64_t, int64_t>>& markers,
+                          const std::vector<detail::DeviceTimer::Stamp>& stamps) {
+  auto stamp = [&](int64_t id) {
+    return id >= 0 && id < static_cast<int64_t>(stamps.size()) ? stamps[size_t(id)]
+                                                                : detail::DeviceTimer::Stamp{};
+  };
+  for (size_t i = 0; i < events.size() && i < markers.size(); ++i) {
+    const detail::DeviceTimer::Stamp begin = stamp(markers[i].first), end = stamp(markers[i].second);
+    if (begin.ns < 0 || end.ns < 0 || begin.device != end.device) continue;
+    events[i].device = begin.device;
+    events[i].device_start_ns = begin.ns;
+    events[i].device_end_ns = std::max(begin.ns, end.ns);
+  }
+}
+
+}  // namespace
+
+Profiler::Profiler(ProfilerOptions options) {
   Session& s = session();
   std::lock_guard<std::mutex> lock(s.mutex);
   TESSERA_CHECK(!tessera::detail::g_profiling.load(), RuntimeError,
                 "[profiler] expected one profiling session at a time, got a second");
+  detail::DeviceTimer* timer = options.device_time ? g_device_timer.load() : nullptr;
+  TESSERA_CHECK(!options.device_time || timer != nullptr, RuntimeError,
+                "[profiler] expected a build with the CUDA backend for device_time, got a "
+                "CPU-only build");
+  s.start = Clock::now();
+  if (timer != nullptr) timer->start(0);  // throws when no GPU can be used
   ++s.id;
   s.events.clear();
+  s.markers.clear();
+  s.timer = timer;
   s.threads.clear();
   s.threads[std::this_thread::get_id()] = 0;
-  s.start = Clock::now();
   tessera::detail::g_profiling.store(true);
 }
 
@@ -98,6 +136,8 @@ Profile Profiler::stop() {
   stopped_ = true;
   Session& s = session();
   std::vector<Event> events;
+  std::vector<std::pair<int64_t, int64_t>> markers;
+  detail::DeviceTimer* timer = nullptr;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     tessera::detail::g_profiling.store(false);
@@ -105,8 +145,11 @@ Profile Profiler::stop() {
     for (Event& e : s.events)
       if (e.end_ns < e.start_ns) e.end_ns = end;  // still open when the session stopped
     events.swap(s.events);
+    markers.swap(s.markers);
+    std::swap(timer, s.timer);
     ++s.id;
   }
+  if (timer != nullptr) resolve_device_spans(events, markers, timer->stop());
   return Profile(std::move(events));
 }
 
@@ -145,6 +188,7 @@ int64_t begin_event(std::string_view name, EventKind kind, std::string input_sha
     e.thread = it->second;
     e.depth = static_cast<int>(t_open.size());
     s.events.push_back(std::move(e));
+    if (s.timer != nullptr) s.markers.emplace_back(s.timer->mark(s.events.back().start_ns), -1);
   }
   t_open.push_back({id, handle, stats.peak_bytes, stats.live_bytes, stats.allocated_bytes});
   allocator->reset_peak();
@@ -163,9 +207,12 @@ void end_event(int64_t handle) {
   if (open.session != s.id || handle >= static_cast<int64_t>(s.events.size())) return;
   Event& e = s.events[static_cast<size_t>(handle)];
   e.end_ns = now_ns(s);
+  if (s.timer != nullptr) s.markers[static_cast<size_t>(handle)].second = s.timer->mark(e.end_ns);
   e.allocated_bytes = stats.allocated_bytes - open.allocated_at_start;
   e.peak_bytes = std::max<int64_t>(0, stats.peak_bytes - open.live_at_start);
 }
+
+DeviceTimer* register_device_timer(DeviceTimer* timer) { return g_device_timer.exchange(timer); }
 
 }  // namespace detail
 }  // namespace tessera::profiler

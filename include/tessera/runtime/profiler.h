@@ -1,7 +1,10 @@
 #pragma once
 // The profiler (torch.profiler): while a Profiler is alive, every op (through its OpScope), every
 // backward node the autograd engine runs and every RecordFunction range is recorded with its
-// host time, thread, input shapes, bytes allocated and peak memory.
+// host time, thread, input shapes, bytes allocated and peak memory. With device_time (torch's
+// ProfilerActivity.CUDA) each of them also gets its GPU time: markers queued on the current
+// stream as it begins and ends, timed once the session stops. A span covers the kernels the call
+// queued; when the GPU runs ahead of the host and waits for work, it covers that wait too.
 //
 //   profiler::Profiler prof;
 //   train_step();
@@ -30,6 +33,13 @@ struct Event {
   int64_t peak_bytes = 0;            // highest live bytes during the call above those at its start
   uint32_t thread = 0;               // 0 for the thread that started the session, then 1, 2, ...
   int depth = 0;                     // nesting level on its thread
+  // With device_time: the span on the GPU, on the session's clock (device_start_ns < 0 when not
+  // measured, e.g. begun and ended on different devices), and that span minus the spans of the
+  // events nested in it.
+  int device = -1;
+  int64_t device_start_ns = -1, device_end_ns = -1;
+  int64_t self_device_ns = 0;
+  bool has_device_time() const { return device_start_ns >= 0; }
 };
 
 // Events of one name (and input shapes, when grouped so) summed: a row of the table.
@@ -41,9 +51,10 @@ struct EventSummary {
   int64_t total_ns = 0, self_ns = 0;
   int64_t allocated_bytes = 0, self_allocated_bytes = 0;
   int64_t peak_bytes = 0;  // the highest of the calls'
+  int64_t device_ns = 0, self_device_ns = 0;  // GPU time of the calls measured (device_time)
 };
 
-enum class SortBy { kSelfTime, kTotalTime, kCalls, kAllocated, kPeak };
+enum class SortBy { kSelfTime, kTotalTime, kCalls, kAllocated, kPeak, kSelfDevice, kDeviceTotal };
 
 class Profile {
  public:
@@ -53,7 +64,9 @@ class Profile {
   // Rows sorted by sort_by (largest first), one per name or per (name, input shapes).
   std::vector<EventSummary> key_averages(bool group_by_input_shape = false,
                                          SortBy sort_by = SortBy::kSelfTime) const;
-  // The rows as a text table; row_limit < 0 prints all.
+  // Whether any event has a GPU time (the session had device_time and ran work on a GPU).
+  bool has_device_time() const;
+  // The rows as a text table; row_limit < 0 prints all. GPU columns appear with device time.
   std::string table(SortBy sort_by = SortBy::kSelfTime, int row_limit = -1,
                     bool group_by_input_shape = false) const;
   // Chrome trace-event JSON ({"traceEvents": [complete events "ph": "X"]}).
@@ -65,13 +78,21 @@ class Profile {
   std::vector<Event> events_;
 };
 
-// Parses "self", "total", "calls", "memory", "peak"; ValueError otherwise.
+// Parses "self", "total", "calls", "memory", "peak", "self_cuda", "cuda_total" and torch's
+// names for them ("self_cpu_time_total", "cpu_time_total", "count", "self_cuda_time_total",
+// "cuda_time_total"); ValueError otherwise.
 SortBy parse_sort_by(std::string_view name);
+
+struct ProfilerOptions {
+  // Time every event on the GPU too (RuntimeError when no GPU can be used). It queues two CUDA
+  // events per op, which adds host time.
+  bool device_time = false;
+};
 
 // A profiling session. One at a time (RuntimeError for a second).
 class Profiler {
  public:
-  Profiler();
+  explicit Profiler(ProfilerOptions options = {});
   ~Profiler();  // stops recording if stop() was not called
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
@@ -99,6 +120,24 @@ namespace detail {
 // Opens an event and returns its handle (-1 when no session records).
 int64_t begin_event(std::string_view name, EventKind kind, std::string input_shapes = {});
 void end_event(int64_t handle);
+
+// Timestamps GPU work for sessions with device_time; the CUDA backend registers one.
+class DeviceTimer {
+ public:
+  struct Stamp {
+    int device = -1;
+    int64_t ns = -1;  // on the session's clock; -1 when unknown
+  };
+  virtual ~DeviceTimer() = default;
+  // Starts a session at host_ns (RuntimeError when no GPU can be used).
+  virtual void start(int64_t host_ns) = 0;
+  // Queues a marker on the calling thread's current device and stream; its id, -1 on failure.
+  virtual int64_t mark(int64_t host_ns) = 0;
+  // Waits for the markers and returns their stamps by id; ends the session.
+  virtual std::vector<Stamp> stop() = 0;
+};
+// Sets the timer (null: none) and returns the previous one; the caller keeps it alive.
+DeviceTimer* register_device_timer(DeviceTimer* timer);
 }  // namespace detail
 
 }  // namespace tessera::profiler

@@ -1,0 +1,120 @@
+// The profiler's GPU clock (device_time sessions): a CUDA event queued on the current stream for
+// every marker, timed when the session stops against an origin event per device. The origin is
+// recorded on an idle device (synchronized first), so device times sit on the host's clock.
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <vector>
+
+#include "backend/cuda/context.h"
+#include "tessera/core/error.h"
+#include "tessera/runtime/profiler.h"
+
+namespace tessera::cuda {
+namespace {
+
+using profiler::detail::DeviceTimer;
+
+class CudaDeviceTimer final : public DeviceTimer {
+ public:
+  void start(int64_t host_ns) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int count = 0;
+    TESSERA_CHECK(cudaGetDeviceCount(&count) == cudaSuccess && count > 0, RuntimeError,
+                  "[profiler] expected a GPU for device_time, got none");
+    (void)cudaGetLastError();  // the failed query of a machine without a GPU is not sticky
+    recycle();
+    origins_.assign(static_cast<size_t>(count), Origin{});
+    free_.resize(static_cast<size_t>(count));
+    TESSERA_CHECK(make_origin(current_device(), host_ns), RuntimeError,
+                  "[profiler] expected to record a CUDA event on device ", current_device(),
+                  ", got ", cudaGetErrorString(cudaGetLastError()));
+  }
+
+  int64_t mark(int64_t host_ns) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int device = -1;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 ||
+        device >= static_cast<int>(origins_.size()))
+      return -1;
+    if (origins_[device].event == nullptr && !make_origin(device, host_ns)) return -1;
+    cudaEvent_t event = take_event(device);
+    if (event == nullptr || cudaEventRecord(event, current_stream()) != cudaSuccess) {
+      if (event != nullptr) free_[device].push_back(event);
+      return -1;
+    }
+    markers_.push_back({device, event});
+    return static_cast<int64_t>(markers_.size()) - 1;
+  }
+
+  std::vector<Stamp> stop() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<Stamp> stamps(markers_.size());
+    for (size_t i = 0; i < markers_.size(); ++i) {
+      const Marker& m = markers_[i];
+      const Origin& origin = origins_[m.device];
+      float ms = 0;
+      if (cudaEventSynchronize(m.event) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, origin.event, m.event) != cudaSuccess)
+        continue;  // stays unknown (-1)
+      stamps[i] = {m.device, origin.host_ns + static_cast<int64_t>(double(ms) * 1e6)};
+    }
+    (void)cudaGetLastError();
+    recycle();
+    return stamps;
+  }
+
+ private:
+  struct Origin {
+    cudaEvent_t event = nullptr;
+    int64_t host_ns = 0;
+  };
+  struct Marker {
+    int device;
+    cudaEvent_t event;
+  };
+
+  // Events belong to the device current when they were made: one pool per device.
+  cudaEvent_t take_event(int device) {
+    std::vector<cudaEvent_t>& pool = free_[device];
+    if (!pool.empty()) {
+      cudaEvent_t event = pool.back();
+      pool.pop_back();
+      return event;
+    }
+    cudaEvent_t event = nullptr;
+    return cudaEventCreate(&event) == cudaSuccess ? event : nullptr;
+  }
+
+  bool make_origin(int device, int64_t host_ns) {
+    if (cudaDeviceSynchronize() != cudaSuccess) return false;
+    cudaEvent_t event = take_event(device);
+    if (event == nullptr) return false;
+    if (cudaEventRecord(event, current_stream()) != cudaSuccess) {
+      free_[device].push_back(event);
+      return false;
+    }
+    origins_[device] = {event, host_ns};
+    return true;
+  }
+
+  // Returns the last session's events to the pools.
+  void recycle() {
+    for (const Marker& m : markers_) free_[m.device].push_back(m.event);
+    markers_.clear();
+    for (size_t d = 0; d < origins_.size(); ++d)
+      if (origins_[d].event != nullptr) free_[d].push_back(origins_[d].event);
+    origins_.assign(origins_.size(), Origin{});
+  }
+
+  std::mutex mutex_;
+  std::vector<Origin> origins_;
+  std::vector<Marker> markers_;
+  std::vector<std::vector<cudaEvent_t>> free_;
+};
+
+[[maybe_unused]] const bool registered =
+    (profiler::detail::register_device_timer(new CudaDeviceTimer), true);  // never destroyed
+
+}  // namespace
+}  // namespace tessera::cuda
