@@ -130,7 +130,7 @@ Command add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", o->device,
                   "cpu, cuda or cuda:N: where the model and its KV cache live and the forward "
-                  "runs (greedy picks there too; other sampling on the CPU)")
+                  "runs (tokens are drawn there too, except with penalties or logprobs)")
       ->capture_default_str();
   return {cmd, [o]() { return run_generate(*o); }};
 }

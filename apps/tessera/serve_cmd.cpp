@@ -97,7 +97,7 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", o->device,
                   "cpu, cuda or cuda:N: where the model and its KV cache live and the forward "
-                  "runs (greedy picks there too; other sampling on the CPU)")
+                  "runs (tokens are drawn there too, except with penalties or logprobs)")
       ->capture_default_str();
   return {cmd, [o]() {
             // SIGINT / SIGTERM stop the server from a watcher thread (sigwait), not from a

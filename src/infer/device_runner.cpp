@@ -163,12 +163,23 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
 std::span<const int32_t> DeviceRunner::greedy_tokens(const StepBatch& batch, const KVCache& cache) {
   DeviceScope scope(device_);
   const Tensor out = logits(batch, cache);
-  tokens_.clear();
-  if (!out.defined()) return {};
   // [rows] int64 ids cross, where the logits would be rows * vocab floats (12.9 MB at 64 GPT-2
   // rows); the op's argmax takes the lowest id on ties, as infer::argmax.
-  const Tensor ids = argmax(out, 1).to(kCPU);
-  tokens_.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+  return tokens_to_host(out.defined() ? argmax(out, 1) : Tensor());
+}
+
+std::span<const int32_t> DeviceRunner::sample_tokens(const StepBatch& batch, const KVCache& cache,
+                                                     std::span<const RowSampling> rows) {
+  DeviceScope scope(device_);
+  const Tensor out = logits(batch, cache);
+  return tokens_to_host(out.defined() ? sample_rows(out, rows) : Tensor());
+}
+
+std::span<const int32_t> DeviceRunner::tokens_to_host(const Tensor& ids) {
+  tokens_.clear();
+  if (!ids.defined()) return {};
+  const Tensor host = ids.to(kCPU);
+  tokens_.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
   return tokens_;
 }
 

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "infer/device_sampler.h"
 #include "tessera/infer/kv_cache.h"
 #include "tessera/infer/model_runner.h"
 #include "tessera/models/inference_layout.h"
@@ -29,6 +30,10 @@ class DeviceRunner {
   // The same forward, returning each logit row's argmax (lowest id on ties), taken on the
   // device: [rows] in host memory (valid until the next call).
   std::span<const int32_t> greedy_tokens(const StepBatch& batch, const KVCache& cache);
+  // The same forward, returning each logit row's token drawn on the device as its RowSampling
+  // says (sample_rows): [rows] in host memory (valid until the next call).
+  std::span<const int32_t> sample_tokens(const StepBatch& batch, const KVCache& cache,
+                                         std::span<const RowSampling> rows);
 
  private:
   struct Norm {
@@ -57,6 +62,8 @@ class DeviceRunner {
   // The step: the logits of batch.logit_rows, [rows, vocab] on the device (undefined when no row
   // samples). The caller holds the device current and gradients off.
   Tensor logits(const StepBatch& batch, const KVCache& cache);
+  // ids [rows] int64 on the device into tokens_.
+  std::span<const int32_t> tokens_to_host(const Tensor& ids);
 
   Device device_;
   models::InferenceLayout::Dims d_;
@@ -69,7 +76,7 @@ class DeviceRunner {
   // would take milliseconds. On the CPU they are host memory already and held as they are.
   Tensor pinned_logits_;
   Tensor host_logits_;  // forward()'s result
-  std::vector<int32_t> tokens_;  // greedy_tokens()'s result
+  std::vector<int32_t> tokens_;  // greedy_tokens()'s and sample_tokens()'s result
 };
 
 }  // namespace tessera::infer::detail

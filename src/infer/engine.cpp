@@ -126,19 +126,29 @@ const std::vector<RequestOutput>& Engine::step() {
   const int64_t bs = cache_->block_size();
   batch_.clear();
   // Whether every row that samples takes the argmax of its raw logits: then the runner returns
-  // just the ids (on a device, the logits never leave it).
-  bool greedy = true;
+  // just the ids. On a device, rows without penalties or logprobs draw there too (the logits
+  // never leave it); the rest need the logits on the host.
+  bool greedy = true, drawn_by_runner = !runner_.device().is_cpu();
+  draws_.clear();
   for (const ScheduledSequence& s : plan.scheduled) {
     Sequence& seq = *s.seq;
     const bool samples = seq.num_computed + s.num_new_tokens == seq.num_tokens();
-    if (samples) greedy = greedy && seq.sampling.raw_argmax() && requests_.at(seq.id)->logprobs < 0;
+    if (samples) {
+      const bool no_logprobs = requests_.at(seq.id)->logprobs < 0;
+      greedy = greedy && seq.sampling.raw_argmax() && no_logprobs;
+      drawn_by_runner = drawn_by_runner && !seq.sampling.penalized() && no_logprobs;
+      draws_.push_back(RowSampling::of(seq.sampling, seq.seed,
+                                       static_cast<uint64_t>(seq.num_output())));
+    }
     batch_.add_sequence(std::span(seq.tokens).subspan(seq.num_computed, s.num_new_tokens),
                         seq.num_computed, seq.blocks, bs, samples);
   }
-  std::span<const int32_t> greedy_tokens;
+  std::span<const int32_t> runner_tokens;
   std::span<const float> logits;
   if (greedy)
-    greedy_tokens = runner_.greedy_tokens(batch_, *cache_);
+    runner_tokens = runner_.greedy_tokens(batch_, *cache_);
+  else if (drawn_by_runner)
+    runner_tokens = runner_.sample_tokens(batch_, *cache_, draws_);
   else
     logits = runner_.forward(batch_, *cache_);
 
@@ -152,8 +162,8 @@ const std::vector<RequestOutput>& Engine::step() {
     const int64_t i = row++;
     Request& r = *requests_.at(seq.id);
     int32_t token;
-    if (greedy) {
-      token = greedy_tokens[i];
+    if (!runner_tokens.empty()) {
+      token = runner_tokens[i];
     } else {
       const std::span<const float> raw = logits.subspan(i * V, V);
       std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
@@ -166,7 +176,7 @@ const std::vector<RequestOutput>& Engine::step() {
     RequestOutput out{
         seq.id,           {token}, r.text.push(token), FinishReason::None, seq.prompt_len,
         seq.num_output(), {}};
-    if (r.logprobs >= 0)  // never in a greedy step, so the logits are there
+    if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
       out.logprobs.push_back(token_logprobs(logits.subspan(i * V, V), token, r.logprobs));
     const auto& stop_ids = seq.stopping.stop_token_ids;
     if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() || r.text.stopped())

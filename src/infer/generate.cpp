@@ -32,13 +32,18 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
   const std::vector<int32_t>& stop_ids = params.stopping.stop_token_ids;
 
   // Greedy without penalties, and nobody watching the logits: the runner returns just the argmax
-  // (on a device, the logits never leave it).
+  // (on a device, the logits never leave it). On a device, unpenalized sampling is drawn there.
   const bool greedy = params.sampling.raw_argmax() && !options.on_logits;
+  const bool drawn_by_runner =
+      !runner.device().is_cpu() && !params.sampling.penalized() && !options.on_logits;
 
   for (int64_t pos = P;; ++pos) {
     int32_t token;
     if (greedy) {
       token = runner.greedy_tokens(batch, cache)[0];
+    } else if (drawn_by_runner) {
+      const RowSampling draw = RowSampling::of(params.sampling, seed, result.tokens.size());
+      token = runner.sample_tokens(batch, cache, std::span(&draw, 1))[0];
     } else {
       std::span<const float> out = runner.forward(batch, cache);
       if (options.on_logits) options.on_logits(out);

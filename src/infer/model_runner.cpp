@@ -9,6 +9,8 @@
 #include "backend/common/inference_kernels.h"
 #include "backend/common/paged_attention_kernels.h"
 #include "infer/device_runner.h"
+#include "infer/device_sampler.h"
+#include "tessera/ops/creation.h"
 #include "tessera/infer/sampler.h"
 
 namespace tessera::infer {
@@ -195,10 +197,25 @@ std::span<const int32_t> ModelRunner::greedy_tokens(const StepBatch& batch, cons
   if (device_runner_) return device_runner_->greedy_tokens(batch, cache);
   // The logits are host memory here already: the argmax reads them in place.
   const std::span<const float> logits = cpu_logits(batch, cache);
-  greedy_tokens_.resize(batch.logit_rows.size());
-  for (size_t r = 0; r < greedy_tokens_.size(); ++r)
-    greedy_tokens_[r] = argmax(logits.subspan(r * vocab_, vocab_));
-  return greedy_tokens_;
+  tokens_.resize(batch.logit_rows.size());
+  for (size_t r = 0; r < tokens_.size(); ++r)
+    tokens_[r] = argmax(logits.subspan(r * vocab_, vocab_));
+  return tokens_;
+}
+
+std::span<const int32_t> ModelRunner::sample_tokens(const StepBatch& batch, const KVCache& cache,
+                                                    std::span<const RowSampling> rows) {
+  check(batch, cache, "ModelRunner.sample_tokens");
+  TESSERA_CHECK(rows.size() == batch.logit_rows.size(), ValueError,
+                "[ModelRunner.sample_tokens] expected one RowSampling per logit row (",
+                batch.logit_rows.size(), "), got ", rows.size());
+  if (device_runner_) return device_runner_->sample_tokens(batch, cache, rows);
+  const std::span<const float> logits = cpu_logits(batch, cache);
+  const int64_t R = static_cast<int64_t>(rows.size());
+  const Tensor ids = detail::sample_rows(
+      tensor(std::vector<float>(logits.begin(), logits.end()), Shape{R, vocab_}), rows);
+  tokens_.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + R);
+  return tokens_;
 }
 
 std::span<const float> ModelRunner::cpu_logits(const StepBatch& batch, const KVCache& cache) {

@@ -27,6 +27,15 @@ void SamplingParams::validate() const {
     throw bad("frequency_penalty", "in [-2, 2]", frequency_penalty);
 }
 
+RowSampling RowSampling::of(const SamplingParams& params, uint64_t seed, uint64_t step) {
+  const std::array<uint32_t, 4> r = philox(seed, step);
+  return {.temperature = params.greedy() ? 0.0 : params.temperature,
+          .top_k = params.top_k,
+          .top_p = params.top_p,
+          .min_p = params.min_p,
+          .u = uint_to_unit_double(r[0], r[1])};
+}
+
 int32_t argmax(std::span<const float> logits) {
   // The max first (16 lanes at a time), then its first index. NaN logits are skipped, as
   // torch's argmax would not (they do not occur in a finite model).

@@ -1,13 +1,15 @@
-// sort, argsort and topk along a dim, as torch's. The order is computed on the host (a copy of
-// the input moved so that dim is last, one row per thread chunk) and the values are gathered from
-// the input with it, so autograd comes from gather. Ties keep index order (a stable order for
-// every call, so results do not depend on the thread count) and NaN counts as larger than every
-// number, as in torch.
+// sort, argsort and topk along a dim, as torch's. The order comes from the backend's
+// sort_rows_kernel where it has one (CUDA), else from the host (a copy of the input moved so
+// that dim is last, one row per thread chunk); the values are gathered from the input with it,
+// so autograd comes from gather. Ties keep index order (a stable order for every call, so
+// results do not depend on the thread count) and NaN counts as larger than every number, as in
+// torch.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <type_traits>
 
+#include "backend/common/index_kernels.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/core/dtype_dispatch.h"
 #include "tessera/ops/creation.h"
@@ -49,9 +51,20 @@ void order_rows(const T* x, int64_t rows, int64_t n, int64_t k, bool descending,
   }
 }
 
-// Indices of the first k elements along dim in the requested order (int64, dim's size k).
+// order_along by the backend's sort_rows_kernel, on x's device.
+Tensor order_on_device(const Tensor& x, int64_t dim, int64_t k, bool descending) {
+  Tensor rows = transpose(x.detach(), dim, -1).contiguous();
+  Tensor order = empty(rows.sizes(), TensorOptions(kInt64).with_device(x.device()));
+  call_kernel<sort_rows_kernel>(x.device(), order, rows, descending);
+  if (k < rows.size(-1)) order = order.narrow(-1, 0, k);
+  return transpose(order, dim, -1).contiguous();
+}
+
+// Indices of the first k elements along dim in the requested order (int64, dim's size k): on
+// the device where its backend has sort_rows_kernel, else on the host.
 Tensor order_along(const Tensor& x, int64_t dim, int64_t k, bool descending, const char* op) {
   autograd::NoGradGuard no_grad;
+  if (has_kernel<sort_rows_kernel>(x.device().type)) return order_on_device(x, dim, k, descending);
   Tensor rows = transpose(x.detach(), dim, -1).to(kCPU).contiguous();
   const int64_t n = rows.size(-1);
   Shape out_shape = rows.sizes();

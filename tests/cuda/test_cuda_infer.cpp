@@ -186,5 +186,37 @@ TEST_F(CudaInferTest, EngineGreedyTokensMatchTheCpuForStories260K) {
   }
 }
 
+// Temperature / top-k / top-p requests: drawn on the GPU (no logprobs) they give the tokens the
+// host sampler draws from the same GPU logits (logprobs 0 brings them to the host).
+TEST_F(CudaInferTest, EngineSampledTokensMatchTheHostSamplerForStories260K) {
+  TESSERA_SHARED_DATA_OR_SKIP(path, "stories260K.bin");
+  auto model = infer::load_model(path);
+  model->to(kCuda);
+  auto run = [&](int64_t logprobs) {
+    infer::Engine engine(*model, {.num_blocks = 64, .max_num_seqs = 4});
+    std::vector<std::vector<int32_t>> out(4);
+    for (int i = 0; i < 4; ++i) {
+      infer::GenerationParams p;
+      p.sampling.temperature = 0.6 + 0.3 * i;
+      p.sampling.top_k = i == 1 ? 20 : 0;
+      p.sampling.top_p = i == 2 ? 0.9 : 1.0;
+      p.sampling.min_p = i == 3 ? 0.05 : 0.0;
+      p.sampling.seed = 11 + i;
+      p.stopping.max_tokens = 60;
+      p.logprobs = logprobs;
+      engine.add_request({1, 300 + i}, p);
+    }
+    while (engine.has_unfinished())
+      for (const infer::RequestOutput& o : engine.step())
+        out[o.request_id].insert(out[o.request_id].end(), o.new_tokens.begin(), o.new_tokens.end());
+    return out;
+  };
+  const auto on_device = run(-1), on_host = run(0);
+  for (size_t i = 0; i < on_device.size(); ++i) {
+    EXPECT_EQ(on_device[i].size(), 60u) << "request " << i;
+    EXPECT_EQ(on_device[i], on_host[i]) << "request " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "infer/device_runner.h"
 #include "tessera/infer/kv_cache.h"
 #include "tessera/infer/model_runner.h"
 #include "tessera/tessera.h"
@@ -46,6 +47,22 @@ class MixedSchedule {
   std::array<infer::BlockTable, 3> tables_;
   std::array<int64_t, 3> done_{};  // positions cached so far
   int step_ = 0;
+};
+
+// The CPU runner of a model beside its device runner's code run on the CPU, each with a cache
+// of its own, driven by one MixedSchedule (over the CPU runner's cache).
+struct RunnerPair {
+  explicit RunnerPair(const models::CausalLM& model)
+      : cpu(model),
+        device(model.inference_layout(), kCPU),
+        cpu_cache(cpu.kv_spec(), 24, 16),
+        device_cache(cpu.kv_spec(), 24, 16),
+        schedule(cpu.vocab_size(), cpu_cache) {}
+  infer::ModelRunner cpu;
+  infer::detail::DeviceRunner device;
+  infer::PagedKVCache cpu_cache, device_cache;
+  MixedSchedule schedule;
+  infer::StepBatch batch;
 };
 
 }  // namespace tessera::testing

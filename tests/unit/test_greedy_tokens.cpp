@@ -44,12 +44,9 @@ std::vector<int32_t> to_vector(std::span<const int32_t> v) { return {v.begin(), 
 TEST(GreedyTokens, DeviceRunnerOnTheCpuMatchesTheHostSampler) {
   for (auto model : {small_gpt2(), small_llama()}) {
     SCOPED_TRACE(model->type_name());
-    infer::ModelRunner cpu(*model);
-    infer::detail::DeviceRunner device(model->inference_layout(), kCPU);
+    testing::RunnerPair runners(*model);
+    auto& [cpu, device, cpu_cache, device_cache, schedule, batch] = runners;
     const int64_t V = cpu.vocab_size();
-    infer::PagedKVCache cpu_cache(cpu.kv_spec(), 24, 16), device_cache(cpu.kv_spec(), 24, 16);
-    testing::MixedSchedule schedule(V, cpu_cache);
-    infer::StepBatch batch;
     for (int step = 0; step < 8; ++step) {
       SCOPED_TRACE(::testing::Message() << "step " << step);
       schedule.next(batch);
@@ -85,11 +82,8 @@ std::shared_ptr<models::CausalLM> tied_gpt2() {
 
 TEST(GreedyTokens, TiesGoToTheLowestId) {
   auto model = tied_gpt2();
-  infer::ModelRunner cpu(*model);
-  infer::detail::DeviceRunner device(model->inference_layout(), kCPU);
-  infer::PagedKVCache cpu_cache(cpu.kv_spec(), 24, 16), device_cache(cpu.kv_spec(), 24, 16);
-  testing::MixedSchedule schedule(cpu.vocab_size(), cpu_cache);
-  infer::StepBatch batch;
+  testing::RunnerPair runners(*model);
+  auto& [cpu, device, cpu_cache, device_cache, schedule, batch] = runners;
   schedule.next(batch);
   schedule.next(batch);  // two rows
   const std::span<const float> logits = cpu.forward(batch, cpu_cache);

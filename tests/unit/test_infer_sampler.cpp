@@ -11,6 +11,7 @@
 #include "tessera/infer/stopping.h"
 #include "tessera/tokenizers/char_tokenizer.h"
 #include "testing/expect_error.h"
+#include "testing/sampling_params.h"
 
 namespace tessera {
 namespace {
@@ -19,12 +20,7 @@ using infer::Sampler;
 using infer::SamplingParams;
 
 SamplingParams with(double temperature, int64_t top_k = 0, double top_p = 1.0, double min_p = 0.0) {
-  SamplingParams p;
-  p.temperature = temperature;
-  p.top_k = top_k;
-  p.top_p = top_p;
-  p.min_p = min_p;
-  return p;
+  return testing::sampling_params(temperature, top_k, top_p, min_p);
 }
 
 // Counts of the tokens drawn with seeds 0..n-1 at step 0.

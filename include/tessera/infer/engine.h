@@ -6,7 +6,9 @@
 // tokens do not depend on the rest of the batch (the forward is batch-invariant and each request
 // has its own seeded sampler), so greedy results equal running it alone. A step whose sampling
 // rows are all greedy without penalties or logprobs asks the runner for their argmax ids only
-// (ModelRunner::greedy_tokens): on a GPU the logits then never leave it.
+// (ModelRunner::greedy_tokens), and on a GPU a step whose rows have no penalties or logprobs
+// has them drawn there (ModelRunner::sample_tokens, the host sampler's distribution and draw):
+// the logits then never leave it.
 //
 //   infer::Engine engine(model, {.num_blocks = 512});
 //   GenerationParams p;
@@ -100,6 +102,7 @@ class Engine {
   int64_t next_id_ = 0, num_steps_ = 0;
   StepBatch batch_;
   std::vector<float> logits_;
+  std::vector<RowSampling> draws_;  // the step's sampled rows, for a runner that draws them
   std::vector<RequestOutput> outputs_;
 };
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tessera/infer/kv_cache.h"
+#include "tessera/infer/sampler.h"
 #include "tessera/models/transformer.h"
 
 namespace tessera {
@@ -93,6 +94,11 @@ class ModelRunner {
   // infer::argmax), [rows] on the host: the tokens of a step whose rows all sample by
   // SamplingParams::raw_argmax(). On a device the argmax runs there and only the ids come back.
   std::span<const int32_t> greedy_tokens(const StepBatch& batch, const KVCache& cache);
+  // The same forward, returning each row's token drawn as rows[r] says, with Sampler::sample's
+  // distribution and pick (no penalties): [rows] on the host. On a device the draw runs there
+  // (float64 softmax, sort, cumsum) and only the ids come back.
+  std::span<const int32_t> sample_tokens(const StepBatch& batch, const KVCache& cache,
+                                         std::span<const RowSampling> rows);
   // The same forward, returning every token's last hidden state after the final norm,
   // [num_tokens, hidden_size()] (what embeddings pool), instead of logits. CPU models only
   // (ValueError on a device); logit_rows is ignored.
@@ -136,7 +142,7 @@ class ModelRunner {
   int64_t weight_bytes_ = 0;  // of the layers' packed linears
   Workspace workspaces_[2];
   std::vector<float> logits_, hidden_states_;
-  std::vector<int32_t> greedy_tokens_;
+  std::vector<int32_t> tokens_;  // greedy_tokens()'s and sample_tokens()'s result
 };
 
 }  // namespace tessera::infer

@@ -41,6 +41,19 @@ struct SamplingParams : models::SamplingOptions {
   void validate() const;
 };
 
+// What a runner needs to draw one row's token where its logits are (ModelRunner::sample_tokens):
+// the row's settings and its uniform draw, as Sampler::sample takes them.
+struct RowSampling {
+  double temperature = 1.0;  // 0: the argmax (lowest id on ties)
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double u = 0.0;  // the row's uniform draw in [0, 1): philox(seed, step)
+
+  // For Sampler::sample(logits, params, seed, step, ...) of an unpenalized params.
+  static RowSampling of(const SamplingParams& params, uint64_t seed, uint64_t step);
+};
+
 // Stateless apart from scratch buffers sized to the vocabulary (one per engine).
 class Sampler {
  public:

@@ -31,6 +31,12 @@ TESSERA_DECLARE_KERNEL(index_add_kernel,
 TESSERA_DECLARE_KERNEL(embedding_backward_kernel, void(const Tensor& out, const Tensor& grad,
                                                        const Tensor& index, int64_t skip));
 
+// order [R, n] int64: for each row of rows (contiguous [R, n], any dtype) the positions 0..n-1
+// in ascending (or descending) order of its values; ties in index order, NaN above every
+// number, -0.0 equal to 0.0 (the host order of ops/sort.cpp, which backends without it use).
+TESSERA_DECLARE_KERNEL(sort_rows_kernel,
+                       void(const Tensor& order, const Tensor& rows, bool descending));
+
 // For every position p of index's shape: out[p] = x[p with p[dim] = index[p]]. x and index
 // have any strides and the same ndim (>= 1); out is contiguous with index's shape.
 TESSERA_DECLARE_KERNEL(gather_kernel,
