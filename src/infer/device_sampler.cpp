@@ -12,12 +12,28 @@ namespace tessera::infer {
 namespace detail {
 namespace {
 
-// A per-row column [rows, 1] of float64 values on device.
-Tensor column(std::span<const RowSampling> rows, double (*field)(const RowSampling&),
-              Device device) {
+// The rows' settings as float64 columns [rows, 1] on the device (one transfer for all).
+struct Columns {
+  Tensor temperature, top_k, top_p, filtered, min_p, u, greedy;
+};
+
+Columns columns(std::span<const RowSampling> rows, int64_t V, Device device) {
+  constexpr int64_t kFields = 7;
+  const auto R = static_cast<int64_t>(rows.size());
   std::vector<double> v;
-  for (const RowSampling& r : rows) v.push_back(field(r));
-  return tensor(v, Shape{static_cast<int64_t>(v.size()), 1}).to(device);
+  v.reserve(static_cast<size_t>(R * kFields));
+  for (const RowSampling& r : rows) {
+    const bool greedy = r.temperature <= 0.0;
+    // The host filters only with a top-k below the vocabulary or a top-p below 1.
+    const bool filtered = (r.top_k > 0 && r.top_k < V) || r.top_p < 1.0;
+    v.insert(v.end(), {greedy ? 1.0 : r.temperature,
+                       r.top_k > 0 ? static_cast<double>(r.top_k)
+                                   : std::numeric_limits<double>::infinity(),
+                       r.top_p, filtered ? 1.0 : 0.0, r.min_p, r.u, greedy ? 1.0 : 0.0});
+  }
+  const Tensor all = tensor(v, Shape{R, kFields}).to(device);
+  auto col = [&](int64_t i) { return all.narrow(1, i, 1); };
+  return {col(0), col(1), col(2), col(3), col(4), col(5), col(6)};
 }
 
 }  // namespace
@@ -33,16 +49,13 @@ Tensor sample_rows(const Tensor& logits, std::span<const RowSampling> rows) {
     return r.temperature > 0.0;
   });
   if (!any_stochastic) return greedy_ids;
+  const Columns c = columns(rows, V, device);
 
   // softmax(x / T) in float64 (greedy rows divide by 1; their pick is the argmax anyway).
-  const Tensor x = logits.to(kFloat64);
-  const Tensor temperature =
-      column(rows, [](const RowSampling& r) { return r.temperature > 0 ? r.temperature : 1.0; },
-             device);
-  Tensor probs = softmax(x / temperature, 1);
+  Tensor probs = softmax(logits.to(kFloat64) / c.temperature, 1);
 
   // top-k and top-p over the stable descending order (the host's order_by_prob): rank r stays
-  // when r < k and the mass of the ranks before it is below top_p. Rows without either keep all.
+  // when r < k and the mass of the ranks before it is below top_p. Unfiltered rows keep all.
   const bool any_filter = std::any_of(rows.begin(), rows.end(), [V](const RowSampling& r) {
     return (r.top_k > 0 && r.top_k < V) || r.top_p < 1.0;
   });
@@ -50,35 +63,23 @@ Tensor sample_rows(const Tensor& logits, std::span<const RowSampling> rows) {
     auto [sorted, order] = sort(probs, 1, /*descending=*/true);
     const Tensor mass_before = cumsum(sorted, 1) - sorted;
     const Tensor rank = arange(V, kFloat64).to(device).unsqueeze(0);
-    const Tensor k = column(rows, [](const RowSampling& r) {
-      return r.top_k > 0 ? static_cast<double>(r.top_k) : std::numeric_limits<double>::infinity();
-    }, device);
-    const Tensor top_p = column(rows, [](const RowSampling& r) { return r.top_p; }, device);
-    const Tensor filtered = column(rows, [](const RowSampling& r) {
-      return r.top_k > 0 || r.top_p < 1.0 ? 1.0 : 0.0;
-    }, device);
-    const Tensor keep_ranked = logical_or(logical_and(rank < k, mass_before < top_p),
-                                          filtered == Scalar(0.0));
+    const Tensor keep_ranked = logical_or(logical_and(rank < c.top_k, mass_before < c.top_p),
+                                          c.filtered == Scalar(0.0));
     const Tensor keep = scatter(zeros_like(probs), 1, order, cast(keep_ranked, kFloat64));
     probs = probs * keep;
     probs = probs / sum(probs, {1}, /*keepdim=*/true);
   }
   // min_p: below min_p times the row's top probability goes to zero (renormalised by the pick).
-  const Tensor min_p = column(rows, [](const RowSampling& r) { return r.min_p; }, device);
-  probs = where(probs < min_p * amax(probs, {1}, /*keepdim=*/true), zeros_like(probs), probs);
+  probs = where(probs < c.min_p * amax(probs, {1}, /*keepdim=*/true), zeros_like(probs), probs);
 
   // Inverse CDF: the first id whose cumulative mass exceeds u * total (the last nonzero one if
   // rounding leaves none), as models::draw_from_probs.
-  const Tensor u = column(rows, [](const RowSampling& r) { return r.u; }, device);
-  const Tensor target = u * sum(probs, {1}, /*keepdim=*/true);
+  const Tensor target = c.u * sum(probs, {1}, /*keepdim=*/true);
   const Tensor first_above = sum(cumsum(probs, 1) <= target, {1});
   const Tensor ids = arange(V, kInt64).to(device).unsqueeze(0);
   const Tensor last_nonzero = amax(where(probs > Scalar(0.0), ids, full_like(ids, -1)), {1});
   const Tensor picked = where(first_above >= Scalar(V), last_nonzero, first_above);
-  const Tensor greedy = column(rows, [](const RowSampling& r) {
-    return r.temperature > 0.0 ? 0.0 : 1.0;
-  }, device).squeeze(1) > Scalar(0.0);
-  return where(greedy, greedy_ids, picked);
+  return where(c.greedy.squeeze(1) > Scalar(0.0), greedy_ids, picked);
 }
 
 }  // namespace detail

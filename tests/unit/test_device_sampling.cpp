@@ -30,7 +30,8 @@ SamplingParams params(double temperature, int64_t top_k = 0, double top_p = 1.0,
 const std::vector<SamplingParams>& settings() {
   static const std::vector<SamplingParams> all = {
       params(0.0),           params(1.0),           params(0.7, 5),     params(1.3, 0, 0.9),
-      params(1.0, 20, 0.5),  params(0.9, 0, 1.0, 0.1), params(2.0, 1),  params(1.0, 0, 0.3, 0.05)};
+      params(1.0, 20, 0.5),  params(0.9, 0, 1.0, 0.1), params(2.0, 1),  params(1.0, 0, 0.3, 0.05),
+      params(1.0, 500)};  // a top-k beyond the vocabulary filters nothing
   return all;
 }
 
