@@ -12,6 +12,12 @@ namespace tessera::infer {
 namespace detail {
 namespace {
 
+bool is_greedy(const RowSampling& r) { return r.temperature <= 0.0; }
+// The host filters only with a top-k below the vocabulary or a top-p below 1.
+bool is_filtered(const RowSampling& r, int64_t V) {
+  return (r.top_k > 0 && r.top_k < V) || r.top_p < 1.0;
+}
+
 // The rows' settings as float64 columns [rows, 1] on the device (one transfer for all).
 struct Columns {
   Tensor temperature, top_k, top_p, filtered, min_p, u, greedy;
@@ -23,9 +29,7 @@ Columns columns(std::span<const RowSampling> rows, int64_t V, Device device) {
   std::vector<double> v;
   v.reserve(static_cast<size_t>(R * kFields));
   for (const RowSampling& r : rows) {
-    const bool greedy = r.temperature <= 0.0;
-    // The host filters only with a top-k below the vocabulary or a top-p below 1.
-    const bool filtered = (r.top_k > 0 && r.top_k < V) || r.top_p < 1.0;
+    const bool greedy = is_greedy(r), filtered = is_filtered(r, V);
     v.insert(v.end(), {greedy ? 1.0 : r.temperature,
                        r.top_k > 0 ? static_cast<double>(r.top_k)
                                    : std::numeric_limits<double>::infinity(),
@@ -45,10 +49,7 @@ Tensor sample_rows(const Tensor& logits, std::span<const RowSampling> rows) {
                 " row settings, got ", rows.size());
   const Device device = logits.device();
   const Tensor greedy_ids = argmax(logits, 1);
-  const bool any_stochastic = std::any_of(rows.begin(), rows.end(), [](const RowSampling& r) {
-    return r.temperature > 0.0;
-  });
-  if (!any_stochastic) return greedy_ids;
+  if (std::all_of(rows.begin(), rows.end(), is_greedy)) return greedy_ids;
   const Columns c = columns(rows, V, device);
 
   // softmax(x / T) in float64 (greedy rows divide by 1; their pick is the argmax anyway).
@@ -56,10 +57,8 @@ Tensor sample_rows(const Tensor& logits, std::span<const RowSampling> rows) {
 
   // top-k and top-p over the stable descending order (the host's order_by_prob): rank r stays
   // when r < k and the mass of the ranks before it is below top_p. Unfiltered rows keep all.
-  const bool any_filter = std::any_of(rows.begin(), rows.end(), [V](const RowSampling& r) {
-    return (r.top_k > 0 && r.top_k < V) || r.top_p < 1.0;
-  });
-  if (any_filter) {
+  if (std::any_of(rows.begin(), rows.end(),
+                  [V](const RowSampling& r) { return is_filtered(r, V); })) {
     auto [sorted, order] = sort(probs, 1, /*descending=*/true);
     const Tensor mass_before = cumsum(sorted, 1) - sorted;
     const Tensor rank = arange(V, kFloat64).to(device).unsqueeze(0);

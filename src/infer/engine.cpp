@@ -137,8 +137,9 @@ const std::vector<RequestOutput>& Engine::step() {
       const bool no_logprobs = requests_.at(seq.id)->logprobs < 0;
       greedy = greedy && seq.sampling.raw_argmax() && no_logprobs;
       drawn_by_runner = drawn_by_runner && !seq.sampling.penalized() && no_logprobs;
-      draws_.push_back(RowSampling::of(seq.sampling, seq.seed,
-                                       static_cast<uint64_t>(seq.num_output())));
+      if (drawn_by_runner)  // never on the CPU: no draws computed there
+        draws_.push_back(RowSampling::of(seq.sampling, seq.seed,
+                                         static_cast<uint64_t>(seq.num_output())));
     }
     batch_.add_sequence(std::span(seq.tokens).subspan(seq.num_computed, s.num_new_tokens),
                         seq.num_computed, seq.blocks, bs, samples);

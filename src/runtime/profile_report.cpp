@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -191,17 +192,16 @@ std::string Profile::chrome_trace() const {
                             {"args", std::move(args)}});
   }
   // The GPU spans, one row per device, named by thread_name metadata.
-  std::map<int, bool> devices;
+  std::set<int> named_devices;
   for (const Event& e : events_) {
     if (!e.has_device_time()) continue;
     const int tid = kDeviceTraceTid + e.device;
-    if (!devices[e.device])
+    if (named_devices.insert(e.device).second)
       trace_events.push_back({{"name", "thread_name"},
                               {"ph", "M"},
                               {"pid", pid},
                               {"tid", tid},
                               {"args", {{"name", tessera::detail::str("CUDA ", e.device)}}}});
-    devices[e.device] = true;
     trace_events.push_back({{"name", e.name},
                             {"cat", tessera::detail::str(kind_name(e.kind), "_cuda")},
                             {"ph", "X"},

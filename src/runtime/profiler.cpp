@@ -72,22 +72,6 @@ void compute_self_figures(std::vector<Event>& events) {
   }
 }
 
-}  // namespace
-
-std::string_view kind_name(EventKind kind) {
-  switch (kind) {
-    case EventKind::kOp:
-      return "op";
-    case EventKind::kBackward:
-      return "backward";
-    case EventKind::kUser:
-      return "user";
-  }
-  return "?";
-}
-
-namespace {
-
 // Gives each event its GPU span from its two markers' stamps (both on one device, else none).
 void resolve_device_spans(std::vector<Event>& events,
                           const std::vector<std::pair<int64_t, int64_t>>& markers,
@@ -106,6 +90,18 @@ void resolve_device_spans(std::vector<Event>& events,
 }
 
 }  // namespace
+
+std::string_view kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::kOp:
+      return "op";
+    case EventKind::kBackward:
+      return "backward";
+    case EventKind::kUser:
+      return "user";
+  }
+  return "?";
+}
 
 Profiler::Profiler(ProfilerOptions options) {
   Session& s = session();
