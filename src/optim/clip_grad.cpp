@@ -1,10 +1,10 @@
 #include "tessera/optim/clip_grad.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/common/optim_kernels.h"
+#include "optim/grad_lists.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -13,34 +13,13 @@
 
 namespace tessera::optim {
 
+using detail::defined_grads;
+
 namespace {
 
-TensorList defined_grads(const TensorList& params) {
-  TensorList grads;
-  for (const Tensor& p : params) {
-    if (Tensor g = p.grad(); g.defined()) grads.push_back(g.detach());
-  }
-  return grads;
-}
-
-// The grads grouped by dtype when the fused list kernels can take them: all contiguous, floating,
-// on one device that has the kernels; else empty.
+// The grads grouped for the clipping list kernels; empty when they cannot take them.
 std::vector<TensorList> fused_groups(const TensorList& grads) {
-  std::vector<TensorList> groups;
-  if (grads.empty()) return groups;
-  const Device device = grads[0].device();
-  if (!has_kernel<sum_squares_kernel>(device.type) || !has_kernel<scale_by_kernel>(device.type))
-    return groups;
-  for (const Tensor& g : grads) {
-    if (g.device() != device || !g.is_contiguous() || !is_floating(g.dtype())) return {};
-    auto it = std::find_if(groups.begin(), groups.end(),
-                           [&](const TensorList& l) { return l[0].dtype() == g.dtype(); });
-    if (it == groups.end())
-      groups.push_back({g});
-    else
-      it->push_back(g);
-  }
-  return groups;
+  return detail::list_kernel_groups<sum_squares_kernel, scale_by_kernel>(grads);
 }
 
 // The 2-norm of all grads: one sum-of-squares pass per dtype group, no per-tensor launches.

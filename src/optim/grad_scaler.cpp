@@ -2,8 +2,11 @@
 
 #include <cmath>
 
+#include "backend/common/optim_kernels.h"
+#include "optim/grad_lists.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/core/error.h"
+#include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/reduce.h"
 
@@ -29,14 +32,27 @@ void GradScaler::unscale_(Optimizer& optimizer) {
   TESSERA_CHECK(!unscaled_, RuntimeError,
                 "[GradScaler.unscale_] expected one call per step, got a second before update()");
   autograd::NoGradGuard no_grad;
-  const double inv = 1.0 / scale_;
+  TensorList params;
+  for (ParamGroup& group : optimizer.param_groups())
+    params.insert(params.end(), group.params.begin(), group.params.end());
+  const TensorList grads = detail::defined_grads(params);
+  const std::vector<TensorList> groups = detail::list_kernel_groups<unscale_kernel>(grads);
   bool found = false;
-  for (ParamGroup& group : optimizer.param_groups()) {
-    for (Tensor& p : group.params) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      g.mul_(inv);
+  if (!groups.empty()) {
+    // One launch per dtype into one flag on the device, read back once.
+    const Device device = grads[0].device();
+    Tensor flag = zeros({}, TensorOptions(kFloat32).with_device(device));
+    for (const TensorList& group : groups) {
+      const DType acc = group[0].dtype() == kFloat64 ? kFloat64 : kFloat32;
+      Tensor inv = full({}, 1.0 / scale_, TensorOptions(acc).with_device(device));
+      call_kernel<unscale_kernel>(device, group, inv, flag);
+    }
+    found = flag.item<float>() != 0.0f;
+  } else {
+    // Mixed devices or strided gradients: per tensor, checked before scaling as the kernel does.
+    for (Tensor g : grads) {
       found = found || !all(isfinite(g)).item<bool>();
+      g.mul_(1.0 / scale_);
     }
   }
   found_inf_ = found;

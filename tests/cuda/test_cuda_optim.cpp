@@ -1,12 +1,14 @@
-// Optimizer steps and gradient clipping on CUDA against the same calls on the CPU: the fused
-// AdamW / SGD kernels and the one-launch list kernels behind clip_grad_norm_. Skipped without a
-// GPU.
+// Optimizer steps, gradient clipping and loss-scaler unscaling on CUDA against the same calls on
+// the CPU: the fused AdamW / SGD kernels and the one-launch list kernels behind clip_grad_norm_
+// and GradScaler::unscale_. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "tessera/optim/adam.h"
 #include "tessera/optim/clip_grad.h"
+#include "tessera/optim/grad_scaler.h"
 #include "tessera/optim/sgd.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/tessera.h"
@@ -61,6 +63,29 @@ TEST_F(CudaOptimTest, ClipGradNormMatchesTheCpu) {
     expect_close(gpu_grads, cpu_grads, dtype == kBFloat16 ? 1e-2 : 1e-6, "clipped grad");
     // The clipped norm is max_norm.
     EXPECT_NEAR(optim::grad_norm(p.gpu).item<double>(), 1.0, dtype == kBFloat16 ? 1e-2 : 1e-5);
+  }
+}
+
+TEST_F(CudaOptimTest, GradScalerUnscalesLikeTheCpuInOneLaunchPerDtype) {
+  for (DType dtype : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    Params p = make_params(dtype, 4);
+    optim::SGD cpu_opt(p.cpu, optim::SGDOptions{.lr = 0.1}), gpu_opt(p.gpu, {.lr = 0.1});
+    optim::GradScaler cpu_scaler({.init_scale = 8.0}), gpu_scaler({.init_scale = 8.0});
+    cpu_scaler.unscale_(cpu_opt);
+    gpu_scaler.unscale_(gpu_opt);
+    EXPECT_FALSE(gpu_scaler.found_inf()) << dtype;
+    TensorList cpu_grads, gpu_grads;
+    for (size_t i = 0; i < p.cpu.size(); ++i) {
+      cpu_grads.push_back(p.cpu[i].grad());
+      gpu_grads.push_back(p.gpu[i].grad());
+    }
+    expect_close(gpu_grads, cpu_grads, 0.0, "unscaled grad");  // a power-of-two scale is exact
+    gpu_scaler.update();
+    // One nan deep in the second chunk of the largest gradient.
+    Tensor g = p.gpu[5].grad();
+    g.narrow(0, 65540, 1).fill_(std::nan(""));
+    gpu_scaler.unscale_(gpu_opt);
+    EXPECT_TRUE(gpu_scaler.found_inf()) << dtype;
   }
 }
 

@@ -88,6 +88,61 @@ TEST(GradScaler, StateDictRoundTripsAndDisabledIsTransparent) {
   EXPECT_TRUE(off.scale(loss).is_same(loss));
 }
 
+// Gradients of every floating dtype, one spanning several of the CUDA kernel's chunks, so
+// unscale_ runs one list kernel per dtype group.
+TEST(GradScaler, UnscalesEveryDtypeGroupAndFindsOneBadElementAmongMany) {
+  Generator gen(7);
+  TensorList params;
+  for (DType dtype : {kFloat32, kBFloat16, kFloat64, kFloat16, kFloat32}) {
+    Tensor w = zeros({70000}, dtype).requires_grad_();
+    w.set_grad((randn({70000}, TensorOptions(kFloat32), &gen) * 64.0).to(dtype));
+    params.push_back(w);
+  }
+  TensorList before;
+  for (const Tensor& p : params) before.push_back(p.grad().clone());
+  optim::SGD opt(params, optim::SGDOptions{.lr = 0.1});
+  optim::GradScaler scaler({.init_scale = 64.0});
+  scaler.unscale_(opt);
+  EXPECT_FALSE(scaler.found_inf());
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(
+        allclose(params[i].grad(), (before[i].to(kFloat64) / 64.0).to(before[i].dtype()), 0, 0))
+        << "group " << i << " is divided by the scale";
+  scaler.update();
+
+  for (double bad : {std::numeric_limits<double>::infinity(), std::nan("")}) {
+    params[2].grad().data_ptr<double>()[65537] = bad;
+    scaler.unscale_(opt);
+    EXPECT_TRUE(scaler.found_inf()) << bad;
+    EXPECT_FALSE(scaler.step(opt));
+    scaler.update();
+    params[2].grad().data_ptr<double>()[65537] = 0.0;
+  }
+}
+
+TEST(GradScaler, ChecksGradientsBeforeUnscalingAsTorch) {
+  // A scale below 1 multiplies: float max / 0.5 overflows, but the gradient was finite (torch's
+  // _amp_foreach_non_finite_check_and_unscale_ checks the value it reads).
+  Fixture f;
+  f.w.set_grad(full({2}, std::numeric_limits<float>::max()));
+  optim::GradScaler scaler({.init_scale = 0.5});
+  scaler.unscale_(f.opt);
+  EXPECT_FALSE(scaler.found_inf());
+  EXPECT_TRUE(std::isinf(f.w.grad().data_ptr<float>()[0]));
+}
+
+TEST(GradScaler, StridedGradientsTakeThePerTensorPath) {
+  Tensor w = zeros({3, 2}).requires_grad_();
+  Tensor g = tensor(std::vector<float>{2, 4, 6, 8, 10, std::nanf("")}).reshape({2, 3}).t();
+  ASSERT_FALSE(g.is_contiguous());
+  w.set_grad(g);
+  optim::SGD opt(TensorList{w}, optim::SGDOptions{.lr = 0.1});
+  optim::GradScaler scaler({.init_scale = 2.0});
+  scaler.unscale_(opt);
+  EXPECT_TRUE(scaler.found_inf());
+  EXPECT_FLOAT_EQ(w.grad().select(0, 1).select(0, 0).item<float>(), 2.0f);  // 4, halved
+}
+
 TEST(GradScaler, RejectsBadOptionsAndASecondUnscale) {
   EXPECT_TESSERA_ERROR(optim::GradScaler({.init_scale = 0.0}), ValueError, "init_scale");
   EXPECT_TESSERA_ERROR(optim::GradScaler({.backoff_factor = 1.5}), ValueError, "backoff_factor");

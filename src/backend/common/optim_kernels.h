@@ -40,4 +40,11 @@ TESSERA_DECLARE_KERNEL(adam_step_kernel,
 TESSERA_DECLARE_KERNEL(sum_squares_kernel, void(const TensorList& tensors, const Tensor& sums));
 TESSERA_DECLARE_KERNEL(scale_by_kernel, void(const TensorList& tensors, const Tensor& scale));
 
+// Loss-scaler unscaling over a list of the same kind (torch's
+// _amp_foreach_non_finite_check_and_unscale_): found_inf, a 0-d float32 tensor on the device,
+// becomes 1 if any element is inf or nan before scaling (it is never reset to 0 here, so one flag
+// gathers several calls); then tensors[i] *= inv_scale, a 0-d opmath_t<T> tensor.
+TESSERA_DECLARE_KERNEL(unscale_kernel, void(const TensorList& tensors, const Tensor& inv_scale,
+                                            const Tensor& found_inf));
+
 }  // namespace tessera

@@ -115,9 +115,29 @@ void scale_by(const TensorList& tensors, const Tensor& scale) {
   });
 }
 
+void unscale(const TensorList& tensors, const Tensor& inv_scale, const Tensor& found_inf) {
+  dispatch<kFloatingTypes>(tensors[0].dtype(), "unscale", [&]<class T>() {
+    using S = opmath_t<T>;
+    const S c = *inv_scale.data_ptr<S>();
+    bool bad = false;
+    for (const Tensor& t : tensors) {
+      T* x = t.data_ptr<T>();
+      const int64_t n = t.numel();
+#pragma omp parallel for simd reduction(|| : bad) schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        const S v = static_cast<S>(x[i]);
+        bad = bad || !std::isfinite(v);
+        x[i] = static_cast<T>(v * c);
+      }
+    }
+    if (bad) *found_inf.data_ptr<float>() = 1.0f;
+  });
+}
+
 TESSERA_REGISTER_KERNEL(sgd_step_kernel, DeviceType::CPU, &sgd_step);
 TESSERA_REGISTER_KERNEL(sum_squares_kernel, DeviceType::CPU, &sum_squares);
 TESSERA_REGISTER_KERNEL(scale_by_kernel, DeviceType::CPU, &scale_by);
+TESSERA_REGISTER_KERNEL(unscale_kernel, DeviceType::CPU, &unscale);
 TESSERA_REGISTER_KERNEL(adam_step_kernel, DeviceType::CPU, &adam_step);
 
 }  // namespace

@@ -168,7 +168,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
-// ---- gradient clipping over a list: one launch, one thread block per chunk of a tensor ----
+// ---- clipping and unscaling over a list: one launch, one block per chunk of a tensor ----
 
 constexpr int64_t kChunk = 65536;
 
@@ -214,35 +214,59 @@ __global__ void scale_chunks(const Chunk* chunks, const S* scale) {
     x[i] = static_cast<T>(static_cast<S>(x[i]) * s);
 }
 
-void sum_squares(const TensorList& tensors, const Tensor& sums) {
-  Tensor zeroed = sums;
-  fill_(zeroed, 0);
+template <class T, class S>
+__global__ void unscale_chunks(const Chunk* chunks, const S* inv_scale, float* found_inf) {
+  const Chunk c = chunks[blockIdx.x];
+  T* x = static_cast<T*>(c.data);
+  const S s = *inv_scale;
+  bool bad = false;
+  for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x) {
+    const S v = static_cast<S>(x[i]);
+    bad |= !::isfinite(v);  // CUDA's, not the tensor op
+    x[i] = static_cast<T>(v * s);
+  }
+  // Every writer stores the same 1, so the race between blocks is benign.
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1.0f;
+}
+
+// Calls launch.operator()<T, opmath_t<T>>(blocks, chunks) for the chunk table of tensors (one
+// block per chunk), unless the list holds no elements.
+template <class Launch>
+void launch_over_chunks(const TensorList& tensors, const char* op, Launch launch) {
   int64_t count = 0;
   const Tensor table = chunk_table(tensors, &count);
   if (count == 0) return;
-  dispatch<kFloatingTypes>(tensors[0].dtype(), "sum_squares", [&]<class T>() {
-    using S = opmath_t<T>;
-    sum_squares_chunks<T, S><<<count, kBlockSize, 0, current_stream()>>>(
-        static_cast<const Chunk*>(table.data_ptr()), sums.data_ptr<S>());
+  dispatch<kFloatingTypes>(tensors[0].dtype(), op, [&]<class T>() {
+    launch.template operator()<T, opmath_t<T>>(count, static_cast<const Chunk*>(table.data_ptr()));
   });
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 
-void scale_by(const TensorList& tensors, const Tensor& scale) {
-  int64_t count = 0;
-  const Tensor table = chunk_table(tensors, &count);
-  if (count == 0) return;
-  dispatch<kFloatingTypes>(tensors[0].dtype(), "scale_by", [&]<class T>() {
-    using S = opmath_t<T>;
-    scale_chunks<T, S><<<count, kBlockSize, 0, current_stream()>>>(
-        static_cast<const Chunk*>(table.data_ptr()), scale.data_ptr<S>());
+void sum_squares(const TensorList& tensors, const Tensor& sums) {
+  Tensor zeroed = sums;
+  fill_(zeroed, 0);
+  launch_over_chunks(tensors, "sum_squares", [&]<class T, class S>(int64_t blocks, const Chunk* c) {
+    sum_squares_chunks<T, S><<<blocks, kBlockSize, 0, current_stream()>>>(c, sums.data_ptr<S>());
   });
-  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
+void scale_by(const TensorList& tensors, const Tensor& scale) {
+  launch_over_chunks(tensors, "scale_by", [&]<class T, class S>(int64_t blocks, const Chunk* c) {
+    scale_chunks<T, S><<<blocks, kBlockSize, 0, current_stream()>>>(c, scale.data_ptr<S>());
+  });
+}
+
+void unscale(const TensorList& tensors, const Tensor& inv_scale, const Tensor& found_inf) {
+  launch_over_chunks(tensors, "unscale", [&]<class T, class S>(int64_t blocks, const Chunk* c) {
+    unscale_chunks<T, S><<<blocks, kBlockSize, 0, current_stream()>>>(c, inv_scale.data_ptr<S>(),
+                                                                      found_inf.data_ptr<float>());
+  });
 }
 
 TESSERA_REGISTER_KERNEL(sgd_step_kernel, DeviceType::CUDA, &sgd_step);
 TESSERA_REGISTER_KERNEL(sum_squares_kernel, DeviceType::CUDA, &sum_squares);
 TESSERA_REGISTER_KERNEL(scale_by_kernel, DeviceType::CUDA, &scale_by);
+TESSERA_REGISTER_KERNEL(unscale_kernel, DeviceType::CUDA, &unscale);
 TESSERA_REGISTER_KERNEL(adam_step_kernel, DeviceType::CUDA, &adam_step);
 
 }  // namespace
