@@ -83,10 +83,11 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking
                        ? dst
                        : empty(dst.sizes(), TensorOptions(dst.dtype()).with_device(dst.device()));
   // Temporaries come from the pageable allocator, so a pinned host end is the caller's tensor.
-  const bool async = non_blocking && (dst.device().is_cpu() ? landing : staged).is_pinned();
-  call_kernel<device_copy_kernel>(
-      backend, landing.data_ptr(), dst.device(), staged.data_ptr(), src.device(),
-      static_cast<size_t>(staged.numel()) * itemsize(staged.dtype()), async);
+  const bool host_pinned = (dst.device().is_cpu() ? landing : staged).is_pinned();
+  call_kernel<device_copy_kernel>(backend, landing.data_ptr(), dst.device(), staged.data_ptr(),
+                                  src.device(),
+                                  static_cast<size_t>(staged.numel()) * itemsize(staged.dtype()),
+                                  host_pinned, non_blocking && host_pinned);
   if (!dst.is_contiguous()) {
     TensorIterator it("copy_");
     it.add_output(dst).add_input(landing).build();

@@ -65,6 +65,18 @@ TEST_F(CudaTest, APinnedSourceFreedWhileItsCopyIsQueuedStaysCorrect) {
   EXPECT_TRUE(allclose(on_gpu.to(kCPU), x, 0, 0));
 }
 
+TEST_F(CudaTest, ABlockingCopyFromPinnedMemoryHasReadItOnReturn) {
+  // Work queued first keeps the stream busy, so a copy that only queued would still be waiting
+  // when the host overwrites its source (torch: non_blocking=False synchronises).
+  Tensor a = randn({4096, 4096}).to(kCuda);
+  Tensor x = randn({1 << 22});
+  Tensor pinned = x.pin_memory();
+  for (int i = 0; i < 8; ++i) a = matmul(a, a) * 1e-2;
+  Tensor on_gpu = pinned.to(kCuda);
+  pinned.fill_(0);
+  EXPECT_TRUE(allclose(on_gpu.to(kCPU), x, 0, 0));
+}
+
 TEST_F(CudaTest, GradientFlowsThroughPinMemory) {
   Tensor x = randn({4, 3}, TensorOptions().with_requires_grad(true));
   (x.pin_memory().to(kCuda, true) * 3).sum().backward();

@@ -45,9 +45,11 @@ struct fill_kernel {
 };
 // Copies nbytes of contiguous data between two devices, at least one of them not the CPU (that
 // backend registers it under its device type). Returns once src may be reused and, when dst is
-// on the CPU, once dst holds the data; with async (the host end is pinned memory that outlives
-// the copy) it returns once the copy is queued on the current stream.
-TESSERA_DECLARE_KERNEL(device_copy_kernel, void(void* dst, Device dst_device, const void* src,
-                                                Device src_device, size_t nbytes, bool async));
+// on the CPU, once dst holds the data, as torch's non_blocking=False: a pageable host source is
+// staged by the driver, a pinned one (host_pinned) is waited for. With async (the host end is
+// pinned memory that outlives the copy) it returns once the copy is queued on the current stream.
+TESSERA_DECLARE_KERNEL(device_copy_kernel,
+                       void(void* dst, Device dst_device, const void* src, Device src_device,
+                            size_t nbytes, bool host_pinned, bool async));
 
 }  // namespace tessera

@@ -1,8 +1,8 @@
 // Transfers between the host and CUDA devices (and between devices) on the current stream.
 // From pageable host memory cudaMemcpyAsync returns once the data is staged, so the source may
-// be reused at once; a copy to the host waits for the stream so the caller can read the result,
-// unless it is async (pinned host memory, torch's non_blocking=True): then the caller
-// synchronises before reading. A pinned source that dies while its copy is queued is safe: the
+// be reused at once; from pinned memory the DMA reads it later, so a blocking copy waits for the
+// stream. A copy to the host waits so the caller can read the result, unless it is async (pinned
+// host memory, torch's non_blocking=True): then the caller synchronises before reading. A pinned source that dies while its copy is queued is safe: the
 // pinned allocator waits for the devices before freeing (pinned_allocator.cu).
 #include "backend/common/elementwise_kernels.h"
 #include "backend/cuda/context.h"
@@ -13,7 +13,7 @@ namespace tessera::cuda {
 namespace {
 
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
-                 bool async) {
+                 bool host_pinned, bool async) {
   if (nbytes == 0) return;
   const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
   DeviceGuard guard(gpu.index);
@@ -24,7 +24,8 @@ void device_copy(void* dst, Device dst_device, const void* src, Device src_devic
   } else {
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream));
   }
-  if (dst_device.is_cpu() && !async) TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!async && (dst_device.is_cpu() || host_pinned))
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 TESSERA_REGISTER_KERNEL(device_copy_kernel, DeviceType::CUDA, &device_copy);

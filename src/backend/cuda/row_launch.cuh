@@ -23,10 +23,12 @@ __device__ inline int64_t row_stride(int width) {
   return int64_t{gridDim.x} * (blockDim.x / width);
 }
 
+// The least power of two >= v, saturated at 2^30 (every caller clamps it to a block size; an
+// int doubling past 2^30 would overflow and loop forever on a column of 2^30 + 1).
 inline int pow2_ceil(int64_t v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
+  int64_t p = 1;
+  while (p < v && p < (int64_t{1} << 30)) p *= 2;
+  return static_cast<int>(p);
 }
 
 // Calls f.template operator()<ELEMS, VEC>(width) for a row of n <= kMaxWarpRow<T> spread over
