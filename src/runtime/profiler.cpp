@@ -26,7 +26,7 @@ struct Session {
   Clock::time_point start;
   std::vector<Event> events;
   std::unordered_map<std::thread::id, uint32_t> threads;
-  detail::DeviceTimer* timer = nullptr;  // set for a device_time session
+  detail::DeviceTimer* timer = nullptr;              // set for a device_time session
   std::vector<std::pair<int64_t, int64_t>> markers;  // per event: begin and end marker ids
 };
 
@@ -78,10 +78,11 @@ void resolve_device_spans(std::vector<Event>& events,
                           const std::vector<detail::DeviceTimer::Stamp>& stamps) {
   auto stamp = [&](int64_t id) {
     return id >= 0 && id < static_cast<int64_t>(stamps.size()) ? stamps[size_t(id)]
-                                                                : detail::DeviceTimer::Stamp{};
+                                                               : detail::DeviceTimer::Stamp{};
   };
   for (size_t i = 0; i < events.size() && i < markers.size(); ++i) {
-    const detail::DeviceTimer::Stamp begin = stamp(markers[i].first), end = stamp(markers[i].second);
+    const detail::DeviceTimer::Stamp begin = stamp(markers[i].first),
+                                     end = stamp(markers[i].second);
     if (begin.ns < 0 || end.ns < 0 || begin.device != end.device) continue;
     events[i].device = begin.device;
     events[i].device_start_ns = begin.ns;
@@ -113,7 +114,7 @@ Profiler::Profiler(ProfilerOptions options) {
                 "[profiler] expected a build with the CUDA backend for device_time, got a "
                 "CPU-only build");
   s.start = Clock::now();
-  if (timer != nullptr) timer->start(0);  // throws when no GPU can be used
+  if (timer != nullptr) timer->start([&s] { return now_ns(s); });  // throws without a GPU
   ++s.id;
   s.events.clear();
   s.markers.clear();

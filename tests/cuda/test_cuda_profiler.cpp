@@ -59,5 +59,20 @@ TEST_F(CudaTest, ProfilerTimesTheKernelsOfEachOpOnTheGpu) {
   EXPECT_NE(p.chrome_trace().find("\"CUDA 0\""), std::string::npos);
 }
 
+TEST_F(CudaTest, GpuSpansOfASessionStartedOverQueuedWorkFollowTheirLaunches) {
+  // ~100 ms of GEMMs still queued when the session starts: the origin must be paired with the
+  // host time at which the device went idle, not the session's start, or every GPU span would
+  // sit that much before the host launched it.
+  Tensor a = randn({4096, 4096}).to(kCuda);
+  for (int i = 0; i < 40; ++i) a = matmul(a, a) * 1e-2;
+  profiler::Profiler prof({.device_time = true});
+  Tensor b = a + 1.0;
+  const profiler::Profile p = prof.stop();
+  for (const profiler::Event& e : p.events()) {
+    ASSERT_TRUE(e.has_device_time()) << e.name;
+    EXPECT_GE(e.device_start_ns, e.start_ns) << e.name << ": a kernel ran before its launch";
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -77,6 +77,26 @@ TEST_F(CudaTest, ABlockingCopyFromPinnedMemoryHasReadItOnReturn) {
   EXPECT_TRUE(allclose(on_gpu.to(kCPU), x, 0, 0));
 }
 
+TEST_F(CudaTest, AFreedPinnedBlockIsNotReusedWhileItsCopyIsQueued) {
+  pinned_host_allocator()->empty_cache();  // no idle block of the size class to hand out instead
+  Tensor a = randn({4096, 4096}).to(kCuda);
+  Tensor x = randn({1 << 22});
+  Tensor on_gpu;
+  for (int i = 0; i < 8; ++i) a = matmul(a, a) * 1e-2;  // keeps the stream busy
+  {
+    Tensor pinned = x.pin_memory();
+    on_gpu = pinned.to(kCuda, /*non_blocking=*/true);
+  }  // freed at once, without waiting: the block goes to the cache with its copy's event
+  // The same size class again: a block still being read must not come back and be overwritten.
+  empty({1 << 22}, TensorOptions().with_pinned_memory()).fill_(0);
+  EXPECT_TRUE(allclose(on_gpu.to(kCPU), x, 0, 0));
+  // Once the copy is done, its block is reused.
+  cuda::synchronize();
+  const int64_t cached = pinned_host_allocator()->stats().cached_bytes;
+  Tensor again = empty({1 << 22}, TensorOptions().with_pinned_memory());
+  EXPECT_LT(pinned_host_allocator()->stats().cached_bytes, cached);
+}
+
 TEST_F(CudaTest, GradientFlowsThroughPinMemory) {
   Tensor x = randn({4, 3}, TensorOptions().with_requires_grad(true));
   (x.pin_memory().to(kCuda, true) * 3).sum().backward();

@@ -153,7 +153,7 @@ TEST(Profiler, CastsToTheSameDtypeAreNoOpsAndNotRecorded) {
 // device 1 for markers made while on_second_device is set.
 class FakeDeviceTimer final : public profiler::detail::DeviceTimer {
  public:
-  void start(int64_t) override { devices_.clear(); }
+  void start(std::function<int64_t()>) override { devices_.clear(); }
   int64_t mark(int64_t host_ns) override {
     devices_.push_back({on_second_device ? 1 : 0, 3 * host_ns + 7});
     return static_cast<int64_t>(devices_.size()) - 1;

@@ -12,6 +12,7 @@
 //   std::cout << p.table();                    // grouped like key_averages().table()
 //   p.export_chrome_trace("trace.json");       // chrome://tracing, ui.perfetto.dev
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,7 +51,7 @@ struct EventSummary {
   int64_t calls = 0;
   int64_t total_ns = 0, self_ns = 0;
   int64_t allocated_bytes = 0, self_allocated_bytes = 0;
-  int64_t peak_bytes = 0;  // the highest of the calls'
+  int64_t peak_bytes = 0;                     // the highest of the calls'
   int64_t device_ns = 0, self_device_ns = 0;  // GPU time of the calls measured (device_time)
 };
 
@@ -129,9 +130,11 @@ class DeviceTimer {
     int64_t ns = -1;  // on the session's clock; -1 when unknown
   };
   virtual ~DeviceTimer() = default;
-  // Starts a session at host_ns (RuntimeError when no GPU can be used).
-  virtual void start(int64_t host_ns) = 0;
-  // Queues a marker on the calling thread's current device and stream; its id, -1 on failure.
+  // Starts a session whose host clock reads now_ns() (RuntimeError when no GPU can be used).
+  // The timer places device times on that clock, reading it when a device is idle.
+  virtual void start(std::function<int64_t()> now_ns) = 0;
+  // Queues a marker on the calling thread's current device and stream (host_ns: the host time
+  // of the marked event); its id, -1 on failure.
   virtual int64_t mark(int64_t host_ns) = 0;
   // Waits for the markers and returns their stamps by id; ends the session.
   virtual std::vector<Stamp> stop() = 0;

@@ -2,11 +2,13 @@
 // From pageable host memory cudaMemcpyAsync returns once the data is staged, so the source may
 // be reused at once; from pinned memory the DMA reads it later, so a blocking copy waits for the
 // stream. A copy to the host waits so the caller can read the result, unless it is async (pinned
-// host memory, torch's non_blocking=True): then the caller synchronises before reading. A pinned source that dies while its copy is queued is safe: the
-// pinned allocator waits for the devices before freeing (pinned_allocator.cu).
+// host memory, torch's non_blocking=True): then the caller synchronises before reading. A queued
+// copy is recorded against its pinned block, which the allocator does not hand out again before the
+// copy is done (pinned_allocator.cu).
 #include "backend/common/elementwise_kernels.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pinned_allocator.h"
 #include "tessera/runtime/cuda.h"
 
 namespace tessera::cuda {
@@ -24,7 +26,9 @@ void device_copy(void* dst, Device dst_device, const void* src, Device src_devic
   } else {
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream));
   }
-  if (!async && (dst_device.is_cpu() || host_pinned))
+  if (async)
+    record_pinned_use(dst_device.is_cpu() ? dst : src, stream);
+  else if (dst_device.is_cpu() || host_pinned)
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

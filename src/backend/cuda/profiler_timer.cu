@@ -1,9 +1,15 @@
 // The profiler's GPU clock (device_time sessions): a CUDA event queued on the current stream for
-// every marker, timed when the session stops against an origin event per device. The origin is
-// recorded on an idle device (synchronized first), so device times sit on the host's clock.
+// every marker, timed when the session stops. Each device has an origin event, recorded once the
+// device is idle (synchronized first) and paired with the host clock read then, so device times
+// sit on the host's clock. A marker is timed from the device's previous marker, not from the
+// origin: cudaEventElapsedTime returns float milliseconds, which would lose microseconds to
+// rounding a few seconds into a session.
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <functional>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/context.h"
@@ -17,8 +23,9 @@ using profiler::detail::DeviceTimer;
 
 class CudaDeviceTimer final : public DeviceTimer {
  public:
-  void start(int64_t host_ns) override {
+  void start(std::function<int64_t()> now_ns) override {
     std::lock_guard<std::mutex> lock(mutex_);
+    now_ns_ = std::move(now_ns);
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
       (void)cudaGetLastError();  // clear the failed query of a machine without a GPU
@@ -28,18 +35,18 @@ class CudaDeviceTimer final : public DeviceTimer {
     recycle();
     origins_.assign(static_cast<size_t>(count), Origin{});
     free_.resize(static_cast<size_t>(count));
-    TESSERA_CHECK(make_origin(current_device(), host_ns), RuntimeError,
+    TESSERA_CHECK(make_origin(current_device()), RuntimeError,
                   "[profiler] expected to record a CUDA event on device ", current_device(),
                   ", got ", cudaGetErrorString(cudaGetLastError()));
   }
 
-  int64_t mark(int64_t host_ns) override {
+  int64_t mark(int64_t /*host_ns*/) override {
     std::lock_guard<std::mutex> lock(mutex_);
     int device = -1;
     if (cudaGetDevice(&device) != cudaSuccess || device < 0 ||
         device >= static_cast<int>(origins_.size()))
       return -1;
-    if (origins_[device].event == nullptr && !make_origin(device, host_ns)) return -1;
+    if (origins_[device].event == nullptr && !make_origin(device)) return -1;
     cudaEvent_t event = take_event(device);
     if (event == nullptr || cudaEventRecord(event, current_stream()) != cudaSuccess) {
       if (event != nullptr) free_[device].push_back(event);
@@ -52,14 +59,20 @@ class CudaDeviceTimer final : public DeviceTimer {
   std::vector<Stamp> stop() override {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<Stamp> stamps(markers_.size());
+    // Per device, the last timed event and its time in ns on the host clock.
+    std::vector<std::pair<cudaEvent_t, double>> last(origins_.size());
+    for (size_t d = 0; d < origins_.size(); ++d)
+      last[d] = {origins_[d].event, static_cast<double>(origins_[d].host_ns)};
     for (size_t i = 0; i < markers_.size(); ++i) {
       const Marker& m = markers_[i];
-      const Origin& origin = origins_[m.device];
+      auto& [previous, previous_ns] = last[m.device];
       float ms = 0;
       if (cudaEventSynchronize(m.event) != cudaSuccess ||
-          cudaEventElapsedTime(&ms, origin.event, m.event) != cudaSuccess)
+          cudaEventElapsedTime(&ms, previous, m.event) != cudaSuccess)
         continue;  // stays unknown (-1)
-      stamps[i] = {m.device, origin.host_ns + static_cast<int64_t>(double(ms) * 1e6)};
+      previous = m.event;
+      previous_ns += static_cast<double>(ms) * 1e6;
+      stamps[i] = {m.device, static_cast<int64_t>(std::llround(previous_ns))};
     }
     (void)cudaGetLastError();
     recycle();
@@ -88,10 +101,11 @@ class CudaDeviceTimer final : public DeviceTimer {
     return cudaEventCreate(&event) == cudaSuccess ? event : nullptr;
   }
 
-  bool make_origin(int device, int64_t host_ns) {
+  bool make_origin(int device) {
     if (cudaDeviceSynchronize() != cudaSuccess) return false;
     cudaEvent_t event = take_event(device);
     if (event == nullptr) return false;
+    const int64_t host_ns = now_ns_();  // the idle device runs the event about now
     if (cudaEventRecord(event, current_stream()) != cudaSuccess) {
       free_[device].push_back(event);
       return false;
@@ -110,6 +124,7 @@ class CudaDeviceTimer final : public DeviceTimer {
   }
 
   std::mutex mutex_;
+  std::function<int64_t()> now_ns_;  // the session's host clock
   std::vector<Origin> origins_;
   std::vector<Marker> markers_;
   std::vector<std::vector<cudaEvent_t>> free_;

@@ -19,8 +19,8 @@ cudaEvent_t as_event(void* handle) { return static_cast<cudaEvent_t>(handle); }
 
 void check_index(int index) {
   const int n = device_count();
-  TESSERA_CHECK(index >= 0 && index < n, ValueError, "[cuda.set_device] expected a device index in [0, ",
-                n, "), got ", index);
+  TESSERA_CHECK(index >= 0 && index < n, ValueError,
+                "[cuda.set_device] expected a device index in [0, ", n, "), got ", index);
 }
 }  // namespace
 
@@ -128,12 +128,7 @@ void Event::wait(const Stream& stream) const {
 void Event::wait() const {
   TESSERA_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), as_event(handle_), 0));
 }
-bool Event::query() const {
-  const cudaError_t status = cudaEventQuery(as_event(handle_));
-  if (status == cudaErrorNotReady) return false;
-  TESSERA_CUDA_CHECK(status);
-  return true;
-}
+bool Event::query() const { return event_completed(as_event(handle_)); }
 void Event::synchronize() const { TESSERA_CUDA_CHECK(cudaEventSynchronize(as_event(handle_))); }
 float Event::elapsed_ms(const Event& end) const {
   float ms = 0;

@@ -197,8 +197,9 @@ std::shared_ptr<ProcessGroupNCCL> ProcessGroupNCCL::split_comm(std::string_view 
                                                                std::shared_ptr<ProcessGroupMPI> mpi,
                                                                int color, int key) {
   ncclComm_t child = nullptr;
+  // The child's stream is made on the current device, which must be the group's.
+  cuda::DeviceGuard guard(comm_->device);
   {
-    cuda::DeviceGuard guard(comm_->device);
     std::lock_guard<std::mutex> lock(comm_->mutex);
     comm_->check_usable(op, where());
     comm_->launch_queued();

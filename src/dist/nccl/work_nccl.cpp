@@ -15,17 +15,6 @@ std::vector<std::shared_ptr<NcclOp>>& orphans() {
   return *list;
 }
 
-// cudaEventQuery without leaving cudaErrorNotReady behind for the next launch check to find.
-bool event_done(cudaEvent_t event) {
-  const cudaError_t status = cudaEventQuery(event);
-  if (status == cudaErrorNotReady) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  TESSERA_CUDA_CHECK(status);
-  return true;
-}
-
 }  // namespace
 
 // ---- NcclOp ----
@@ -38,13 +27,15 @@ NcclOp::~NcclOp() { (void)cudaEventDestroy(done); }
 
 bool NcclOp::test() {
   if (finished) return true;
-  if (!cancelled && (!launched || !event_done(done))) return false;
+  if (!cancelled && (!launched || !cuda::event_completed(done))) return false;
   keep_alive.clear();
   finished = true;
   return true;
 }
 
-bool NcclOp::done_on_device() const { return finished || (launched && event_done(done)); }
+bool NcclOp::done_on_device() const {
+  return finished || (launched && cuda::event_completed(done));
+}
 
 void poll_nccl_orphans() {
   std::lock_guard<std::mutex> lock(g_orphans_mutex);
@@ -179,6 +170,9 @@ void WorkNCCL::launch_if_queued() {
 
 bool WorkNCCL::is_completed() {
   launch_if_queued();
+  // Polled from threads that never chose a device (the DDP reducer's): without the guard the
+  // runtime would open a context on GPU 0 for them.
+  cuda::DeviceGuard guard(comm_->device);
   return op_->test();
 }
 
