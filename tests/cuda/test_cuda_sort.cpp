@@ -37,11 +37,32 @@ TEST_F(CudaTest, SortMatchesTheCpuForEveryDtypeAndShape) {
   Generator gen(11);
   // Few distinct values (many ties), rows along every dim of a 3-d tensor.
   Tensor base = randint(-10, 10, {7, 33, 130}, TensorOptions(kFloat32), &gen);
-  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kInt16, kInt8,
-                      kUInt8, kBool}) {
+  for (DType dtype :
+       {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kInt16, kInt8, kUInt8, kBool}) {
     Tensor x = dtype == kUInt8 ? cast(base + 10.0, dtype) : cast(base, dtype);
     for (int64_t dim : {0, 1, 2})
       for (bool descending : {false, true}) expect_same_order(x, dim, descending);
+  }
+}
+
+TEST_F(CudaTest, SortOfOneLongRowAndOfFullRangeNarrowTypesMatchesTheCpu) {
+  Generator gen(13);
+  // One row (the device-wide sort), with ties: values from 5000 levels.
+  Tensor row = randint(-2500, 2500, {1 << 20}, TensorOptions(kFloat32), &gen);
+  for (bool descending : {false, true}) expect_same_order(row, 0, descending);
+  // Keys sorted on fewer bits: every int8/uint8 value, int16 across its range, 16-bit floats
+  // spanning their exponents (subnormals to the largest) with both signs.
+  Tensor wide = randn({3, 4099}, TensorOptions(kFloat64), &gen);
+  Tensor spread = wide * exp(randn({3, 4099}, TensorOptions(kFloat64), &gen) * 8.0);
+  for (bool descending : {false, true}) {
+    expect_same_order(cast(randint(-128, 128, {3, 4099}, TensorOptions(kInt64), &gen), kInt8), 1,
+                      descending);
+    expect_same_order(cast(randint(0, 256, {3, 4099}, TensorOptions(kInt64), &gen), kUInt8), 1,
+                      descending);
+    expect_same_order(cast(randint(-32768, 32768, {3, 4099}, TensorOptions(kInt64), &gen), kInt16),
+                      1, descending);
+    expect_same_order(cast(spread, kBFloat16), 1, descending);
+    expect_same_order(cast(spread, kFloat16), 1, descending);
   }
 }
 
