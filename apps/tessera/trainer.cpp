@@ -129,6 +129,7 @@ class TrainingRun {
   // Where this rank's checkpoints go: --out, or under model parallelism a folder per rank.
   std::string checkpoint_dir() const;
   void rescale_data_position(io::Checkpoint& checkpoint);
+  void restore(const io::Checkpoint& checkpoint);
   // --warmup-steps, shortened to end before --max-steps.
   int64_t warmup_steps() const { return std::min(o_.warmup_steps, o_.max_steps - 1); }
   double evaluate(int64_t step);
@@ -271,6 +272,8 @@ void TrainingRun::setup_training() {
   TESSERA_CHECK(seq_len_ <= model_->max_seq_len(), ValueError,
                 "[train] expected --seq-len <= ", "the model's context of ", model_->max_seq_len(),
                 ", got ", seq_len_);
+  if (o_.sample_tokens > 0)  // fails now rather than at the end of the run, before its save
+    (void)prompt_ids(*tokenizer_, o_.sample_prompt);
   setup_data(load_corpus(o_, *tokenizer_, seq_len_));
   setup_optimizer();
   model_->set_activation_checkpointing(o_.activation_checkpointing);
@@ -284,7 +287,7 @@ void TrainingRun::setup_training() {
                                               scheduler_.get(), train_loader_.get(), options);
   if (resume_from_) {
     rescale_data_position(*resume_from_);
-    trainer_->restore(*resume_from_);
+    restore(*resume_from_);
     resume_from_.reset();  // drop the mapped checkpoint files
   }
   if (dp_.is_root())
@@ -378,6 +381,20 @@ void TrainingRun::rescale_data_position(io::Checkpoint& checkpoint) {
   checkpoint.data.batch = global / dp_.dp_size;
   bar_->log(str("note: continuing a --dp ", resumed_dp_, " run on ", dp_.dp_size,
                 " ranks at global batch ", global, "; later epochs may end at another batch"));
+}
+
+// Restores the checkpoint, then puts back the hyperparameters the optimizer and scheduler were
+// built with (the run's saved options, with those given on the command line replacing them):
+// the checkpoint's copies would silently override a new --lr, --min-lr or --weight-decay.
+void TrainingRun::restore(const io::Checkpoint& checkpoint) {
+  const std::vector<double> base_lrs = scheduler_->base_lrs();
+  std::vector<optim::Options> built;
+  for (const optim::ParamGroup& g : optimizer_->param_groups()) built.push_back(g.options);
+  trainer_->restore(checkpoint);
+  for (size_t g = 0; g < built.size(); ++g)
+    for (const auto& [key, value] : built[g])
+      if (key != "lr") optimizer_->param_groups()[g].options.insert_or_assign(key, value);
+  scheduler_->set_base_lrs(base_lrs);  // and the restored step's lr from them
 }
 
 std::string TrainingRun::checkpoint_dir() const {
@@ -545,8 +562,8 @@ int TrainingRun::run() {
   if (!stop_reason.empty()) bar_->log(str("stopping at step ", step, ": ", stop_reason));
   // Whatever ended the loop, the run finishes evaluated, sampled and saved.
   if (last_eval != step) evaluate(step);
-  if (last_sample != step) sample(step);
   if (last_save != step) save(step);
+  if (last_sample != step) sample(step);
   bar_->log(fmt("done: step %lld, %.1f s of training, val loss %.4f; outputs in %s",
                 static_cast<long long>(step), seconds_since(start), last_val_loss_, out_.c_str()));
   return 0;

@@ -125,8 +125,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   if (g.dtype() != variable_.dtype()) g = cast(g, variable_.dtype());
   const bool create_graph = GradMode::is_enabled();
   if (!meta.grad) {
-    // Keep the incoming buffer only when nothing else can see it; otherwise own a copy.
-    Tensor stored = create_graph ? g : (is_exclusive_grad(g) ? g : clone(g.detach()));
+    // Keep the incoming buffer only when nothing else can see it; otherwise own a copy (under
+    // create_graph a differentiable one: the incoming gradient may be a broadcast view or be
+    // handed to another leaf too, and a later backward adds into .grad in place).
+    Tensor stored = create_graph ? clone(g) : (is_exclusive_grad(g) ? g : clone(g.detach()));
     meta.grad = stored.impl_ptr();
   } else if (create_graph) {
     meta.grad = add(Tensor(meta.grad), g).impl_ptr();

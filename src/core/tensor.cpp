@@ -19,12 +19,28 @@ Shape contiguous_strides(const Shape& sizes) {
 }
 
 int64_t shape_numel(const Shape& sizes) {
+  for (int64_t s : sizes)
+    TESSERA_CHECK(s >= 0, ValueError, "[shape] expected non-negative sizes, got ", sizes);
   int64_t n = 1;
   for (int64_t s : sizes) {
-    TESSERA_CHECK(s >= 0, ValueError, "[shape] expected non-negative sizes, got ", sizes);
-    n *= s;
+    if (s == 0) return 0;
+    TESSERA_CHECK(!__builtin_mul_overflow(n, s, &n), ValueError,
+                  "[shape] expected fewer than 2^63 elements, got shape ", sizes);
   }
   return n;
+}
+
+int64_t view_extent(const Shape& sizes, const Shape& strides, std::string_view op) {
+  int64_t extent = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return 0;
+    int64_t span = 0;
+    TESSERA_CHECK(!__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) &&
+                      !__builtin_add_overflow(extent, span, &extent),
+                  ValueError, "[", op, "] expected a view of fewer than 2^63 elements, got sizes ",
+                  sizes, " and strides ", strides);
+  }
+  return extent;
 }
 
 TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t offset, DType dtype)
@@ -97,7 +113,8 @@ T Tensor::item() const {
     S v = *static_cast<const S*>(data_ptr());
     if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>)
       return static_cast<T>(static_cast<float>(v));
-    else return static_cast<T>(v);
+    else
+      return static_cast<T>(v);
   });
 }
 template float Tensor::item<float>() const;
@@ -148,9 +165,12 @@ std::string Tensor::str() const {
       int64_t off = strided_offset(sz, strides(), i) * static_cast<int64_t>(element_size());
       dispatch(dtype(), "print", [&]<class T>() {
         T v = *reinterpret_cast<const T*>(base + off);
-        if constexpr (std::is_same_v<T, bool>) os << (v ? "True" : "False");
-        else if constexpr (std::is_integral_v<T>) os << static_cast<int64_t>(v);
-        else os << static_cast<double>(v);
+        if constexpr (std::is_same_v<T, bool>)
+          os << (v ? "True" : "False");
+        else if constexpr (std::is_integral_v<T>)
+          os << static_cast<int64_t>(v);
+        else
+          os << static_cast<double>(v);
       });
       os << std::string(wraps(i + 1), ']');
     }

@@ -138,8 +138,8 @@ const std::vector<RequestOutput>& Engine::step() {
       greedy = greedy && seq.sampling.raw_argmax() && no_logprobs;
       drawn_by_runner = drawn_by_runner && !seq.sampling.penalized() && no_logprobs;
       if (drawn_by_runner)  // never on the CPU: no draws computed there
-        draws_.push_back(RowSampling::of(seq.sampling, seq.seed,
-                                         static_cast<uint64_t>(seq.num_output())));
+        draws_.push_back(
+            RowSampling::of(seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output())));
     }
     batch_.add_sequence(std::span(seq.tokens).subspan(seq.num_computed, s.num_new_tokens),
                         seq.num_computed, seq.blocks, bs, samples);
@@ -174,13 +174,20 @@ const std::vector<RequestOutput>& Engine::step() {
                           all.first(seq.prompt_len), all.subspan(seq.prompt_len));
     }
     seq.tokens.push_back(token);
-    RequestOutput out{
-        seq.id,           {token}, r.text.push(token), FinishReason::None, seq.prompt_len,
-        seq.num_output(), {}};
+    // A stop token ends the text without adding its own (OpenAI's and vLLM's completions leave
+    // out GPT-2's "<|endoftext|>"); its id stays in the token ids.
+    const auto& stop_ids = seq.stopping.stop_token_ids;
+    const bool stop_token = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+    RequestOutput out{seq.id,
+                      {token},
+                      stop_token ? std::string() : r.text.push(token),
+                      FinishReason::None,
+                      seq.prompt_len,
+                      seq.num_output(),
+                      {}};
     if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
       out.logprobs.push_back(token_logprobs(logits.subspan(i * V, V), token, r.logprobs));
-    const auto& stop_ids = seq.stopping.stop_token_ids;
-    if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() || r.text.stopped())
+    if (stop_token || r.text.stopped())
       finish(r, FinishReason::Stop, out);
     else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= context)
       finish(r, FinishReason::Length, out);

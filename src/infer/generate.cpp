@@ -18,7 +18,9 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
   // Unseeded: a seed from the default generator, so manual_seed makes runs repeatable.
   const uint64_t seed = params.sampling.seed.value_or(
       static_cast<uint64_t>(philox(default_generator().seed(), default_generator().reserve(1))[0]));
-  const int64_t capacity = std::min(runner.max_seq_len(), P + params.stopping.max_tokens);
+  // At most the context's room: a huge max_tokens must neither overflow nor reserve memory.
+  const int64_t max_new = std::min(params.stopping.max_tokens, runner.max_seq_len() - P);
+  const int64_t capacity = P + max_new;
 
   StaticKVCache cache(runner.kv_spec(), capacity, runner.device());
   StepBatch batch;
@@ -28,7 +30,7 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
   TextStream text(options.tokenizer, &params.stopping.stop, prompt.back());
   std::vector<float> logits(runner.vocab_size());
   GenerationResult result;
-  result.tokens.reserve(params.stopping.max_tokens);
+  result.tokens.reserve(static_cast<size_t>(max_new));
   const std::vector<int32_t>& stop_ids = params.stopping.stop_token_ids;
 
   // Greedy without penalties, and nobody watching the logits: the runner returns just the argmax
@@ -52,11 +54,12 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
                              result.tokens);
     }
     result.tokens.push_back(token);
-    const std::string delta = text.push(token);
+    // A stop token's own text is left out, as in the Engine.
+    const bool stop_token = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+    const std::string delta = stop_token ? std::string() : text.push(token);
     if (options.on_token && !options.on_token(token, delta)) {
       result.finish_reason = FinishReason::Abort;
-    } else if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() ||
-               text.stopped()) {
+    } else if (stop_token || text.stopped()) {
       result.finish_reason = FinishReason::Stop;
     } else if (static_cast<int64_t>(result.tokens.size()) >= params.stopping.max_tokens ||
                pos + 1 >= runner.max_seq_len()) {

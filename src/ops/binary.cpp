@@ -67,8 +67,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
                BackwardContext& ctx, const TensorList& g) {
              TensorList r(2);
              if (ctx.needs_input_grad(0)) r[0] = reduce_grad(g[0], sa, da);
-             if (ctx.needs_input_grad(1))
-               r[1] = reduce_grad(unit ? g[0] : g[0] * alpha, sb, db);
+             if (ctx.needs_input_grad(1)) r[1] = reduce_grad(unit ? g[0] : g[0] * alpha, sb, db);
              return r;
            });
   }
@@ -84,8 +83,8 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = binary_raw<fn::SubFn>(a, b, dt);
   if (needs_grad({a, b})) {
     record("SubBackward", {a, b}, {out}, {},
-           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](
-               BackwardContext& ctx, const TensorList& g) {
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](BackwardContext& ctx,
+                                                                            const TensorList& g) {
              TensorList r(2);
              if (ctx.needs_input_grad(0)) r[0] = reduce_grad(g[0], sa, da);
              if (ctx.needs_input_grad(1)) r[1] = reduce_grad(neg(g[0]), sb, db);
@@ -101,8 +100,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_raw<fn::MulFn>(a, b, dt);
   if (needs_grad({a, b})) {
     record("MulBackward", {a, b}, {out}, {a, b},
-           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](
-               BackwardContext& ctx, const TensorList& g) {
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](BackwardContext& ctx,
+                                                                            const TensorList& g) {
              TensorList r(2);
              if (ctx.needs_input_grad(0)) r[0] = reduce_grad(g[0] * ctx.saved(1), sa, da);
              if (ctx.needs_input_grad(1)) r[1] = reduce_grad(g[0] * ctx.saved(0), sb, db);
@@ -118,8 +117,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_raw<fn::DivFn>(a, b, dt);
   if (needs_grad({a, b})) {
     record("DivBackward", {a, b}, {out}, {a, b},
-           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](
-               BackwardContext& ctx, const TensorList& g) {
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](BackwardContext& ctx,
+                                                                            const TensorList& g) {
              TensorList r(2);
              Tensor bb = ctx.saved(1);
              if (ctx.needs_input_grad(0)) r[0] = reduce_grad(g[0] / bb, sa, da);
@@ -142,9 +141,8 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
              TensorList r(2);
              Tensor x = ctx.saved(0), p = ctx.saved(1);
              if (ctx.needs_input_grad(0))
-               r[0] = reduce_grad(where(p == zeros_like(p), zeros_like(g[0]),
-                                        g[0] * p * pow(x, p - 1.0)),
-                                  sa, da);
+               r[0] = reduce_grad(
+                   where(p == zeros_like(p), zeros_like(g[0]), g[0] * p * pow(x, p - 1.0)), sa, da);
              if (ctx.needs_input_grad(1)) {
                // d/dp x^p = x^p log x, taken as 0 where x == 0 (the limit for p > 0).
                Tensor lx = log(where(x == zeros_like(x), ones_like(x), x));
@@ -168,8 +166,8 @@ Tensor extremum(const Tensor& a, const Tensor& b, const char* backward_name) {
   Tensor out = binary_raw<Fn>(a, b, dt);
   if (needs_grad({a, b})) {
     record(backward_name, {a, b}, {out}, {a, b, out},
-           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](
-               BackwardContext& ctx, const TensorList& g) {
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](BackwardContext& ctx,
+                                                                            const TensorList& g) {
              Tensor x = ctx.saved(0), y = ctx.saved(1), o = ctx.saved(2);
              Tensor tie = x == y;
              Tensor half = g[0] * 0.5;
@@ -230,12 +228,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   TESSERA_CHECK(cond.dtype() == kBool, TypeError, "[where] expected a bool condition, got ",
                 cond.dtype());
   DType dt = arith_dtype(a, b, "where");
-  Tensor out =
-      run_elementwise<fn::WhereFn>("where", dt, {cond, cast_raw(a, dt), cast_raw(b, dt)});
+  Tensor out = run_elementwise<fn::WhereFn>("where", dt, {cond, cast_raw(a, dt), cast_raw(b, dt)});
   if (needs_grad({a, b})) {
     record("WhereBackward", {cond, a, b}, {out}, {cond},
-           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](
-               BackwardContext& ctx, const TensorList& g) {
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](BackwardContext& ctx,
+                                                                            const TensorList& g) {
              Tensor c = ctx.saved(0);
              Tensor z = zeros_like(g[0]);
              TensorList r(3);
@@ -250,6 +247,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 // ---- in place ----
 
 namespace {
+// other, or a differentiable copy when it shares self's memory: the backward must see other's
+// value from before the write (a.mul_(a) saves the a it multiplied by).
+Tensor unaliased(const Tensor& self, const Tensor& other) {
+  return shares_storage(self, other) ? clone(other) : other;
+}
+
 // Records an in-place binary op on self whose backward is given in terms of (g, saved...).
 template <class Fn>
 Tensor& inplace_binary(Tensor& self, const Tensor& other, const char* op, const char* node,
@@ -267,8 +270,8 @@ Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
   Tensor o = alpha.to_double() == 1.0 ? other : mul(other, wrap_scalar(alpha, other.device()));
   return inplace_binary<fn::AddFn>(
       self, o, "add_", "AddBackward", {},
-      [ss = self.sizes(), so = o.sizes(), ds = self.dtype(), dd = o.dtype()](
-          BackwardContext& ctx, const TensorList& g) {
+      [ss = self.sizes(), so = o.sizes(), ds = self.dtype(), dd = o.dtype()](BackwardContext& ctx,
+                                                                             const TensorList& g) {
         return TensorList{g[0], ctx.needs_input_grad(1) ? reduce_grad(g[0], so, dd) : Tensor()};
       });
 }
@@ -278,37 +281,41 @@ Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
   return add_(self, other, Scalar(-alpha.to_double()));
 }
 
-Tensor& mul_(Tensor& self, const Tensor& other) {
-  TESSERA_OP_SCOPE("mul_", self, other);
+Tensor& mul_(Tensor& self, const Tensor& other_) {
+  TESSERA_OP_SCOPE("mul_", self, other_);
+  const Tensor other = unaliased(self, other_);
   // The gradient for other needs self's value before the write.
   Tensor before = needs_grad({other}) ? self.detach().clone() : Tensor();
-  return inplace_binary<fn::MulFn>(
-      self, other, "mul_", "MulBackward", {other, before},
-      [so = other.sizes(), dd = other.dtype(), ds = self.dtype()](BackwardContext& ctx,
-                                                                 const TensorList& g) {
-        TensorList r(2);
-        if (ctx.needs_input_grad(0)) r[0] = reduce_grad(g[0] * ctx.saved(0), g[0].sizes(), ds);
-        if (ctx.needs_input_grad(1)) r[1] = reduce_grad(g[0] * ctx.saved(1), so, dd);
-        return r;
-      });
+  return inplace_binary<fn::MulFn>(self, other, "mul_", "MulBackward", {other, before},
+                                   [so = other.sizes(), dd = other.dtype(), ds = self.dtype()](
+                                       BackwardContext& ctx, const TensorList& g) {
+                                     TensorList r(2);
+                                     if (ctx.needs_input_grad(0))
+                                       r[0] = reduce_grad(g[0] * ctx.saved(0), g[0].sizes(), ds);
+                                     if (ctx.needs_input_grad(1))
+                                       r[1] = reduce_grad(g[0] * ctx.saved(1), so, dd);
+                                     return r;
+                                   });
 }
 
-Tensor& div_(Tensor& self, const Tensor& other) {
-  TESSERA_OP_SCOPE("div_", self, other);
+Tensor& div_(Tensor& self, const Tensor& other_) {
+  TESSERA_OP_SCOPE("div_", self, other_);
   TESSERA_CHECK(is_floating(self.dtype()), TypeError,
                 "[div_] expected a floating-point tensor to divide in place, got ", self.dtype());
+  const Tensor other = unaliased(self, other_);
   Tensor before = needs_grad({other}) ? self.detach().clone() : Tensor();
-  return inplace_binary<fn::DivFn>(
-      self, other, "div_", "DivBackward", {other, before},
-      [so = other.sizes(), dd = other.dtype(), ds = self.dtype()](BackwardContext& ctx,
-                                                                 const TensorList& g) {
-        TensorList r(2);
-        Tensor b = ctx.saved(0);
-        if (ctx.needs_input_grad(0)) r[0] = reduce_grad(g[0] / b, g[0].sizes(), ds);
-        if (ctx.needs_input_grad(1))
-          r[1] = reduce_grad(neg(g[0]) * ctx.saved(1) / (b * b), so, dd);
-        return r;
-      });
+  return inplace_binary<fn::DivFn>(self, other, "div_", "DivBackward", {other, before},
+                                   [so = other.sizes(), dd = other.dtype(), ds = self.dtype()](
+                                       BackwardContext& ctx, const TensorList& g) {
+                                     TensorList r(2);
+                                     Tensor b = ctx.saved(0);
+                                     if (ctx.needs_input_grad(0))
+                                       r[0] = reduce_grad(g[0] / b, g[0].sizes(), ds);
+                                     if (ctx.needs_input_grad(1))
+                                       r[1] =
+                                           reduce_grad(neg(g[0]) * ctx.saved(1) / (b * b), so, dd);
+                                     return r;
+                                   });
 }
 
 // ---- operators ----

@@ -99,9 +99,12 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking
 Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   TESSERA_OP_SCOPE("copy_", self, src);
   autograd::check_inplace(self, "copy_");
+  check_no_internal_overlap(self, "copy_");
   bool grad = needs_grad({self, src});
   TensorIterator it("copy_");
-  if (self.device() == src.device()) it.add_output(self).add_input(src).build();
+  // A source overlapping the target (a[1:] = a[:-1]) is read from a copy.
+  if (self.device() == src.device())
+    it.add_output(self).add_input(shares_storage(self, src) ? clone(src.detach()) : src).build();
   if (self.device() == src.device())
     call_kernel<copy_kernel>(self.device(), it);
   else

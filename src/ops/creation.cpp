@@ -39,16 +39,16 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opt
   TESSERA_OP_SCOPE("empty_strided");
   TESSERA_CHECK(shape.size() == strides.size(), ValueError,
                 "[empty_strided] expected as many strides as sizes, got ", shape, " and ", strides);
-  int64_t extent = 1;  // 1 + largest reachable element index
-  bool nonempty = true;
-  for (size_t i = 0; i < shape.size(); ++i) {
+  for (size_t i = 0; i < shape.size(); ++i)
     TESSERA_CHECK(shape[i] >= 0 && strides[i] >= 0, ValueError,
                   "[empty] expected non-negative sizes and strides, got ", shape, " and ", strides);
-    if (shape[i] == 0) nonempty = false;
-    extent += (shape[i] - 1) * strides[i];
-  }
-  size_t nbytes = nonempty ? static_cast<size_t>(extent) * itemsize(options.dtype) : 0;
-  auto storage = std::make_shared<StorageImpl>(nbytes, options.device, allocator_for(options));
+  const int64_t extent = view_extent(shape, strides, "empty");
+  int64_t nbytes = 0;
+  TESSERA_CHECK(
+      !__builtin_mul_overflow(extent, static_cast<int64_t>(itemsize(options.dtype)), &nbytes),
+      ValueError, "[empty] expected fewer than 2^63 bytes, got shape ", shape);
+  auto storage = std::make_shared<StorageImpl>(static_cast<size_t>(nbytes), options.device,
+                                               allocator_for(options));
   auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, strides, 0, options.dtype);
   impl->is_inference = autograd::InferenceMode::is_enabled();
   return finish(Tensor(std::move(impl)), options);

@@ -2,6 +2,14 @@
 
 namespace tessera::detail {
 
+void check_no_internal_overlap(const Tensor& self, std::string_view op) {
+  for (int64_t d = 0; d < self.dim(); ++d)
+    TESSERA_CHECK(self.stride(d) != 0 || self.size(d) <= 1, RuntimeError, "[", op,
+                  "] expected an in-place target whose elements have memory of their own, got a "
+                  "broadcast view (stride 0 on dim ",
+                  d, " of shape ", self.sizes(), "); clone() it first");
+}
+
 Tensor cast_raw(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = empty(x.sizes(), TensorOptions(dtype).with_device(x.device()));

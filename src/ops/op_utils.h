@@ -36,15 +36,28 @@ Tensor run_elementwise(std::string_view op, DType out_dtype, std::initializer_li
   return out;
 }
 
-// Writes Fn(self, other) into self (other broadcast to self's shape, cast to its dtype).
+// Whether a and b are views of one storage.
+inline bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.impl()->storage().get() == b.impl()->storage().get();
+}
+
+// RuntimeError when an element of the in-place target self is memory another element also
+// uses (a broadcast dim of stride 0): the result would depend on the write order
+// (torch's assert_no_internal_overlap).
+void check_no_internal_overlap(const Tensor& self, std::string_view op);
+
+// Writes Fn(self, other) into self (other broadcast to self's shape, cast to its dtype). An
+// other sharing self's memory is read from a copy, so the writes never feed the reads.
 template <class Fn>
 void run_elementwise_inplace(std::string_view op, const Tensor& self, const Tensor& other) {
   DType common = result_type(self, other);
   TESSERA_CHECK(common == self.dtype() || !(is_floating(common) && !is_floating(self.dtype())),
                 TypeError, "[", op, "] expected a result castable to ", self.dtype(),
                 ", got result type ", common);
+  check_no_internal_overlap(self, op);
+  const Tensor source = shares_storage(self, other) ? clone(other.detach()) : other;
   TensorIterator it(op);
-  it.add_output(self).add_input(self).add_input(cast_raw(other, self.dtype())).build();
+  it.add_output(self).add_input(self).add_input(cast_raw(source, self.dtype())).build();
   call_kernel<ElementwiseKernel<Fn>>(self.device(), it);
 }
 

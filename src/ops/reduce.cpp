@@ -57,9 +57,12 @@ ReducePlan plan(const Tensor& x, const Shape& dims, std::string_view op) {
     p.in = x.detach();
     for (int64_t d = 0; d < x.dim(); ++d) {
       int64_t s = x.sizes()[d];
-      if (d < p.dims.front()) p.outer *= s;
-      else if (d > p.dims.back()) p.inner *= s;
-      else p.n *= s;
+      if (d < p.dims.front())
+        p.outer *= s;
+      else if (d > p.dims.back())
+        p.inner *= s;
+      else
+        p.n *= s;
     }
     return p;
   }
@@ -107,8 +110,8 @@ Tensor sum(const Tensor& x_, const Shape& dims, bool keepdim, std::optional<DTyp
 Tensor mean(const Tensor& x_, const Shape& dims, bool keepdim) {
   TESSERA_OP_SCOPE("mean", x_);
   const Tensor& x = op_scope.arg(0);
-  TESSERA_CHECK(is_floating(x.dtype()), TypeError,
-                "[mean] expected a floating-point tensor, got ", x.dtype());
+  TESSERA_CHECK(is_floating(x.dtype()), TypeError, "[mean] expected a floating-point tensor, got ",
+                x.dtype());
   ReducePlan p = plan(x, dims, "mean");
   return sum(x, dims, keepdim) / static_cast<double>(p.n);
 }
@@ -121,7 +124,7 @@ Tensor prod(const Tensor& x_, const Shape& dims, bool keepdim) {
   if (needs_grad({x})) {
     record("ProdBackward", {x}, {out}, {x},
            [keep = p.keep_shape, d = p.dims, in = x.sizes()](BackwardContext& ctx,
-                                                            const TensorList& g) {
+                                                             const TensorList& g) {
              Tensor xs = ctx.saved(0);
              Tensor zero = xs == zeros_like(xs);
              // Product of the other elements: out / x where x != 0; for a zero, the product
@@ -141,14 +144,16 @@ namespace {
 // amax/amin: the gradient is shared evenly between tied extremes.
 template <class Reducer>
 Tensor extreme(const Tensor& x, const Shape& dims, bool keepdim, const char* node) {
-  TESSERA_CHECK(x.numel() > 0, ValueError, "[", Reducer::name,
-                "] expected a non-empty tensor, got shape ", x.sizes());
   ReducePlan p = plan(x, dims, Reducer::name);
+  // As torch: an empty result is fine (other dims empty), an empty reduced dim is not.
+  TESSERA_CHECK(x.numel() > 0 || p.outer * p.inner == 0, ValueError, "[", Reducer::name,
+                "] expected a non-empty dim to reduce, got shape ", x.sizes());
+  if (x.numel() == 0) return empty(keepdim ? p.keep_shape : p.out_shape, options_of(x));
   Tensor out = run_reduce<Reducer>(p, x.dtype(), keepdim);
   if (needs_grad({x})) {
     record(node, {x}, {out}, {x, out},
            [keep = p.keep_shape, d = p.dims, in = x.sizes()](BackwardContext& ctx,
-                                                            const TensorList& g) {
+                                                             const TensorList& g) {
              Tensor xs = ctx.saved(0);
              Tensor hit = cast(xs == reshape(ctx.saved(1), keep), xs.dtype());
              return TensorList{expand_grad(g[0], keep, in) * hit / sum(hit, d, true)};
@@ -160,24 +165,26 @@ Tensor extreme(const Tensor& x, const Shape& dims, bool keepdim, const char* nod
 // (values, indices) of the extreme along dim.
 std::tuple<Tensor, Tensor> extreme_along(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
   const char* op = is_max ? "max" : "min";
-  TESSERA_CHECK(x.numel() > 0, ValueError, "[", op, "] expected a non-empty tensor, got shape ",
-                x.sizes());
   ReducePlan p = plan(x, {dim}, op);
+  TESSERA_CHECK(x.numel() > 0 || p.outer * p.inner == 0, ValueError, "[", op,
+                "] expected a non-empty dim to reduce, got shape ", x.sizes());
   Shape shape = keepdim ? p.keep_shape : p.out_shape;
   Tensor values = empty(shape, TensorOptions(x.dtype()).with_device(x.device()));
   Tensor indices = empty(shape, TensorOptions(kInt64).with_device(x.device()));
+  if (x.numel() == 0) return {values, indices};
   call_kernel<argreduce_kernel>(x.device(), values, indices, p.in, p.outer, p.n, p.inner, is_max);
   if (needs_grad({x})) {
     int64_t d = p.dims.empty() ? 0 : p.dims[0];
-    record(is_max ? "MaxBackward" : "MinBackward", {x}, {values, indices}, {indices},
-           [keep = p.keep_shape, in = x.sizes(), d](BackwardContext& ctx, const TensorList& g) {
-             Tensor idx = reshape(ctx.saved(0), keep);
-             Shape pos_shape(in.size(), 1);
-             if (!in.empty()) pos_shape[d] = in[d];
-             Tensor pos = reshape(arange(in.empty() ? 1 : in[d]).to(idx.device()), pos_shape);
-             Tensor hit = pos == idx;
-             return TensorList{where(hit, expand_grad(g[0], keep, in), zeros({}, options_of(g[0])))};
-           });
+    record(
+        is_max ? "MaxBackward" : "MinBackward", {x}, {values, indices}, {indices},
+        [keep = p.keep_shape, in = x.sizes(), d](BackwardContext& ctx, const TensorList& g) {
+          Tensor idx = reshape(ctx.saved(0), keep);
+          Shape pos_shape(in.size(), 1);
+          if (!in.empty()) pos_shape[d] = in[d];
+          Tensor pos = reshape(arange(in.empty() ? 1 : in[d]).to(idx.device()), pos_shape);
+          Tensor hit = pos == idx;
+          return TensorList{where(hit, expand_grad(g[0], keep, in), zeros({}, options_of(g[0])))};
+        });
   }
   return {values, indices};
 }
@@ -287,9 +294,10 @@ Tensor cumsum(const Tensor& x_, int64_t dim) {
   }
   if (needs_grad({x})) {
     record("CumsumBackward", {x}, {out}, {}, [d](BackwardContext&, const TensorList& g) {
-      // Reverse cumulative sum: total - prefix + self.
+      // Reverse cumulative sum, summed from the end (total - prefix + self cancels: a large
+      // early gradient would swamp the small later ones).
       if (g[0].dim() == 0) return TensorList{g[0]};
-      return TensorList{sum(g[0], {d}, true) - cumsum(g[0], d) + g[0]};
+      return TensorList{flip(cumsum(flip(g[0], {d}), d), {d})};
     });
   }
   return out;
@@ -298,14 +306,20 @@ Tensor cumsum(const Tensor& x_, int64_t dim) {
 Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
   TESSERA_OP_SCOPE("all", x);
   Tensor b = x.dtype() == kBool ? x : ne(x, zeros({}, options_of(x)));
-  if (b.numel() == 0) return full(plan(b, dims, "all").out_shape, true, options_of(b));
+  if (b.numel() == 0) {
+    const auto p = plan(b, dims, "all");
+    return full(keepdim ? p.keep_shape : p.out_shape, true, options_of(b));
+  }
   return run_reduce<fn::MinReducer>(plan(b, dims, "all"), kBool, keepdim);
 }
 
 Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
   TESSERA_OP_SCOPE("any", x);
   Tensor b = x.dtype() == kBool ? x : ne(x, zeros({}, options_of(x)));
-  if (b.numel() == 0) return full(plan(b, dims, "any").out_shape, false, options_of(b));
+  if (b.numel() == 0) {
+    const auto p = plan(b, dims, "any");
+    return full(keepdim ? p.keep_shape : p.out_shape, false, options_of(b));
+  }
   return run_reduce<fn::MaxReducer>(plan(b, dims, "any"), kBool, keepdim);
 }
 
@@ -317,8 +331,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
                 " dims, got ", shape);
   Shape dims;
   for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d < lead) dims.push_back(d);
-    else if (shape[d - lead] == 1 && x.sizes()[d] != 1) dims.push_back(d);
+    if (d < lead)
+      dims.push_back(d);
+    else if (shape[d - lead] == 1 && x.sizes()[d] != 1)
+      dims.push_back(d);
     else
       TESSERA_CHECK(shape[d - lead] == x.sizes()[d], ValueError, "[sum_to] expected shape ",
                     x.sizes(), " to reduce to ", shape);
@@ -332,7 +348,9 @@ Tensor Tensor::sum(const Shape& d, bool k) const { return tessera::sum(*this, d,
 Tensor Tensor::mean(const Shape& d, bool k) const { return tessera::mean(*this, d, k); }
 Tensor Tensor::max() const { return tessera::max(*this); }
 Tensor Tensor::min() const { return tessera::min(*this); }
-Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const { return tessera::argmax(*this, d, k); }
+Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const {
+  return tessera::argmax(*this, d, k);
+}
 
 // Sums, products and statistics compute in float32 under autocast (max/min/arg* need not).
 TESSERA_REGISTER_OPS({"sum", "reduction", kAllTypes, true, CastPolicy::kFloat32},

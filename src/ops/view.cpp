@@ -57,7 +57,8 @@ Tensor view_backward_scatter(const Tensor& src, const Shape& shape,
 namespace {
 
 // Strides for viewing (sizes, strides) as new_sizes without copying, if possible.
-std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_sizes) {
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
+                                  const Shape& new_sizes) {
   if (sizes.empty() || shape_numel(sizes) == 0) return contiguous_strides(new_sizes);
   Shape out(new_sizes.size());
   int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
@@ -97,8 +98,8 @@ Shape infer_shape(const Shape& shape, int64_t numel, std::string_view op) {
     }
   }
   if (infer >= 0) {
-    TESSERA_CHECK(known != 0 && numel % known == 0, ValueError, "[", op, "] expected shape ",
-                  shape, " to fit ", numel, " elements");
+    TESSERA_CHECK(known != 0 && numel % known == 0, ValueError, "[", op, "] expected shape ", shape,
+                  " to fit ", numel, " elements");
     out[infer] = numel / known;
   }
   TESSERA_CHECK(shape_numel(out) == numel, ValueError, "[", op, "] expected a shape with ", numel,
@@ -192,8 +193,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   TESSERA_CHECK(x.dim() > 0, IndexError, "[select] expected a tensor with at least 1 dim, got 0-d");
   int64_t d = wrap_dim(dim, x.dim(), "select");
   int64_t size = x.sizes()[d];
-  TESSERA_CHECK(index >= -size && index < size, IndexError, "[select] expected index in [",
-                -size, ", ", size - 1, "] for dim ", d, ", got ", index);
+  TESSERA_CHECK(index >= -size && index < size, IndexError, "[select] expected index in [", -size,
+                ", ", size - 1, "] for dim ", d, ", got ", index);
   if (index < 0) index += size;
   Shape sizes = x.sizes(), strides = x.strides();
   int64_t offset = x.storage_offset() + index * strides[d];
@@ -289,17 +290,16 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
   TESSERA_CHECK(sizes.size() == strides.size(), ValueError,
                 "[as_strided] expected as many strides as sizes, got ", sizes, " and ", strides);
   int64_t offset = storage_offset.value_or(x.storage_offset());
-  int64_t last = offset;
-  for (size_t i = 0; i < sizes.size(); ++i) {
+  for (size_t i = 0; i < sizes.size(); ++i)
     TESSERA_CHECK(sizes[i] >= 0 && strides[i] >= 0, ValueError,
                   "[as_strided] expected non-negative sizes and strides, got ", sizes, " and ",
                   strides);
-    if (sizes[i] > 0) last += (sizes[i] - 1) * strides[i];
-  }
+  const int64_t extent = view_extent(sizes, strides, "as_strided");
   int64_t capacity = static_cast<int64_t>(x.impl()->storage()->nbytes() / x.element_size());
-  TESSERA_CHECK(offset >= 0 && (shape_numel(sizes) == 0 || last < capacity), IndexError,
+  // offset + extent <= capacity, compared without overflowing.
+  TESSERA_CHECK(offset >= 0 && (extent == 0 || extent <= capacity - offset), IndexError,
                 "[as_strided] expected a view inside the storage of ", capacity,
-                " elements, got one reaching element ", last);
+                " elements, got one spanning ", extent, " elements from offset ", offset);
   // The gradient maps through the same geometry relative to a contiguous input.
   Shape in = x.sizes();
   int64_t rel = offset - x.storage_offset();
@@ -331,7 +331,9 @@ Tensor Tensor::mT() const {
   TESSERA_CHECK(dim() >= 2, ValueError, "[mT] expected at least 2 dims, got ", dim());
   return tessera::transpose(*this, -2, -1);
 }
-Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return tessera::narrow(*this, d, s, l); }
+Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const {
+  return tessera::narrow(*this, d, s, l);
+}
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> s, std::optional<int64_t> e,
                      int64_t step) const {
   return tessera::slice(*this, d, s, e, step);
@@ -351,11 +353,11 @@ Tensor Tensor::clone() const { return tessera::clone(*this); }
 Tensor Tensor::to(DType d) const { return cast(*this, d); }
 
 TESSERA_REGISTER_OPS({"view", "view", kAllTypes, true}, {"reshape", "view", kAllTypes, true},
-                    {"permute", "view", kAllTypes, true}, {"transpose", "view", kAllTypes, true},
-                    {"narrow", "view", kAllTypes, true}, {"slice", "view", kAllTypes, true},
-                    {"select", "view", kAllTypes, true}, {"expand", "view", kAllTypes, true},
-                    {"squeeze", "view", kAllTypes, true}, {"unsqueeze", "view", kAllTypes, true},
-                    {"flatten", "view", kAllTypes, true}, {"unflatten", "view", kAllTypes, true},
-                    {"as_strided", "view", kAllTypes, true});
+                     {"permute", "view", kAllTypes, true}, {"transpose", "view", kAllTypes, true},
+                     {"narrow", "view", kAllTypes, true}, {"slice", "view", kAllTypes, true},
+                     {"select", "view", kAllTypes, true}, {"expand", "view", kAllTypes, true},
+                     {"squeeze", "view", kAllTypes, true}, {"unsqueeze", "view", kAllTypes, true},
+                     {"flatten", "view", kAllTypes, true}, {"unflatten", "view", kAllTypes, true},
+                     {"as_strided", "view", kAllTypes, true});
 
 }  // namespace tessera

@@ -30,6 +30,14 @@ void LRScheduler::step() {
   apply();
 }
 
+void LRScheduler::set_base_lrs(std::vector<double> base_lrs) {
+  TESSERA_CHECK(base_lrs.size() == base_lrs_.size(), ValueError,
+                "[LRScheduler.set_base_lrs] expected ", base_lrs_.size(),
+                " base lrs (one per param group), got ", base_lrs.size());
+  base_lrs_ = std::move(base_lrs);
+  apply();
+}
+
 StateDict LRScheduler::state_dict() const {
   StateDict out;
   out.scalars.insert("last_step", static_cast<double>(last_step_));

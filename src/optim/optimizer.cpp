@@ -17,6 +17,7 @@ bool parse_indexed_key(const std::string& key, std::string_view prefix, int64_t&
   if (key.rfind(prefix, 0) != 0) return false;
   const char* begin = key.data() + prefix.size();
   const char* end = key.data() + key.size();
+  if (begin == end || *begin == '-') return false;  // from_chars takes a sign; indices have none
   auto [ptr, ec] = std::from_chars(begin, end, index);
   if (ec != std::errc() || ptr == begin || ptr == end || *ptr != '.') return false;
   rest.assign(ptr + 1, end);

@@ -110,7 +110,9 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   state.prompt_tokens = static_cast<int64_t>(r.prompt.size());
   state.choices.resize(choices);
   for (size_t c = 0; c < choices; ++c) state.choices[c].index = static_cast<int64_t>(c);
-  std::vector<ChoiceProgress> progress(choices);
+  // The first token's text depends on the prompt's last one (a leading space after BOS).
+  std::vector<ChoiceProgress> progress(
+      choices, ChoiceProgress{.last_token = r.prompt.empty() ? -1 : r.prompt.back()});
 
   if (!r.stream) {
     // Each choice ends with exactly one finishing output (the engine's or a shutdown's Abort).

@@ -193,6 +193,29 @@ def resume_matches_uninterrupted(ctx):
     check(metrics(part)[-1]["step"] == 22, "did not continue to step 22")
 
 
+def resume_takes_new_hyperparameters(ctx):
+    # --lr/--min-lr/--weight-decay given with --resume replace the checkpoint's, as the log says.
+    args = ["--max-steps", 4, "--eval-every", 0, "--sample-tokens", 0, "--warmup-steps", 0,
+            "--lr", 1e-3, "--min-lr", 1e-3]
+    ctx.train("base", *args)
+    for name, extra in [("decay0", ["--weight-decay", 0]), ("decay5", ["--weight-decay", 5])]:
+        shutil.copytree(ctx.path("base"), ctx.path(name))
+        ctx.run("train", "--resume", "--out", ctx.path(name), "--threads", 1, "--max-steps", 6,
+                "--lr", 5e-2, "--min-lr", 5e-2, *extra)
+        lrs = [lr for step, lr in losses(metrics(ctx.path(name)), "lr") if step > 4]
+        check(lrs == [5e-2, 5e-2], f"resumed lrs {lrs}, expected the new constant 0.05")
+    a = losses(metrics(ctx.path("decay0")), "train_loss")[-1]
+    b = losses(metrics(ctx.path("decay5")), "train_loss")[-1]
+    check(a != b, f"--weight-decay 0 and 5 on resume gave the same loss {a}: it was ignored")
+
+
+def bad_sample_prompt_fails_before_training(ctx):
+    _, stderr = ctx.train("run", "--max-steps", 3, "--sample-prompt", "\u65e5\u672c", ok=False)
+    check("expected characters of the vocabulary" in stderr, stderr)
+    check(not os.path.exists(os.path.join(ctx.path("run"), "metrics.jsonl")),
+          "trained before refusing the prompt")
+
+
 def sigkill_resume_matches_uninterrupted(ctx):
     # A run killed with SIGKILL mid-training and resumed from its newest checkpoint repeats the
     # losses of an uninterrupted run.
@@ -394,7 +417,8 @@ def init_from_continues(ctx):
 
 SCENARIOS = {f.__name__: f for f in [
     train_loss_falls, bfloat16_and_llama_train, profile_and_checkpointing,
-    resume_matches_uninterrupted,
+    resume_matches_uninterrupted, resume_takes_new_hyperparameters,
+    bad_sample_prompt_fails_before_training,
     generate_is_deterministic, generate_stories260k, generate_fills_the_context,
     time_limit_stops_and_saves,
     bad_arguments_fail_clearly, init_from_continues, interrupt_stops_and_saves,

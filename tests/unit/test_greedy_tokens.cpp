@@ -6,6 +6,7 @@
 // logprobs.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <vector>
@@ -169,6 +170,17 @@ TEST(GreedyTokens, GenerateMatchesTheHostSampler) {
     ASSERT_EQ(r.tokens.size(), 40u);
     EXPECT_EQ(r.tokens, host_sampled(runner, prompt, params(40))) << model->type_name();
   }
+}
+
+TEST(GreedyTokens, GenerateWithAHugeMaxTokensFillsTheContext) {
+  // Neither P + max_tokens overflowing nor reserving max_tokens ids: the context bounds both.
+  auto model = small_gpt2();
+  infer::ModelRunner runner(*model);
+  const std::vector<int32_t> prompt = prompt_of(6, runner.vocab_size(), 8);
+  const infer::GenerationResult r =
+      infer::generate(runner, prompt, params(std::numeric_limits<int64_t>::max()));
+  EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), runner.max_seq_len() - 6);
+  EXPECT_EQ(r.finish_reason, infer::FinishReason::Length);
 }
 
 }  // namespace

@@ -272,6 +272,7 @@ TEST(Engine, StopsOnTokensStringsAndLength) {
   const size_t first = std::find(tokens.begin(), tokens.end(), tokens[7]) - tokens.begin();
   EXPECT_EQ(counts[a], static_cast<int64_t>(first + 1)) << "the stop token is the last token";
   EXPECT_EQ(reasons[a], infer::FinishReason::Stop);
+  EXPECT_EQ(texts[a], text.substr(0, first)) << "the stop token's own text is left out";
   const size_t at = text.find(text.substr(10, 3));
   EXPECT_EQ(texts[b], text.substr(0, at)) << "text before the stop string, never the string";
   EXPECT_EQ(reasons[b], infer::FinishReason::Stop);

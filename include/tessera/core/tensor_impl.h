@@ -1,4 +1,5 @@
 #pragma once
+#include <string_view>
 // The object behind a Tensor handle: a strided view (sizes, strides, offset) of a Storage, plus
 // autograd metadata for tensors that take part in differentiation.
 #include <cstdint>
@@ -78,7 +79,10 @@ class TensorImpl {
 
 // Contiguous (row-major) strides for sizes.
 Shape contiguous_strides(const Shape& sizes);
-// Product of sizes; throws ValueError on negative sizes.
+// Product of sizes; throws ValueError on negative sizes or a product past int64.
 int64_t shape_numel(const Shape& sizes);
+// 1 + the largest element index a view of sizes and strides (non-negative) reaches, 0 when it is
+// empty; ValueError naming op when that passes int64.
+int64_t view_extent(const Shape& sizes, const Shape& strides, std::string_view op);
 
 }  // namespace tessera

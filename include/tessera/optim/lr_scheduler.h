@@ -25,6 +25,8 @@ class LRScheduler {
   // The lrs written by the last step (one per group).
   const std::vector<double>& last_lr() const { return last_lr_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
+  // Replaces the base lrs (torch's scheduler.base_lrs = ...) and applies the current step's lr.
+  void set_base_lrs(std::vector<double> base_lrs);
   // Scalars "last_step" and "base_lrs.<g>".
   StateDict state_dict() const;
   // Restores them and rewrites the groups' lrs for last_step.
