@@ -176,8 +176,7 @@ const std::vector<RequestOutput>& Engine::step() {
     seq.tokens.push_back(token);
     // A stop token ends the text without adding its own (OpenAI's and vLLM's completions leave
     // out GPT-2's "<|endoftext|>"); its id stays in the token ids.
-    const auto& stop_ids = seq.stopping.stop_token_ids;
-    const bool stop_token = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+    const bool stop_token = seq.stopping.is_stop_token(token);
     RequestOutput out{seq.id,
                       {token},
                       stop_token ? std::string() : r.text.push(token),

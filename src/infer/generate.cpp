@@ -31,7 +31,6 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
   std::vector<float> logits(runner.vocab_size());
   GenerationResult result;
   result.tokens.reserve(static_cast<size_t>(max_new));
-  const std::vector<int32_t>& stop_ids = params.stopping.stop_token_ids;
 
   // Greedy without penalties, and nobody watching the logits: the runner returns just the argmax
   // (on a device, the logits never leave it). On a device, unpenalized sampling is drawn there.
@@ -55,7 +54,7 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
     }
     result.tokens.push_back(token);
     // A stop token's own text is left out, as in the Engine.
-    const bool stop_token = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+    const bool stop_token = params.stopping.is_stop_token(token);
     const std::string delta = stop_token ? std::string() : text.push(token);
     if (options.on_token && !options.on_token(token, delta)) {
       result.finish_reason = FinishReason::Abort;

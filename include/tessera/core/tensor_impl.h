@@ -1,11 +1,11 @@
 #pragma once
-#include <string_view>
 // The object behind a Tensor handle: a strided view (sizes, strides, offset) of a Storage, plus
 // autograd metadata for tensors that take part in differentiation.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/core/dtype.h"

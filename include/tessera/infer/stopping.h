@@ -4,6 +4,7 @@
 // turn into a stop string is held back until it cannot, so streamed text never includes the
 // stop string (OpenAI's semantics: the stop sequence is not returned); so is a UTF-8 character
 // whose bytes have not all arrived, so deltas split text only between characters.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,8 +17,11 @@ namespace tessera::infer {
 
 struct StoppingCriteria {
   int64_t max_tokens = 16;              // new tokens at most (>= 1)
-  std::vector<int32_t> stop_token_ids;  // e.g. EOS; the stop token is kept in the output ids
+  std::vector<int32_t> stop_token_ids;  // e.g. EOS; kept in the output ids, its text left out
   std::vector<std::string> stop;        // stop strings (need a tokenizer), excluded from text
+  bool is_stop_token(int32_t token) const {
+    return std::find(stop_token_ids.begin(), stop_token_ids.end(), token) != stop_token_ids.end();
+  }
   // ValueError "[StoppingCriteria] expected ...".
   void validate() const;
 };
