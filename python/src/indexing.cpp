@@ -207,7 +207,7 @@ Tensor getitem(const Tensor& t, py::handle key) {
 }
 
 // t[key] = value writing through views: fill/copy a basic view, or scatter the advanced rows
-// and copy them back into the view.
+// and copy them back into the view. Autograd follows the writes into t's history (CopySlices).
 void assign_in_place(const Tensor& t, py::handle key, const std::optional<Scalar>& scalar,
                      const Tensor& src) {
   Indexed ix = apply_basic(t, key);
@@ -242,23 +242,6 @@ void assign_in_place(const Tensor& t, py::handle key, const std::optional<Scalar
   copy_(target, reshape(updated, target.sizes()));
 }
 
-// t[key] = value as one out-of-place scatter into t's elements, copied into t: autograd sees a
-// scatter (gradients reach t's other elements and the value) and one in-place copy into t.
-void assign_recorded(Tensor& t, py::handle key, const std::optional<Scalar>& scalar,
-                     const Tensor& src) {
-  Tensor positions;
-  {
-    autograd::NoGradGuard ng;
-    positions = getitem(arange(t.numel()).to(t.device()).reshape(t.sizes()), key);
-  }
-  Tensor flat_positions = reshape(positions, {-1}).contiguous();
-  Tensor values =
-      scalar ? full(positions.sizes(), *scalar, TensorOptions(t.dtype()).with_device(t.device()))
-             : expand(cast(src, t.dtype()), positions.sizes());
-  Tensor updated = scatter(reshape(t, {-1}), 0, flat_positions, reshape(values, {-1}));
-  copy_(t, reshape(updated, t.sizes()));
-}
-
 void setitem(Tensor& t, py::handle key, py::handle value) {
   std::optional<Scalar> scalar;
   Tensor src;
@@ -267,12 +250,7 @@ void setitem(Tensor& t, py::handle key, py::handle value) {
     scalar = pybind11::detail::cast_op<Scalar&>(sc);
   else
     src = to_tensor(value);
-  const bool record = autograd::GradMode::is_enabled() &&
-                      (t.requires_grad() || (src.defined() && src.requires_grad()));
-  if (record)
-    assign_recorded(t, key, scalar, src);
-  else
-    assign_in_place(t, key, scalar, src);
+  assign_in_place(t, key, scalar, src);
 }
 
 }  // namespace

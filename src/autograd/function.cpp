@@ -1,6 +1,7 @@
 #include "tessera/autograd/function.h"
 
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/autograd/view_tracking.h"
 #include "tessera/ops/creation.h"
 
 namespace tessera::autograd {
@@ -68,35 +69,50 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
 std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
                                      const TensorList& outputs, const TensorList& saved,
                                      BackwardFn backward, RecordOptions options) {
-  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward), options.is_view);
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward));
   for (const Tensor& in : inputs) {
     Edge e = gradient_edge(in);
     // Integer inputs (indices) never receive gradients.
     if (e.valid() && !in.is_floating_point()) e = {};
     node->add_next_edge(std::move(e));
   }
+  // An in-place op records its target as both the first input and the only output.
+  const bool inplace = outputs.size() == 1 && !inputs.empty() && inputs[0].defined() &&
+                       outputs[0].impl() == inputs[0].impl();
+  const bool inplace_on_view = inplace && is_tracked_view(outputs[0]);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     node->add_output_meta({out.sizes(), out.dtype(), out.device()});
-    if (!out.is_floating_point()) continue;
+    if (!out.is_floating_point() || inplace_on_view) continue;
     AutogradMeta& meta = out.impl()->ensure_autograd_meta();
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
     meta.requires_grad = false;
+    // Outputs of other ops that happen to alias memory are not views for autograd.
+    if (!options.is_view) meta.view_base.reset();
   }
   node->saved().reserve(saved.size());
-  for (const Tensor& s : saved) node->saved().emplace_back(s, node.get());
+  for (const Tensor& s : saved) {
+    // The view's history will run through the base's and so through this node: saving the view
+    // itself would be a reference cycle.
+    TESSERA_ASSERT(!inplace_on_view || !s.defined() || s.impl() != outputs[0].impl(), node->name(),
+                   " saves the view it writes in place");
+    node->saved().emplace_back(s, node.get());
+  }
+  if (inplace_on_view && outputs[0].is_floating_point()) record_inplace_on_view(outputs[0], node);
   return node;
 }
 
 void check_inplace(const Tensor& self, std::string_view op) {
-  if (GradMode::is_enabled() && self.requires_grad()) {
-    TESSERA_CHECK(!self.is_leaf(), RuntimeError, "[", op,
+  if (GradMode::is_enabled()) {
+    TESSERA_CHECK(!self.requires_grad() || !self.is_leaf(), RuntimeError, "[", op,
                   "] expected no in-place change to a leaf tensor that requires grad, got one; "
                   "use no_grad() or work on a clone");
-    TESSERA_CHECK(!self.grad_fn()->is_view(), NotImplementedError, "[", op,
-                  "] expected an in-place target that is not a view of a tensor in the graph, "
-                  "got a view (from ", self.grad_fn()->name(), "); clone() it first");
+    const Tensor base = view_base(self);
+    TESSERA_CHECK(!base.defined() || !base.requires_grad() || !base.is_leaf(), RuntimeError, "[",
+                  op,
+                  "] expected no in-place change to a view of a leaf tensor that requires grad, "
+                  "got one; use no_grad() or work on a clone");
   }
   self.bump_version();
 }

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/autograd/view_tracking.h"
 #include "tessera/ops/elementwise.h"
 
 namespace tessera::autograd {
@@ -58,7 +59,7 @@ SavedVariable::SavedVariable(const Tensor& t, const Node* owner) {
     weak_grad_fn_ = t.grad_fn();
     data_ = t.detach();
   } else {
-    data_ = t;
+    data_ = untracked_alias(t);
   }
 }
 
@@ -150,10 +151,9 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return {};
-  AutogradMeta* meta = t.impl()->autograd_meta();
-  if (!meta) return {};
-  if (meta->grad_fn) return {meta->grad_fn, meta->output_nr};
-  if (meta->requires_grad) return {grad_accumulator(t), 0};
+  if (const auto& fn = t.grad_fn()) return {fn, t.output_nr()};
+  const AutogradMeta* meta = t.impl()->autograd_meta();
+  if (meta && meta->requires_grad) return {grad_accumulator(t), 0};
   return {};
 }
 

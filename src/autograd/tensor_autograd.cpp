@@ -2,12 +2,22 @@
 #include "tessera/autograd/engine.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/autograd/node.h"
+#include "tessera/autograd/view_tracking.h"
 #include "tessera/core/tensor.h"
 
 namespace tessera {
 
+namespace {
+// The tensor's autograd metadata, with a view's grad_fn brought up to date first.
+AutogradMeta* fresh_meta(const TensorImpl* impl) {
+  AutogradMeta* m = impl->autograd_meta();
+  if (m && m->view_base) autograd::refresh_view_grad_fn(*impl);
+  return m;
+}
+}  // namespace
+
 bool Tensor::requires_grad() const {
-  const AutogradMeta* m = checked()->autograd_meta();
+  const AutogradMeta* m = fresh_meta(checked());
   return m && (m->requires_grad || m->grad_fn);
 }
 
@@ -22,7 +32,7 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
 }
 
 bool Tensor::is_leaf() const {
-  const AutogradMeta* m = checked()->autograd_meta();
+  const AutogradMeta* m = fresh_meta(checked());
   return !m || !m->grad_fn;
 }
 
@@ -41,12 +51,12 @@ void Tensor::set_grad(const Tensor& g) const {
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<autograd::Node> none;
-  const AutogradMeta* m = checked()->autograd_meta();
+  const AutogradMeta* m = fresh_meta(checked());
   return m ? m->grad_fn : none;
 }
 
 uint32_t Tensor::output_nr() const {
-  const AutogradMeta* m = checked()->autograd_meta();
+  const AutogradMeta* m = fresh_meta(checked());
   return m ? m->output_nr : 0;
 }
 
@@ -67,6 +77,7 @@ Tensor& Tensor::detach_() {
     m->grad_fn.reset();
     m->requires_grad = false;
     m->output_nr = 0;
+    m->view_base.reset();  // a detached tensor no longer follows its base's history
   }
   return *this;
 }

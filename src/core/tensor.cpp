@@ -61,6 +61,7 @@ void TensorImpl::set_data(Storage storage, Shape sizes, Shape strides, int64_t o
   offset_ = offset;
   dtype_ = dtype;
   refresh();
+  if (autograd_) autograd_->view_base.reset();  // no longer aliases its base
 }
 
 void TensorImpl::refresh() {

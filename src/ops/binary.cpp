@@ -284,8 +284,9 @@ Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
 Tensor& mul_(Tensor& self, const Tensor& other_) {
   TESSERA_OP_SCOPE("mul_", self, other_);
   const Tensor other = unaliased(self, other_);
-  // The gradient for other needs self's value before the write.
-  Tensor before = needs_grad({other}) ? self.detach().clone() : Tensor();
+  // The gradient for other needs self's value before the write (with its history, for double
+  // backward).
+  Tensor before = needs_grad({other}) ? clone(self) : Tensor();
   return inplace_binary<fn::MulFn>(self, other, "mul_", "MulBackward", {other, before},
                                    [so = other.sizes(), dd = other.dtype(), ds = self.dtype()](
                                        BackwardContext& ctx, const TensorList& g) {
@@ -303,7 +304,7 @@ Tensor& div_(Tensor& self, const Tensor& other_) {
   TESSERA_CHECK(is_floating(self.dtype()), TypeError,
                 "[div_] expected a floating-point tensor to divide in place, got ", self.dtype());
   const Tensor other = unaliased(self, other_);
-  Tensor before = needs_grad({other}) ? self.detach().clone() : Tensor();
+  Tensor before = needs_grad({other}) ? clone(self) : Tensor();
   return inplace_binary<fn::DivFn>(self, other, "div_", "DivBackward", {other, before},
                                    [so = other.sizes(), dd = other.dtype(), ds = self.dtype()](
                                        BackwardContext& ctx, const TensorList& g) {

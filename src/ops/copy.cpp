@@ -121,19 +121,11 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   return self;
 }
 
-namespace {
-// After overwriting self with a constant, its old history no longer matters.
-void record_constant(Tensor& self, const char* node) {
-  if (self.requires_grad() && autograd::GradMode::is_enabled())
-    record(node, {}, {self}, {}, [](BackwardContext&, const TensorList&) { return TensorList{}; });
-}
-}  // namespace
-
 Tensor& fill_(Tensor& self, const Scalar& value) {
   TESSERA_OP_SCOPE("fill_", self);
   autograd::check_inplace(self, "fill_");
   call_kernel<fill_kernel>(self.device(), self, value);
-  record_constant(self, "FillBackward");
+  record_overwritten(self, "FillBackward");
   return self;
 }
 

@@ -258,6 +258,7 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
   TESSERA_CHECK(std >= 0, ValueError, "[normal_] expected std >= 0, got ", std);
   autograd::check_inplace(t, "normal_");
   sample_into<normal_kernel>(t, gen, mean, std);
+  record_overwritten(t, "NormalBackward");
   return t;
 }
 
@@ -267,6 +268,7 @@ Tensor& uniform_(Tensor& t, double low, double high, Generator* gen) {
                 high);
   autograd::check_inplace(t, "uniform_");
   sample_into<uniform_kernel>(t, gen, low, high);
+  record_overwritten(t, "UniformBackward");
   return t;
 }
 

@@ -10,6 +10,14 @@ void check_no_internal_overlap(const Tensor& self, std::string_view op) {
                   d, " of shape ", self.sizes(), "); clone() it first");
 }
 
+void record_overwritten(Tensor& self, const char* node) {
+  // The old values get a zero gradient (as in torch); self is also the node's input, so an
+  // overwritten view zeroes its region of the base's gradient.
+  if (needs_grad({self}))
+    record(node, {self}, {self}, {},
+           [](BackwardContext&, const TensorList& g) { return TensorList{zeros_like(g[0])}; });
+}
+
 Tensor cast_raw(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = empty(x.sizes(), TensorOptions(dtype).with_device(x.device()));

@@ -61,6 +61,10 @@ void run_elementwise_inplace(std::string_view op, const Tensor& self, const Tens
   call_kernel<ElementwiseKernel<Fn>>(self.device(), it);
 }
 
+// After self was overwritten with values that depend on no tensor (fill_, normal_), records that
+// its old history no longer matters.
+void record_overwritten(Tensor& self, const char* node);
+
 // A view of x's storage with the given geometry (no autograd).
 Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset);
 // Records a view op (out aliases x) whose gradient is backward_fn(g).

@@ -1,8 +1,10 @@
 // View ops: outputs share the input's storage. Their gradients route back through
 // view_backward_scatter, which is itself differentiable, so double backward works.
+#include <algorithm>
 #include <numeric>
 
 #include "ops/op_utils.h"
+#include "tessera/autograd/view_tracking.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/index.h"
 #include "tessera/ops/op_info.h"
@@ -22,9 +24,11 @@ Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   return Tensor(std::move(impl));
 }
 
-// Records a view node whose backward maps g through backward_fn.
+// Records a view node whose backward maps g through backward_fn, and marks out as a view of x
+// so that in-place writes through either reach the other's history.
 Tensor record_view(const Tensor& x, Tensor out, const char* name,
                    std::function<Tensor(const Tensor&)> backward_fn) {
+  if (autograd::GradMode::is_enabled()) autograd::track_view(x, out);
   if (needs_grad({x})) {
     record(name, {x}, {out}, {},
            [backward_fn = std::move(backward_fn)](BackwardContext&, const TensorList& g) {
@@ -55,6 +59,21 @@ Tensor view_backward_scatter(const Tensor& src, const Shape& shape,
 }  // namespace detail
 
 namespace {
+
+// False only when no two elements of the geometry share memory: each dim, in stride order, steps
+// past everything the smaller-stride dims reach.
+bool may_overlap(const Shape& sizes, const Shape& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with several elements
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > 1) dims.emplace_back(strides[i], sizes[i]);
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // the largest offset the dims so far reach
+  for (auto [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += stride * (size - 1);
+  }
+  return false;
+}
 
 // Strides for viewing (sizes, strides) as new_sizes without copying, if possible.
 std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
@@ -300,22 +319,34 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
   TESSERA_CHECK(offset >= 0 && (extent == 0 || extent <= capacity - offset), IndexError,
                 "[as_strided] expected a view inside the storage of ", capacity,
                 " elements, got one spanning ", extent, " elements from offset ", offset);
-  // The gradient maps through the same geometry relative to a contiguous input.
-  Shape in = x.sizes();
-  int64_t rel = offset - x.storage_offset();
-  TESSERA_CHECK(x.is_contiguous() || !needs_grad({x}), NotImplementedError,
-                "[as_strided] expected a contiguous input when differentiating, got strides ",
-                x.strides());
-  // Windows may overlap, so the gradient is accumulated by element position with index_add
-  // (an in-place add through the overlapping view would race on parallel backends).
-  return record_view(x, make_view(x, sizes, strides, offset), "AsStridedBackward",
-                     [in, sizes, strides, rel](const Tensor& g) {
-                       const int64_t n = shape_numel(in);
-                       Tensor positions = as_strided(arange(n).to(g.device()), sizes, strides, rel);
-                       return index_add(zeros({n}, options_of(g)), 0, positions.reshape({-1}),
-                                        g.reshape({-1}))
-                           .view(in);
-                     });
+  // The gradient maps through the same geometry relative to the input's own memory, which is
+  // unambiguous when no two input elements share memory.
+  const Shape in = x.sizes(), in_strides = x.strides();
+  const int64_t rel = offset - x.storage_offset();
+  TESSERA_CHECK(!needs_grad({x}) || (rel >= 0 && !may_overlap(in, in_strides)), NotImplementedError,
+                "[as_strided] expected, when differentiating, an input whose elements do not share "
+                "memory and a view from at or after its first element, got input strides ",
+                in_strides, " for sizes ", in, " and a view offset ", rel, " from it");
+  const bool view_overlaps = may_overlap(sizes, strides);
+  return record_view(
+      x, make_view(x, sizes, strides, offset), "AsStridedBackward",
+      [in, in_strides, sizes, strides, rel, view_overlaps](const Tensor& g) {
+        // The input's memory as a flat buffer holding each view element's gradient at its place.
+        const int64_t span = std::max(view_extent(in, in_strides, "as_strided"),
+                                      rel + view_extent(sizes, strides, "as_strided"));
+        Tensor memory;
+        if (view_overlaps) {
+          // Summed by element position with index_add: an in-place add through the
+          // overlapping view would race on parallel backends.
+          Tensor positions = as_strided(arange(span).to(g.device()), sizes, strides, rel);
+          memory =
+              index_add(zeros({span}, options_of(g)), 0, positions.reshape({-1}), g.reshape({-1}));
+        } else {
+          memory = view_backward_scatter(
+              g, {span}, [=](const Tensor& t) { return as_strided(t, sizes, strides, rel); });
+        }
+        return as_strided(memory, in, in_strides, 0);
+      });
 }
 
 // ---- Tensor methods for views ----

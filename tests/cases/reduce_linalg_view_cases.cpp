@@ -169,6 +169,11 @@ std::vector<OpCase> view_cases() {
   view_case("unflatten", "split_dim", real({2, 12}), [](auto& x) { return unflatten(x, 1, {3, -1}); });
   view_case("as_strided", "overlapping_windows", real({10}),
             [](auto& x) { return as_strided(x, {4, 3}, {2, 1}); });
+  // Storage geometry of a transposed input: its gradient lands where its elements sit.
+  view_case("as_strided", "noncontiguous_input", real({3, 4}, true), [](auto& x) {
+    return as_strided(x, {2, 4}, {4, 1}, x.storage_offset() + 2);
+  });
+  for (auto& c : v) c.gradgradcheck = c.op == "as_strided";
   return v;
 }
 

@@ -33,14 +33,12 @@ using BackwardFn = std::function<TensorList(BackwardContext&, const TensorList&)
 
 class FunctionNode final : public Node {
  public:
-  FunctionNode(std::string name, BackwardFn fn, bool is_view)
-      : name_(std::move(name)), fn_(std::move(fn)), is_view_(is_view) {}
+  FunctionNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
   ~FunctionNode() override;
   TensorList apply(TensorList&& grads) override;
   void take_owned_nodes(std::vector<std::shared_ptr<Node>>& out) override;
   std::string name() const override { return name_; }
   void release_saved() override;
-  bool is_view() const override { return is_view_; }
 
   std::vector<SavedVariable>& saved() { return saved_; }
 
@@ -50,7 +48,6 @@ class FunctionNode final : public Node {
   BackwardFn fn_;
   std::vector<SavedVariable> saved_;
   bool released_ = false;
-  bool is_view_;
 };
 
 // True when grad mode is on and any input requires grad.
@@ -58,7 +55,7 @@ bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const TensorList& inputs);
 
 struct RecordOptions {
-  bool is_view = false;  // outputs alias the first input (view ops)
+  bool is_view = false;  // a view op: outputs alias the first input and stay views of it
 };
 
 // Wires outputs into the graph with a FunctionNode whose edges point at the inputs' history.
@@ -67,8 +64,9 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
                                      const TensorList& outputs, const TensorList& saved,
                                      BackwardFn backward, RecordOptions options = {});
 
-// Checks an in-place op on `self` is legal for autograd (not a leaf requiring grad, not a view
-// of a graph tensor) and bumps its version counter. Call before writing into self.
+// Checks an in-place op on `self` is legal for autograd (neither a leaf that requires grad nor a
+// view of one) and bumps its version counter. Call before writing into self. record() of an
+// in-place op (self as first input and only output) on a view rewrites the base's history.
 void check_inplace(const Tensor& self, std::string_view op);
 
 }  // namespace tessera::autograd

@@ -39,7 +39,6 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   // Frees saved tensors once the node has run (unless the graph is retained).
   virtual void release_saved() {}
-  virtual bool is_view() const { return false; }
   virtual bool is_accumulate_grad() const { return false; }
 
   const std::vector<Edge>& next_edges() const { return next_edges_; }

@@ -34,6 +34,11 @@ struct AutogradMeta {
   std::weak_ptr<autograd::Node> grad_accumulator;
   std::vector<TensorHook> hooks;  // leaves only: non-leaf hooks live on grad_fn
   std::vector<PostAccumulateGradHook> post_accumulate_grad_hooks;
+  // Set on the outputs of view ops made with grad mode on: the tensor that owns the memory (never
+  // itself a view) and the storage version grad_fn belongs to. A write through the base or any
+  // other view moves the version on, and grad_fn is then rebuilt from the base's history.
+  std::shared_ptr<TensorImpl> view_base;
+  uint32_t view_version = 0;
 };
 
 class TensorImpl {

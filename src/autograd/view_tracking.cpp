@@ -1,0 +1,130 @@
+#include "tessera/autograd/view_tracking.h"
+
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/shape.h"
+
+namespace tessera::autograd {
+
+namespace {
+
+AutogradMeta* tracked_meta(const TensorImpl& t) {
+  AutogradMeta* m = t.autograd_meta();
+  return m && m->view_base && m->view_base->storage() == t.storage() ? m : nullptr;
+}
+
+// Sets the view's grad_fn to that of as_strided(base) over the view's elements: how its values
+// depend on the base now.
+void rebuild_from_base(const TensorImpl& view, AutogradMeta& meta) {
+  meta.view_version = view.storage()->version();
+  Tensor base(meta.view_base);
+  if (!base.requires_grad()) return;
+  GradModeGuard on(true);  // also when asked for grad_fn during a backward pass
+  Tensor rebuilt = as_strided(base, view.sizes(), view.strides(), view.storage_offset());
+  meta.grad_fn = rebuilt.grad_fn();
+  meta.output_nr = 0;
+}
+
+// The base's history after an in-place op `fn` on one of its views: the base's gradient goes
+// through fn's backward on the view's region and passes unchanged elsewhere; fn's other inputs
+// get their gradients from fn.
+class CopySlices final : public Node {
+ public:
+  CopySlices(const Tensor& base, const TensorImpl& view, std::shared_ptr<FunctionNode> fn)
+      : base_sizes_(base.sizes()),
+        base_strides_(base.strides()),
+        view_sizes_(view.sizes()),
+        view_strides_(view.strides()),
+        view_offset_(view.storage_offset() - base.storage_offset()),
+        fn_(std::move(fn)) {
+    add_next_edge(gradient_edge(base));
+    for (size_t i = 1; i < fn_->next_edges().size(); ++i) add_next_edge(fn_->next_edges()[i]);
+    add_output_meta({base.sizes(), base.dtype(), base.device()});
+  }
+
+  TensorList apply(TensorList&& grads) override {
+    TensorList out(next_edges().size());
+    const Tensor& g = grads[0];
+    if (!g.defined()) return out;
+    // Laid out like the base, so the view's geometry finds the view's region in it.
+    Tensor result =
+        empty_strided(base_sizes_, base_strides_, TensorOptions(g.dtype()).with_device(g.device()));
+    result.copy_(g);
+    Tensor region = as_strided(result, view_sizes_, view_strides_, view_offset_);
+    TensorList fn_grads = fn_->apply({clone(region)});
+    if (fn_grads[0].defined())
+      region.copy_(fn_grads[0]);
+    else
+      region.zero_();  // the op overwrote the view's old values
+    out[0] = std::move(result);
+    for (size_t i = 1; i < out.size(); ++i) out[i] = std::move(fn_grads[i]);
+    return out;
+  }
+
+  std::string name() const override { return "CopySlices"; }
+  void release_saved() override { fn_->release_saved(); }
+  void take_owned_nodes(std::vector<std::shared_ptr<Node>>& out) override {
+    Node::take_owned_nodes(out);
+    if (fn_) out.push_back(std::move(fn_));
+  }
+
+ private:
+  Shape base_sizes_, base_strides_, view_sizes_, view_strides_;
+  int64_t view_offset_;
+  std::shared_ptr<FunctionNode> fn_;
+};
+
+}  // namespace
+
+void track_view(const Tensor& x, const Tensor& out) {
+  const AutogradMeta* xm = tracked_meta(*x.impl());
+  AutogradMeta& m = out.impl()->ensure_autograd_meta();
+  m.view_base = xm ? xm->view_base : x.impl_ptr();
+  m.view_version = out.version();
+}
+
+bool is_tracked_view(const Tensor& t) { return tracked_meta(*t.impl()) != nullptr; }
+
+void refresh_view_grad_fn(const TensorImpl& view) {
+  AutogradMeta* m = view.autograd_meta();
+  if (!m || !m->view_base || m->view_version == view.storage()->version()) return;
+  if (m->view_base->storage() != view.storage()) {
+    m->view_base.reset();  // re-pointed at other memory (x.data = y): no longer a view
+    return;
+  }
+  rebuild_from_base(view, *m);
+}
+
+void record_inplace_on_view(const Tensor& view, const std::shared_ptr<FunctionNode>& node) {
+  AutogradMeta& meta = *tracked_meta(*view.impl());
+  Tensor base(meta.view_base);
+  AutogradMeta& base_meta = base.impl()->ensure_autograd_meta();
+  base_meta.grad_fn = std::make_shared<CopySlices>(base, *view.impl(), node);
+  base_meta.output_nr = 0;
+  rebuild_from_base(*view.impl(), meta);
+}
+
+Tensor view_base(const Tensor& t) {
+  const AutogradMeta* m = tracked_meta(*t.impl());
+  return m ? Tensor(m->view_base) : Tensor();
+}
+
+Tensor untracked_alias(const Tensor& t) {
+  const AutogradMeta* meta = t.impl()->autograd_meta();
+  if (!meta || !meta->view_base) return t;
+  const TensorImpl& s = *t.impl();
+  auto impl = std::make_shared<TensorImpl>(s.storage(), s.sizes(), s.strides(), s.storage_offset(),
+                                           s.dtype());
+  impl->is_inference = s.is_inference;
+  AutogradMeta& m = impl->ensure_autograd_meta();
+  m.grad_fn = t.grad_fn();
+  m.output_nr = t.output_nr();
+  if (meta->requires_grad) {  // a leaf view: gradients must still reach its own .grad
+    m.requires_grad = true;
+    m.grad_accumulator = grad_accumulator(t);
+  }
+  return Tensor(std::move(impl));
+}
+
+}  // namespace tessera::autograd
