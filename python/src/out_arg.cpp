@@ -3,14 +3,6 @@
 
 namespace tessera::python::bind_detail {
 
-namespace {
-// torch's can_cast: no floating to integral, nothing but bool to bool.
-bool can_cast(DType from, DType to) {
-  if (is_floating(from) && !is_floating(to)) return false;
-  return to != kBool || from == kBool;
-}
-}  // namespace
-
 void write_out(const Tensor& result, Tensor& out, const char* op) {
   TESSERA_CHECK(!autograd::GradMode::is_enabled() || (!result.requires_grad() && !out.requires_grad()),
                 RuntimeError, "[", op,

@@ -76,10 +76,10 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
     if (e.valid() && !in.is_floating_point()) e = {};
     node->add_next_edge(std::move(e));
   }
-  // An in-place op records its target as both the first input and the only output.
-  const bool inplace = outputs.size() == 1 && !inputs.empty() && inputs[0].defined() &&
-                       outputs[0].impl() == inputs[0].impl();
-  const bool inplace_on_view = inplace && is_tracked_view(outputs[0]);
+  TESSERA_ASSERT(!options.inplace || (outputs.size() == 1 && !inputs.empty() &&
+                                      inputs[0].impl() == outputs[0].impl()),
+                 node->name(), " is recorded in place but its output is not its first input");
+  const bool inplace_on_view = options.inplace && is_tracked_view(outputs[0]);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     node->add_output_meta({out.sizes(), out.dtype(), out.device()});
@@ -88,8 +88,10 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
     meta.requires_grad = false;
-    // Outputs of other ops that happen to alias memory are not views for autograd.
-    if (!options.is_view) meta.view_base.reset();
+    // Outputs of ops that happen to alias memory are not views for autograd (view ops mark
+    // theirs after recording).
+    meta.view_base.reset();
+    if (meta.retains_grad) attach_retained_grad_hook(out.impl_ptr());
   }
   node->saved().reserve(saved.size());
   for (const Tensor& s : saved) {
@@ -108,13 +110,9 @@ void check_inplace(const Tensor& self, std::string_view op) {
     TESSERA_CHECK(!self.requires_grad() || !self.is_leaf(), RuntimeError, "[", op,
                   "] expected no in-place change to a leaf tensor that requires grad, got one; "
                   "use no_grad() or work on a clone");
-    const Tensor base = view_base(self);
-    TESSERA_CHECK(!base.defined() || !base.requires_grad() || !base.is_leaf(), RuntimeError, "[",
-                  op,
-                  "] expected no in-place change to a view of a leaf tensor that requires grad, "
-                  "got one; use no_grad() or work on a clone");
+    check_view_write(self, op);
   }
-  self.bump_version();
+  bump_version_for_write(self);
 }
 
 }  // namespace tessera::autograd

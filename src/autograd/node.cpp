@@ -3,7 +3,6 @@
 #include <atomic>
 
 #include "tessera/autograd/grad_mode.h"
-#include "tessera/autograd/view_tracking.h"
 #include "tessera/ops/elementwise.h"
 
 namespace tessera::autograd {
@@ -44,6 +43,26 @@ Tensor Node::run_pre_hooks(uint32_t input_nr, Tensor grad) {
   return grad;
 }
 
+namespace {
+// An alias of t with the history t has now. Saving t itself would follow it when it is later
+// written in place, and its new history can run through the node that saved it, directly
+// (b.add_(b * w)) or through a view's base (b[2:].copy_(exp(b[:2]))): a reference cycle.
+Tensor snapshot(const Tensor& t) {
+  if (t.is_leaf() && t.requires_grad()) return t;  // its AccumulateGrad and .grad are its own
+  const TensorImpl& s = *t.impl();
+  auto impl = std::make_shared<TensorImpl>(s.storage(), s.sizes(), s.strides(), s.storage_offset(),
+                                           s.dtype());
+  impl->is_inference = s.is_inference;
+  impl->is_wrapped_number = s.is_wrapped_number;  // backward formulas promote with it
+  if (const auto& fn = t.grad_fn()) {
+    AutogradMeta& m = impl->ensure_autograd_meta();
+    m.grad_fn = fn;
+    m.output_nr = t.output_nr();
+  }
+  return Tensor(std::move(impl));
+}
+}  // namespace
+
 SavedVariable::SavedVariable(const Tensor& t, const Node* owner) {
   if (!t.defined()) return;
   was_defined_ = true;
@@ -59,7 +78,7 @@ SavedVariable::SavedVariable(const Tensor& t, const Node* owner) {
     weak_grad_fn_ = t.grad_fn();
     data_ = t.detach();
   } else {
-    data_ = untracked_alias(t);
+    data_ = snapshot(t);
   }
 }
 
@@ -139,6 +158,21 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   }
   for (auto& hook : meta.post_accumulate_grad_hooks) hook(variable_);
   return {};
+}
+
+void attach_retained_grad_hook(const std::shared_ptr<TensorImpl>& t) {
+  AutogradMeta& meta = t->ensure_autograd_meta();
+  if (!meta.grad_fn) return;
+  std::weak_ptr<TensorImpl> weak = t;  // the node must not keep the tensor alive
+  const Node* owner = meta.grad_fn.get();
+  meta.grad_fn->add_pre_hook(meta.output_nr, [weak, owner](const Tensor& g) {
+    auto impl = weak.lock();
+    if (!impl || impl->autograd_meta()->grad_fn.get() != owner) return Tensor();
+    AutogradMeta& m = *impl->autograd_meta();
+    Tensor prev = m.grad ? Tensor(m.grad) : Tensor();
+    m.grad = (prev.defined() ? prev + g.detach() : g.detach().clone()).impl_ptr();
+    return Tensor();
+  });
 }
 
 std::shared_ptr<Node> grad_accumulator(const Tensor& t) {

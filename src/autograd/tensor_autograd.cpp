@@ -8,16 +8,18 @@
 namespace tessera {
 
 namespace {
-// The tensor's autograd metadata, with a view's grad_fn brought up to date first.
-AutogradMeta* fresh_meta(const TensorImpl* impl) {
+// The tensor's autograd metadata, with a view's grad_fn brought up to date first. impl: a defined
+// tensor's (the shared pointer, for the retain_grad hook a rebuilt grad_fn gets).
+AutogradMeta* fresh_meta(const std::shared_ptr<TensorImpl>& impl) {
   AutogradMeta* m = impl->autograd_meta();
-  if (m && m->view_base) autograd::refresh_view_grad_fn(*impl);
+  if (m && m->view_base) autograd::refresh_view_grad_fn(impl);
   return m;
 }
 }  // namespace
 
 bool Tensor::requires_grad() const {
-  const AutogradMeta* m = fresh_meta(checked());
+  checked();
+  const AutogradMeta* m = fresh_meta(impl_);
   return m && (m->requires_grad || m->grad_fn);
 }
 
@@ -32,7 +34,8 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
 }
 
 bool Tensor::is_leaf() const {
-  const AutogradMeta* m = fresh_meta(checked());
+  checked();
+  const AutogradMeta* m = fresh_meta(impl_);
   return !m || !m->grad_fn;
 }
 
@@ -51,12 +54,14 @@ void Tensor::set_grad(const Tensor& g) const {
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<autograd::Node> none;
-  const AutogradMeta* m = fresh_meta(checked());
+  checked();
+  const AutogradMeta* m = fresh_meta(impl_);
   return m ? m->grad_fn : none;
 }
 
 uint32_t Tensor::output_nr() const {
-  const AutogradMeta* m = fresh_meta(checked());
+  checked();
+  const AutogradMeta* m = fresh_meta(impl_);
   return m ? m->output_nr : 0;
 }
 
@@ -89,15 +94,7 @@ void Tensor::retain_grad() const {
   AutogradMeta& meta = checked()->ensure_autograd_meta();
   if (meta.retains_grad) return;
   meta.retains_grad = true;
-  std::weak_ptr<TensorImpl> weak = impl_;  // the node must not keep the tensor alive
-  meta.grad_fn->add_pre_hook(meta.output_nr, [weak](const Tensor& g) {
-    if (auto impl = weak.lock()) {
-      AutogradMeta& m = impl->ensure_autograd_meta();
-      Tensor prev = m.grad ? Tensor(m.grad) : Tensor();
-      m.grad = (prev.defined() ? prev + g.detach() : g.detach().clone()).impl_ptr();
-    }
-    return Tensor();
-  });
+  autograd::attach_retained_grad_hook(impl_);
 }
 
 bool Tensor::retains_grad() const {

@@ -14,16 +14,30 @@ AutogradMeta* tracked_meta(const TensorImpl& t) {
   return m && m->view_base && m->view_base->storage() == t.storage() ? m : nullptr;
 }
 
+void mark_view(const Tensor& x, const Tensor& out, ViewOrigin origin) {
+  const AutogradMeta* xm = tracked_meta(*x.impl());
+  AutogradMeta& m = out.impl()->ensure_autograd_meta();
+  m.view_base = xm ? xm->view_base : x.impl_ptr();
+  m.view_version = out.version();
+  // A view of a view that may not be written may not be written either.
+  m.view_origin = xm && xm->view_origin != ViewOrigin::ViewOp ? xm->view_origin : origin;
+}
+
 // Sets the view's grad_fn to that of as_strided(base) over the view's elements: how its values
 // depend on the base now.
-void rebuild_from_base(const TensorImpl& view, AutogradMeta& meta) {
-  meta.view_version = view.storage()->version();
+void rebuild_from_base(const std::shared_ptr<TensorImpl>& view, AutogradMeta& meta) {
   Tensor base(meta.view_base);
-  if (!base.requires_grad()) return;
-  GradModeGuard on(true);  // also when asked for grad_fn during a backward pass
-  Tensor rebuilt = as_strided(base, view.sizes(), view.strides(), view.storage_offset());
-  meta.grad_fn = rebuilt.grad_fn();
-  meta.output_nr = 0;
+  if (base.requires_grad()) {
+    GradModeGuard on(true);  // also when asked for grad_fn during a backward pass
+    Tensor rebuilt = as_strided(base, view->sizes(), view->strides(), view->storage_offset());
+    meta.grad_fn = rebuilt.grad_fn();
+    meta.output_nr = 0;
+    if (meta.retains_grad) attach_retained_grad_hook(view);
+  } else if (!meta.requires_grad) {
+    meta.grad_fn.reset();  // the base left the graph (detach_, requires_grad_(false))
+    meta.output_nr = 0;
+  }
+  meta.view_version = view->storage()->version();  // only once rebuilt: as_strided may throw
 }
 
 // The base's history after an in-place op `fn` on one of its views: the base's gradient goes
@@ -78,22 +92,54 @@ class CopySlices final : public Node {
 }  // namespace
 
 void track_view(const Tensor& x, const Tensor& out) {
-  const AutogradMeta* xm = tracked_meta(*x.impl());
-  AutogradMeta& m = out.impl()->ensure_autograd_meta();
-  m.view_base = xm ? xm->view_base : x.impl_ptr();
-  m.view_version = out.version();
+  if (!out.is_floating_point()) return;
+  if (GradMode::is_enabled())
+    mark_view(x, out, ViewOrigin::ViewOp);
+  else if (!InferenceMode::is_enabled() && x.requires_grad())
+    mark_view(x, out, ViewOrigin::NoGradMode);
+}
+
+void track_opaque_view(const Tensor& x, const Tensor& out) {
+  if (out.is_floating_point()) mark_view(x, out, ViewOrigin::OpaqueFunction);
 }
 
 bool is_tracked_view(const Tensor& t) { return tracked_meta(*t.impl()) != nullptr; }
 
-void refresh_view_grad_fn(const TensorImpl& view) {
-  AutogradMeta* m = view.autograd_meta();
-  if (!m || !m->view_base || m->view_version == view.storage()->version()) return;
-  if (m->view_base->storage() != view.storage()) {
+Tensor view_base(const Tensor& t) {
+  const AutogradMeta* m = tracked_meta(*t.impl());
+  return m ? Tensor(m->view_base) : Tensor();
+}
+
+void refresh_view_grad_fn(const std::shared_ptr<TensorImpl>& view) {
+  AutogradMeta* m = view->autograd_meta();
+  if (!m || !m->view_base || m->view_version == view->storage()->version()) return;
+  if (m->view_base->storage() != view->storage()) {
     m->view_base.reset();  // re-pointed at other memory (x.data = y): no longer a view
     return;
   }
   rebuild_from_base(view, *m);
+}
+
+void check_view_write(const Tensor& self, std::string_view op) {
+  const AutogradMeta* m = tracked_meta(*self.impl());
+  if (!m) return;
+  Tensor base(m->view_base);
+  if (!base.requires_grad()) return;
+  TESSERA_CHECK(!base.is_leaf(), RuntimeError, "[", op,
+                "] expected no in-place change to a view of a leaf tensor that requires grad, got "
+                "one; use no_grad() or work on a clone");
+  TESSERA_CHECK(m->view_origin == ViewOrigin::ViewOp, RuntimeError, "[", op,
+                "] expected a view made by a view op with grad mode on, got one made ",
+                m->view_origin == ViewOrigin::NoGradMode ? "in no-grad mode"
+                                                         : "by a function with its own backward",
+                ": autograd cannot follow a write through it; clone() it first");
+}
+
+void bump_version_for_write(const Tensor& self) {
+  AutogradMeta* m = tracked_meta(*self.impl());
+  const bool current = m && m->view_version == self.version();
+  self.bump_version();
+  if (current) m->view_version = self.version();
 }
 
 void record_inplace_on_view(const Tensor& view, const std::shared_ptr<FunctionNode>& node) {
@@ -102,29 +148,8 @@ void record_inplace_on_view(const Tensor& view, const std::shared_ptr<FunctionNo
   AutogradMeta& base_meta = base.impl()->ensure_autograd_meta();
   base_meta.grad_fn = std::make_shared<CopySlices>(base, *view.impl(), node);
   base_meta.output_nr = 0;
-  rebuild_from_base(*view.impl(), meta);
-}
-
-Tensor view_base(const Tensor& t) {
-  const AutogradMeta* m = tracked_meta(*t.impl());
-  return m ? Tensor(m->view_base) : Tensor();
-}
-
-Tensor untracked_alias(const Tensor& t) {
-  const AutogradMeta* meta = t.impl()->autograd_meta();
-  if (!meta || !meta->view_base) return t;
-  const TensorImpl& s = *t.impl();
-  auto impl = std::make_shared<TensorImpl>(s.storage(), s.sizes(), s.strides(), s.storage_offset(),
-                                           s.dtype());
-  impl->is_inference = s.is_inference;
-  AutogradMeta& m = impl->ensure_autograd_meta();
-  m.grad_fn = t.grad_fn();
-  m.output_nr = t.output_nr();
-  if (meta->requires_grad) {  // a leaf view: gradients must still reach its own .grad
-    m.requires_grad = true;
-    m.grad_accumulator = grad_accumulator(t);
-  }
-  return Tensor(std::move(impl));
+  if (base_meta.retains_grad) attach_retained_grad_hook(base.impl_ptr());
+  rebuild_from_base(view.impl_ptr(), meta);
 }
 
 }  // namespace tessera::autograd

@@ -6,6 +6,7 @@
 #include "dist/tensor_parallel_internal.h"
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/autograd/view_tracking.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 
@@ -16,9 +17,9 @@ namespace {
 using Backward = std::function<Tensor(const Tensor&)>;
 
 // out = forward() (a collective, run outside autograd), recorded as a function of x whose
-// gradient is backward(g).
+// gradient is backward(g). aliases_x: out shares x's memory (writes through it are refused).
 Tensor region(const char* name, const Tensor& x, const std::function<Tensor()>& forward,
-              Backward backward, bool is_view = false) {
+              Backward backward, bool aliases_x = false) {
   Tensor out;
   {
     autograd::NoGradGuard ng;
@@ -29,9 +30,9 @@ Tensor region(const char* name, const Tensor& x, const std::function<Tensor()>& 
         name, {x}, {out}, {},
         [backward = std::move(backward)](autograd::BackwardContext&, const TensorList& g) {
           return TensorList{backward(g[0])};
-        },
-        {.is_view = is_view});
+        });
   }
+  if (aliases_x) autograd::track_opaque_view(x, out);
   return out;
 }
 
@@ -138,7 +139,7 @@ Tensor copy_to_tensor_parallel_region(const Tensor& x, const GroupPtr& group) {
   TESSERA_CHECK(x.defined(), ValueError,
                 "[copy_to_tensor_parallel_region] expected a defined tensor, got undefined");
   if (group->size() == 1 || !autograd::needs_grad({x})) return x;
-  // The output aliases x (a view node, so in-place writes to it are refused).
+  // The output aliases x; in-place writes to it are refused.
   return region(
       "CopyToTensorParallelRegionBackward", x, [&] { return x.detach(); },
       [group](const Tensor& g) { return reduce_from_tensor_parallel_region(g, group); }, true);

@@ -155,27 +155,31 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
 }
 
 Tensor pow(const Tensor& a, const Scalar& exponent) {
+  TESSERA_CHECK(is_floating(a.dtype()) || exponent.is_floating() || exponent.to_double() >= 0,
+                ValueError, "[pow] expected a non-negative exponent for an integer tensor of ",
+                a.dtype(), ", got ", exponent, " (integers to negative integer powers)");
   return pow(a, wrap_scalar(exponent, a.device()));
 }
 
 namespace {
-// maximum/minimum: the gradient goes to the selected input, split evenly on ties.
+// maximum/minimum: the gradient goes to the selected input, split evenly on ties, and, as in
+// torch, to both inputs where a NaN makes them incomparable (the NaN propagated from either).
 template <class Fn>
-Tensor extremum(const Tensor& a, const Tensor& b, const char* backward_name) {
+Tensor extremum(const Tensor& a, const Tensor& b, const char* backward_name, bool is_max) {
   DType dt = arith_dtype(a, b, Fn::name);
   Tensor out = binary_raw<Fn>(a, b, dt);
   if (needs_grad({a, b})) {
-    record(backward_name, {a, b}, {out}, {a, b, out},
-           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](BackwardContext& ctx,
-                                                                            const TensorList& g) {
-             Tensor x = ctx.saved(0), y = ctx.saved(1), o = ctx.saved(2);
-             Tensor tie = x == y;
-             Tensor half = g[0] * 0.5;
+    record(backward_name, {a, b}, {out}, {a, b},
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype(), is_max](
+               BackwardContext& ctx, const TensorList& g) {
+             Tensor x = ctx.saved(0), y = ctx.saved(1);
+             Tensor share = where(x == y, g[0] * 0.5, g[0]);
+             Tensor none = zeros_like(g[0]);
              TensorList r(2);
              if (ctx.needs_input_grad(0))
-               r[0] = reduce_grad(where(tie, half, where(x == o, g[0], zeros_like(g[0]))), sa, da);
+               r[0] = reduce_grad(where(is_max ? x < y : x > y, none, share), sa, da);
              if (ctx.needs_input_grad(1))
-               r[1] = reduce_grad(where(tie, half, where(y == o, g[0], zeros_like(g[0]))), sb, db);
+               r[1] = reduce_grad(where(is_max ? y < x : y > x, none, share), sb, db);
              return r;
            });
   }
@@ -185,11 +189,11 @@ Tensor extremum(const Tensor& a, const Tensor& b, const char* backward_name) {
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   TESSERA_OP_SCOPE("maximum", a, b);
-  return extremum<fn::MaximumFn>(a, b, "MaximumBackward");
+  return extremum<fn::MaximumFn>(a, b, "MaximumBackward", /*is_max=*/true);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
   TESSERA_OP_SCOPE("minimum", a, b);
-  return extremum<fn::MinimumFn>(a, b, "MinimumBackward");
+  return extremum<fn::MinimumFn>(a, b, "MinimumBackward", /*is_max=*/false);
 }
 
 Tensor lerp(const Tensor& a_, const Tensor& b_, const Tensor& weight_) {
@@ -260,7 +264,7 @@ Tensor& inplace_binary(Tensor& self, const Tensor& other, const char* op, const 
   autograd::check_inplace(self, op);
   bool grad = needs_grad({self, other});
   run_elementwise_inplace<Fn>(op, self, other);
-  if (grad) record(node, {self, other}, {self}, saved, std::move(backward));
+  if (grad) record(node, {self, other}, {self}, saved, std::move(backward), {.inplace = true});
   return self;
 }
 }  // namespace

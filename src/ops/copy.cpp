@@ -116,7 +116,8 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
              TensorList r(2);  // self's old value was overwritten: no gradient
              if (ctx.needs_input_grad(1)) r[1] = reduce_grad(g[0].to(sd), ss, ds);
              return r;
-           });
+           },
+           {.inplace = true});
   }
   return self;
 }
@@ -138,6 +139,9 @@ Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> ma
   TESSERA_OP_SCOPE("clamp_", self);
   // Clamp a copy when recording, so the saved input is not the tensor we overwrite.
   Tensor clamped = clamp(needs_grad({self}) ? clone(self) : self, min, max);
+  TESSERA_CHECK(can_cast(clamped.dtype(), self.dtype()), TypeError,
+                "[clamp_] expected a result castable to ", self.dtype(), ", got result type ",
+                clamped.dtype());
   return copy_(self, clamped);
 }
 

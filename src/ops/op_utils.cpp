@@ -15,7 +15,8 @@ void record_overwritten(Tensor& self, const char* node) {
   // overwritten view zeroes its region of the base's gradient.
   if (needs_grad({self}))
     record(node, {self}, {self}, {},
-           [](BackwardContext&, const TensorList& g) { return TensorList{zeros_like(g[0])}; });
+           [](BackwardContext&, const TensorList& g) { return TensorList{zeros_like(g[0])}; },
+           {.inplace = true});
 }
 
 Tensor cast_raw(const Tensor& x, DType dtype) {

@@ -51,9 +51,8 @@ void check_no_internal_overlap(const Tensor& self, std::string_view op);
 template <class Fn>
 void run_elementwise_inplace(std::string_view op, const Tensor& self, const Tensor& other) {
   DType common = result_type(self, other);
-  TESSERA_CHECK(common == self.dtype() || !(is_floating(common) && !is_floating(self.dtype())),
-                TypeError, "[", op, "] expected a result castable to ", self.dtype(),
-                ", got result type ", common);
+  TESSERA_CHECK(can_cast(common, self.dtype()), TypeError, "[", op,
+                "] expected a result castable to ", self.dtype(), ", got result type ", common);
   check_no_internal_overlap(self, op);
   const Tensor source = shares_storage(self, other) ? clone(other.detach()) : other;
   TensorIterator it(op);

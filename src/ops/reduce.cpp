@@ -250,10 +250,30 @@ Tensor norm(const Tensor& x_, double p, const Shape& dims, bool keepdim) {
   TESSERA_CHECK(is_floating(x.dtype()), TypeError, "[norm] expected a floating-point tensor, got ",
                 x.dtype());
   if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
-  if (p == 2.0) return sqrt(sum(x * x, dims, keepdim));
   if (p == 1.0) return sum(abs(x), dims, keepdim);
   TESSERA_CHECK(p > 0, ValueError, "[norm] expected p > 0 or inf, got ", p);
-  return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    out = p == 2.0 ? sqrt(sum(x * x, dims, keepdim))
+                   : pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+  }
+  if (needs_grad({x})) {
+    // d|x|_p/dx = sign(x) |x|^(p-1) / |x|_p^(p-1); where the norm is 0 its gradient is taken
+    // as 0, as in torch (the composite formula gave 0 * inf = nan there).
+    record("NormBackward", {x}, {out}, {x, out},
+           [p, keep = plan(x, dims, "norm").keep_shape, in = x.sizes()](BackwardContext& ctx,
+                                                                        const TensorList& g) {
+             Tensor xs = ctx.saved(0), n = reshape(ctx.saved(1), keep);
+             Tensor at_zero = n == zeros_like(n);
+             Tensor safe_n = where(at_zero, ones_like(n), n);
+             Tensor scale =
+                 p == 2.0 ? xs / safe_n : sign(xs) * pow(abs(xs), p - 1.0) / pow(safe_n, p - 1.0);
+             Tensor grad = expand_grad(g[0], keep, in) * scale;
+             return TensorList{where(at_zero, zeros_like(grad), grad)};
+           });
+  }
+  return out;
 }
 
 Tensor logsumexp(const Tensor& x_, const Shape& dims, bool keepdim) {

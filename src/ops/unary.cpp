@@ -207,6 +207,11 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   TESSERA_OP_SCOPE("clamp", x);
   TESSERA_CHECK(min || max, ValueError, "[clamp] expected at least one of min and max, got neither");
+  // Bounds promote as Python numbers do: a float bound makes an integer tensor's result float.
+  DType dt = x.dtype();
+  for (const auto& bound : {min, max})
+    if (bound) dt = promote_types(dt, result_type(x, *bound));
+  if (dt != x.dtype()) return clamp(cast(x, dt), min, max);
   Tensor out;
   Tensor keep;  // where the gradient passes through
   {

@@ -28,14 +28,13 @@ Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
 // so that in-place writes through either reach the other's history.
 Tensor record_view(const Tensor& x, Tensor out, const char* name,
                    std::function<Tensor(const Tensor&)> backward_fn) {
-  if (autograd::GradMode::is_enabled()) autograd::track_view(x, out);
   if (needs_grad({x})) {
     record(name, {x}, {out}, {},
            [backward_fn = std::move(backward_fn)](BackwardContext&, const TensorList& g) {
              return TensorList{backward_fn(g[0])};
-           },
-           {.is_view = true});
+           });
   }
+  autograd::track_view(x, out);
   return out;
 }
 

@@ -161,5 +161,65 @@ TEST(InplaceViews, ASavedViewDoesNotKeepItsGraphAlive) {
   EXPECT_TRUE(history.expired());
 }
 
+TEST(InplaceViews, AViewMadeInNoGradModeIsNotWritableWithGrad) {
+  // torch: "A view was created in no_grad mode and is being modified inplace with grad mode
+  // enabled".
+  Tensor x = vec({1, 2, 3, 4}).requires_grad_(true);
+  Tensor b = x * 1.0;
+  Tensor head;
+  {
+    autograd::NoGradGuard ng;
+    head = slice(b, 0, 0, 2);
+  }
+  EXPECT_TESSERA_ERROR(head.mul_(2.0), RuntimeError, "made in no-grad mode");
+  Tensor view_of_it = head.t();  // inherits where its base view came from
+  EXPECT_TESSERA_ERROR(view_of_it.mul_(2.0), RuntimeError, "made in no-grad mode");
+}
+
+TEST(InplaceViews, AViewOfABaseThatLeftTheGraphLeavesItToo) {
+  // torch: h = x * 2; v = h[:2]; h.detach_(); with no_grad: h.fill_(1) -> v.grad_fn is None.
+  Tensor x = vec({1, 2, 3, 4}).requires_grad_(true);
+  Tensor h = x * 2.0;
+  Tensor v = slice(h, 0, 0, 2);
+  h.detach_();
+  {
+    autograd::NoGradGuard ng;
+    h.fill_(1);
+  }
+  EXPECT_FALSE(v.requires_grad());
+  EXPECT_EQ(v.grad_fn(), nullptr);
+}
+
+TEST(InplaceViews, RetainedGradientsFollowInPlaceWrites) {
+  // torch: y = x * 2; y.retain_grad(); y.mul_(3); sum(y) gives y.grad == 1 (the written y's).
+  Tensor x = vec({1, 2}).requires_grad_(true);
+  Tensor y = x * 2.0;
+  y.retain_grad();
+  y.mul_(3.0);
+  sum(y).backward();
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{1, 1}));
+  // torch: b = x * 1; v = b[:2]; v.retain_grad(); b.mul_(2); sum(v * 1) gives v.grad == [1, 1].
+  Tensor x4 = vec({1, 2, 3, 4}).requires_grad_(true);
+  Tensor b = x4 * 1.0;
+  Tensor v = slice(b, 0, 0, 2);
+  v.retain_grad();
+  b.mul_(2.0);
+  sum(v * 1.0).backward();
+  EXPECT_EQ(values(v.grad()), (std::vector<double>{1, 1}));
+}
+
+TEST(InplaceViews, ATensorSavedBeforeItIsWrittenDoesNotKeepItsGraphAlive) {
+  // b.add_(b * w): mul saves b, and b's new history runs through mul.
+  std::weak_ptr<autograd::Node> history;
+  {
+    Tensor x = vec({1, 2}).requires_grad_(true), w = vec({3, 4}).requires_grad_(true);
+    Tensor b = x * 1.0;
+    b.add_(b * w);
+    history = b.grad_fn();
+    ASSERT_FALSE(history.expired());
+  }
+  EXPECT_TRUE(history.expired());
+}
+
 }  // namespace
 }  // namespace tessera

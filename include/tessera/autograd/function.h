@@ -55,7 +55,9 @@ bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const TensorList& inputs);
 
 struct RecordOptions {
-  bool is_view = false;  // a view op: outputs alias the first input and stay views of it
+  // An in-place op: its one output is its first input, written. On a tracked view the node
+  // becomes part of the base's history (autograd/view_tracking.h).
+  bool inplace = false;
 };
 
 // Wires outputs into the graph with a FunctionNode whose edges point at the inputs' history.
@@ -65,8 +67,8 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
                                      BackwardFn backward, RecordOptions options = {});
 
 // Checks an in-place op on `self` is legal for autograd (neither a leaf that requires grad nor a
-// view of one) and bumps its version counter. Call before writing into self. record() of an
-// in-place op (self as first input and only output) on a view rewrites the base's history.
+// view of one, nor a view autograd cannot follow) and bumps its version counter. Call before
+// writing into self, and record the op with {.inplace = true}.
 void check_inplace(const Tensor& self, std::string_view op);
 
 }  // namespace tessera::autograd

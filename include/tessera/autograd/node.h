@@ -114,6 +114,10 @@ class AccumulateGrad final : public Node {
   Tensor variable_;
 };
 
+// Hooks t's current grad_fn so that its gradient is kept in t.grad (retain_grad). Called again
+// whenever grad_fn is replaced (an in-place write); the hook on a former grad_fn does nothing.
+void attach_retained_grad_hook(const std::shared_ptr<TensorImpl>& t);
+
 // The edge along which the gradient of t flows: its grad_fn, or its AccumulateGrad for a leaf
 // that requires grad, or an invalid edge.
 Edge gradient_edge(const Tensor& t);

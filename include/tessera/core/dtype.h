@@ -48,6 +48,13 @@ constexpr bool is_integral(DType t, bool include_bool = false) {
          (t != DType::Bool && !is_floating(t));
 }
 
+// Whether an op computing in `from` may write its result into a tensor of `to` (torch.can_cast):
+// never floating into integral, nor anything but bool into bool.
+constexpr bool can_cast(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  return from == DType::Bool || to != DType::Bool;
+}
+
 // Promotion of two tensor dtypes as in torch.promote_types.
 DType promote_types(DType a, DType b);
 // Parses "float32", "f32", "bf16", ...; throws ValueError on an unknown name.

@@ -25,6 +25,12 @@ using TensorHook = std::function<Tensor(const Tensor&)>;
 // Runs after a leaf's .grad has been accumulated (DDP uses it to launch all-reduce).
 using PostAccumulateGradHook = std::function<void(const Tensor&)>;
 
+// How a view was made. Writing in place through a view of a tensor that requires grad is refused,
+// with grad mode on, unless a view op made it with grad mode on: a view made in no-grad mode has
+// no history to rewrite, and one made by a function with its own backward (an opaque alias) has a
+// backward that a write cannot go through.
+enum class ViewOrigin : uint8_t { ViewOp, NoGradMode, OpaqueFunction };
+
 struct AutogradMeta {
   bool requires_grad = false;
   bool retains_grad = false;
@@ -34,11 +40,12 @@ struct AutogradMeta {
   std::weak_ptr<autograd::Node> grad_accumulator;
   std::vector<TensorHook> hooks;  // leaves only: non-leaf hooks live on grad_fn
   std::vector<PostAccumulateGradHook> post_accumulate_grad_hooks;
-  // Set on the outputs of view ops made with grad mode on: the tensor that owns the memory (never
-  // itself a view) and the storage version grad_fn belongs to. A write through the base or any
-  // other view moves the version on, and grad_fn is then rebuilt from the base's history.
+  // Set on floating-point views (see autograd/view_tracking.h): the tensor that owns the memory
+  // (never itself a view) and the storage version grad_fn belongs to. A write through the base or
+  // any other view moves the version on, and grad_fn is then rebuilt from the base's history.
   std::shared_ptr<TensorImpl> view_base;
   uint32_t view_version = 0;
+  ViewOrigin view_origin = ViewOrigin::ViewOp;
 };
 
 class TensorImpl {

@@ -37,6 +37,28 @@ TESSERA_HD inline A tanh_(A x) {
   return std::tanh(x);
 }
 
+// pow for integers by squaring, wrapping on overflow as torch does (in uint64, where wrapping is
+// defined); a negative exponent gives 1/base truncated: 0 unless base is 1 or -1.
+template <class A>
+TESSERA_HD inline A int_pow(A base, A exponent) {
+  if constexpr (std::is_signed_v<A>) {
+    if (exponent < 0) return base == 1 ? A(1) : base == -1 ? A(exponent % 2 == 0 ? 1 : -1) : A(0);
+  }
+  uint64_t result = 1, square = static_cast<uint64_t>(base);
+  for (uint64_t e = static_cast<uint64_t>(exponent); e > 0; e >>= 1) {
+    if (e & 1) result *= square;
+    square *= square;
+  }
+  return static_cast<A>(result);
+}
+template <class A>
+TESSERA_HD inline A pow_(A base, A exponent) {
+  if constexpr (std::is_integral_v<A>)
+    return int_pow(base, exponent);
+  else
+    return std::pow(base, exponent);
+}
+
 template <class T>
 TESSERA_HD inline bool is_nan(T x) {
   if constexpr (std::is_floating_point_v<opmath_t<T>>) return std::isnan(up(x));
@@ -116,9 +138,7 @@ TESSERA_BINARY_FN(AddFn, "add", kAllTypes, T, a + b)
 TESSERA_BINARY_FN(SubFn, "sub", kNumericTypes, T, a - b)
 TESSERA_BINARY_FN(MulFn, "mul", kAllTypes, T, a* b)
 TESSERA_BINARY_FN(DivFn, "div", kFloatingTypes, T, a / b)
-TESSERA_BINARY_FN(PowFn, "pow", kNumericTypes, T,
-                  std::pow(static_cast<std::conditional_t<std::is_integral_v<A>, double, A>>(a),
-                           static_cast<std::conditional_t<std::is_integral_v<A>, double, A>>(b)))
+TESSERA_BINARY_FN(PowFn, "pow", kNumericTypes, T, pow_(a, b))
 TESSERA_BINARY_FN(MaximumFn, "maximum", kAllTypes, T,
                   is_nan(a) ? a : (is_nan(b) ? b : (a > b ? a : b)))
 TESSERA_BINARY_FN(MinimumFn, "minimum", kAllTypes, T,

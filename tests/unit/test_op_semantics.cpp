@@ -1,0 +1,86 @@
+// Corner cases where an op's result, dtype or gradient follows torch's definition rather than
+// the obvious formula (values from torch 1.13 in the comments).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tessera/tessera.h"
+#include "testing/expect_error.h"
+#include "testing/reference.h"
+
+namespace tessera {
+namespace {
+
+using testing::values;
+
+TEST(OpSemantics, NormHasAZeroGradientWhereTheNormIsZero) {
+  // torch: x = zeros(2, 3); x.norm(dim=1).sum().backward() gives zeros (not nan); also p = 3.
+  for (double p : {2.0, 3.0}) {
+    Tensor x = zeros({2, 3}).requires_grad_(true);
+    sum(norm(x, p, {1})).backward();
+    EXPECT_EQ(values(x.grad()), std::vector<double>(6, 0.0)) << "p = " << p;
+  }
+  // Elsewhere the gradient is x / |x| (p = 2), here of the row [3, 4] and the zero row.
+  Tensor x = tensor(std::vector<double>{3, 4, 0, 0}).reshape({2, 2}).requires_grad_(true);
+  sum(norm(x, 2.0, {1})).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0.6, 0.8, 0, 0}));
+}
+
+TEST(OpSemantics, IntegerPowIsExactAndWrapsAsTorch) {
+  // torch: 3 ** 39 == 4052555153018976267 (a double rounds it to ...256); 7 ** 22 exact;
+  // int8 3 ** 5 == -13; uint8 3 ** 7 == 139; negative exponents give 0 except for 1 and -1.
+  Tensor big = pow(tensor(std::vector<int64_t>{3, 7}), tensor(std::vector<int64_t>{39, 22}));
+  EXPECT_EQ(big.select(0, 0).item<int64_t>(), 4052555153018976267LL);
+  EXPECT_EQ(big.select(0, 1).item<int64_t>(), 3909821048582988049LL);
+  EXPECT_EQ(
+      pow(tensor(std::vector<int64_t>{3}).to(kInt8), Scalar(5)).to(kInt64).sum().item<int64_t>(),
+      -13);
+  EXPECT_EQ(
+      pow(tensor(std::vector<int64_t>{3}).to(kUInt8), Scalar(7)).to(kInt64).sum().item<int64_t>(),
+      139);
+  Tensor negative = pow(tensor(std::vector<int64_t>{2, 1, -1, -1, 0}),
+                        tensor(std::vector<int64_t>{-1, -2, -3, -2, -1}));
+  EXPECT_EQ(values(negative), (std::vector<double>{0, 1, -1, 1, 0}));
+  // torch: tensor([2]) ** -1 raises "Integers to negative integer powers are not allowed."
+  EXPECT_TESSERA_ERROR(pow(tensor(std::vector<int64_t>{2}), Scalar(-1)), ValueError, "[pow]");
+}
+
+TEST(OpSemantics, InPlaceResultsMustCastToTheTarget) {
+  // torch: b = tensor([True]); b += tensor([2]) raises "result type Long can't be cast to the
+  // desired output type Bool"; clamp_ of an int tensor with a float bound likewise.
+  Tensor b = tensor(std::vector<int64_t>{1, 0}).to(kBool);
+  EXPECT_TESSERA_ERROR(b.add_(tensor(std::vector<int64_t>{2, 0})), TypeError, "castable to bool");
+  b.add_(tensor(std::vector<int64_t>{0, 1}).to(kBool));  // bool into bool is fine
+  EXPECT_EQ(values(b), (std::vector<double>{1, 1}));
+  Tensor i = tensor(std::vector<int64_t>{1, 2, 3});
+  EXPECT_TESSERA_ERROR(i.clamp_(Scalar(1.5), std::nullopt), TypeError, "[clamp_]");
+}
+
+TEST(OpSemantics, AFloatBoundMakesClampOfIntegersFloat) {
+  // torch: clamp(tensor([1, 2, 3]), min=1.5) is float32 [1.5, 2, 3]; integer bounds keep int64.
+  Tensor i = tensor(std::vector<int64_t>{1, 2, 3});
+  Tensor f = clamp(i, Scalar(1.5), std::nullopt);
+  EXPECT_EQ(f.dtype(), kFloat32);
+  EXPECT_EQ(values(f), (std::vector<double>{1.5, 2, 3}));
+  EXPECT_EQ(clamp(i, Scalar(2), Scalar(2)).dtype(), kInt64);
+}
+
+TEST(OpSemantics, MaximumAndMinimumGiveANanBothGradients) {
+  // torch: maximum([1, 2, nan], [1, 3, 1]) gives a.grad [0.5, 0, 1] and b.grad [0.5, 1, 1];
+  // minimum([1, nan, 2], [1, 3, nan]) gives [0.5, 1, 1] to both.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor a = tensor(std::vector<float>{1, 2, nan}).requires_grad_(true);
+  Tensor b = tensor(std::vector<float>{1, 3, 1}).requires_grad_(true);
+  sum(maximum(a, b)).backward();
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{0.5, 0, 1}));
+  EXPECT_EQ(values(b.grad()), (std::vector<double>{0.5, 1, 1}));
+  Tensor c = tensor(std::vector<float>{1, nan, 2}).requires_grad_(true);
+  Tensor d = tensor(std::vector<float>{1, 3, nan}).requires_grad_(true);
+  sum(minimum(c, d)).backward();
+  EXPECT_EQ(values(c.grad()), (std::vector<double>{0.5, 1, 1}));
+  EXPECT_EQ(values(d.grad()), (std::vector<double>{0.5, 1, 1}));
+}
+
+}  // namespace
+}  // namespace tessera
