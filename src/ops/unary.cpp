@@ -12,16 +12,24 @@ using namespace detail;
 
 namespace {
 
+// What a unary op's backward reads: keeping only that (as torch) holds less memory for backward
+// and lets the other tensor be written in place afterwards.
+enum class Saves { Nothing, Input, Output };
+
 // Computes Fn(x) in x's dtype (float-only functions promote integers to float32) and records
-// a node whose backward is grad_fn(g, x, out).
+// a node whose backward is grad_fn(g, x, out), the one of x and out it does not save undefined.
 template <class Fn, class GradFn>
-Tensor unary_op(const Tensor& x, const char* node, bool float_only, GradFn grad_fn) {
+Tensor unary_op(const Tensor& x, const char* node, bool float_only, Saves saves, GradFn grad_fn) {
   DType dt = float_only ? float_compute_dtype(x.dtype()) : x.dtype();
   Tensor out = run_elementwise<Fn>(Fn::name, dt, {cast_raw(x, dt)});
   if (needs_grad({x})) {
-    record(node, {x}, {out}, {x, out},
-           [grad_fn, dx = x.dtype()](BackwardContext& ctx, const TensorList& g) {
-             return TensorList{cast(grad_fn(g[0], ctx.saved(0), ctx.saved(1)), dx)};
+    TensorList saved;
+    if (saves != Saves::Nothing) saved.push_back(saves == Saves::Input ? x : out);
+    record(node, {x}, {out}, saved,
+           [grad_fn, saves, dx = x.dtype()](BackwardContext& ctx, const TensorList& g) {
+             const Tensor x = saves == Saves::Input ? ctx.saved(0) : Tensor();
+             const Tensor y = saves == Saves::Output ? ctx.saved(0) : Tensor();
+             return TensorList{cast(grad_fn(g[0], x, y), dx)};
            });
   }
   return out;
@@ -45,93 +53,88 @@ Tensor neg(const Tensor& x) {
   TESSERA_OP_SCOPE("neg", x);
   TESSERA_CHECK(x.dtype() != kBool, TypeError,
                 "[neg] expected a numeric tensor, got bool (use logical_not)");
-  return unary_op<fn::NegFn>(x, "NegBackward", false,
+  return unary_op<fn::NegFn>(x, "NegBackward", false, Saves::Nothing,
                              [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
 }
 Tensor abs(const Tensor& x) {
   TESSERA_OP_SCOPE("abs", x);
-  return unary_op<fn::AbsFn>(x, "AbsBackward", false, [](const Tensor& g, const Tensor& x,
-                                                         const Tensor&) { return g * sign(x); });
+  return unary_op<fn::AbsFn>(
+      x, "AbsBackward", false, Saves::Input,
+      [](const Tensor& g, const Tensor& x, const Tensor&) { return g * sign(x); });
 }
 Tensor sign(const Tensor& x) {
   TESSERA_OP_SCOPE("sign", x);
-  return unary_op<fn::SignFn>(x, "SignBackward", false,
-                              [](const Tensor& g, const Tensor&, const Tensor&) {
-                                return zeros_like(g);
-                              });
+  return unary_op<fn::SignFn>(
+      x, "SignBackward", false, Saves::Nothing,
+      [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
 }
 Tensor square(const Tensor& x) {
   TESSERA_OP_SCOPE("square", x);
-  return unary_op<fn::SquareFn>(x, "SquareBackward", false,
-                                [](const Tensor& g, const Tensor& x, const Tensor&) {
-                                  return g * x * 2.0;
-                                });
+  return unary_op<fn::SquareFn>(
+      x, "SquareBackward", false, Saves::Input,
+      [](const Tensor& g, const Tensor& x, const Tensor&) { return g * x * 2.0; });
 }
 Tensor exp(const Tensor& x) {
   TESSERA_OP_SCOPE("exp", x);
-  return unary_op<fn::ExpFn>(x, "ExpBackward", true,
+  return unary_op<fn::ExpFn>(x, "ExpBackward", true, Saves::Output,
                              [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
 }
 Tensor log(const Tensor& x) {
   TESSERA_OP_SCOPE("log", x);
-  return unary_op<fn::LogFn>(x, "LogBackward", true,
+  return unary_op<fn::LogFn>(x, "LogBackward", true, Saves::Input,
                              [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
 }
 Tensor log1p(const Tensor& x) {
   TESSERA_OP_SCOPE("log1p", x);
-  return unary_op<fn::Log1pFn>(x, "Log1pBackward", true,
-                               [](const Tensor& g, const Tensor& x, const Tensor&) {
-                                 return g / (x + 1.0);
-                               });
+  return unary_op<fn::Log1pFn>(
+      x, "Log1pBackward", true, Saves::Input,
+      [](const Tensor& g, const Tensor& x, const Tensor&) { return g / (x + 1.0); });
 }
 Tensor sqrt(const Tensor& x) {
   TESSERA_OP_SCOPE("sqrt", x);
-  return unary_op<fn::SqrtFn>(x, "SqrtBackward", true,
-                              [](const Tensor& g, const Tensor&, const Tensor& y) {
-                                return g / (y * 2.0);
-                              });
+  return unary_op<fn::SqrtFn>(
+      x, "SqrtBackward", true, Saves::Output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return g / (y * 2.0); });
 }
 Tensor rsqrt(const Tensor& x) {
   TESSERA_OP_SCOPE("rsqrt", x);
-  return unary_op<fn::RsqrtFn>(x, "RsqrtBackward", true,
-                               [](const Tensor& g, const Tensor&, const Tensor& y) {
-                                 return g * y * y * y * -0.5;
-                               });
+  return unary_op<fn::RsqrtFn>(
+      x, "RsqrtBackward", true, Saves::Output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y * y * y * -0.5; });
 }
 Tensor reciprocal(const Tensor& x) {
   TESSERA_OP_SCOPE("reciprocal", x);
-  return unary_op<fn::ReciprocalFn>(x, "ReciprocalBackward", true,
-                                    [](const Tensor& g, const Tensor&, const Tensor& y) {
-                                      return neg(g * y * y);
-                                    });
+  return unary_op<fn::ReciprocalFn>(
+      x, "ReciprocalBackward", true, Saves::Output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return neg(g * y * y); });
 }
 Tensor sin(const Tensor& x) {
   TESSERA_OP_SCOPE("sin", x);
-  return unary_op<fn::SinFn>(x, "SinBackward", true, [](const Tensor& g, const Tensor& x,
-                                                        const Tensor&) { return g * cos(x); });
+  return unary_op<fn::SinFn>(
+      x, "SinBackward", true, Saves::Input,
+      [](const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); });
 }
 Tensor cos(const Tensor& x) {
   TESSERA_OP_SCOPE("cos", x);
-  return unary_op<fn::CosFn>(x, "CosBackward", true, [](const Tensor& g, const Tensor& x,
-                                                        const Tensor&) { return neg(g * sin(x)); });
+  return unary_op<fn::CosFn>(
+      x, "CosBackward", true, Saves::Input,
+      [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(g * sin(x)); });
 }
 Tensor tanh(const Tensor& x) {
   TESSERA_OP_SCOPE("tanh", x);
-  return unary_op<fn::TanhFn>(x, "TanhBackward", true,
-                              [](const Tensor& g, const Tensor&, const Tensor& y) {
-                                return g * (1.0 - y * y);
-                              });
+  return unary_op<fn::TanhFn>(
+      x, "TanhBackward", true, Saves::Output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (1.0 - y * y); });
 }
 Tensor sigmoid(const Tensor& x) {
   TESSERA_OP_SCOPE("sigmoid", x);
-  return unary_op<fn::SigmoidFn>(x, "SigmoidBackward", true,
-                                 [](const Tensor& g, const Tensor&, const Tensor& y) {
-                                   return g * y * (1.0 - y);
-                                 });
+  return unary_op<fn::SigmoidFn>(
+      x, "SigmoidBackward", true, Saves::Output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y * (1.0 - y); });
 }
 Tensor relu(const Tensor& x) {
   TESSERA_OP_SCOPE("relu", x);
-  return unary_op<fn::ReluFn>(x, "ReluBackward", false,
+  return unary_op<fn::ReluFn>(x, "ReluBackward", false, Saves::Output,
                               [](const Tensor& g, const Tensor&, const Tensor& y) {
                                 return where(y > zeros_like(y), g, zeros_like(g));
                               });
@@ -140,7 +143,7 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x, std::string_view approximate) {
   TESSERA_OP_SCOPE("gelu", x);
   if (approximate == "none") {
-    return unary_op<fn::GeluFn>(x, "GeluBackward", true,
+    return unary_op<fn::GeluFn>(x, "GeluBackward", true, Saves::Input,
                                 [](const Tensor& g, const Tensor& x, const Tensor&) {
                                   return activation_grad<fn::GeluGradFn>(g, x, [&] {
                                     // d/dx x Phi(x) = Phi(x) + x phi(x)
@@ -153,7 +156,8 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   TESSERA_CHECK(approximate == "tanh", ValueError,
                 "[gelu] expected approximate 'none' or 'tanh', got '", approximate, "'");
   return unary_op<fn::GeluTanhFn>(
-      x, "GeluTanhBackward", true, [](const Tensor& g, const Tensor& x, const Tensor&) {
+      x, "GeluTanhBackward", true, Saves::Input,
+      [](const Tensor& g, const Tensor& x, const Tensor&) {
         return activation_grad<fn::GeluTanhGradFn>(g, x, [&] {
           // u = k (x + c x^3), y = x (1 + tanh u) / 2
           Tensor x2 = x * x;
@@ -166,7 +170,7 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
 
 Tensor silu(const Tensor& x) {
   TESSERA_OP_SCOPE("silu", x);
-  return unary_op<fn::SiluFn>(x, "SiluBackward", true,
+  return unary_op<fn::SiluFn>(x, "SiluBackward", true, Saves::Input,
                               [](const Tensor& g, const Tensor& x, const Tensor&) {
                                 return activation_grad<fn::SiluGradFn>(g, x, [&] {
                                   Tensor s = sigmoid(x);
@@ -177,7 +181,7 @@ Tensor silu(const Tensor& x) {
 
 Tensor erf(const Tensor& x) {
   TESSERA_OP_SCOPE("erf", x);
-  return unary_op<fn::ErfFn>(x, "ErfBackward", true,
+  return unary_op<fn::ErfFn>(x, "ErfBackward", true, Saves::Input,
                              [](const Tensor& g, const Tensor& x, const Tensor&) {
                                return g * exp(x * x * -1.0) * k2OverSqrtPi;
                              });

@@ -82,5 +82,21 @@ TEST(OpSemantics, MaximumAndMinimumGiveANanBothGradients) {
   EXPECT_EQ(values(d.grad()), (std::vector<double>{0.5, 1, 1}));
 }
 
+TEST(OpSemantics, UnaryOpsSaveOnlyWhatTheirBackwardReads) {
+  // torch: exp saves its result, sin its input, so writing the other in place is fine:
+  // d/dx sum(exp(h)) with h = x * 1 later written is exp(x); d/dx sum(sin(h)) is cos(x).
+  Tensor x = tensor(std::vector<double>{0.5, -1}).requires_grad_(true);
+  Tensor h = x * 1.0;
+  Tensor e = exp(h);
+  h.add_(1.0);
+  sum(e).backward();
+  EXPECT_NEAR(values(x.grad())[0], std::exp(0.5), 1e-12);
+  Tensor z = tensor(std::vector<double>{0.5, -1}).requires_grad_(true);
+  Tensor s = sin(z * 1.0);
+  s.add_(1.0);
+  sum(s).backward();
+  EXPECT_NEAR(values(z.grad())[1], std::cos(-1.0), 1e-12);
+}
+
 }  // namespace
 }  // namespace tessera
