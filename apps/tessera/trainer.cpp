@@ -100,6 +100,12 @@ std::vector<int64_t> layer_counts(const std::string& text) {
   return counts;
 }
 
+// The run's saved options name the data absolutely, so a resume from another folder finds it.
+void absolute_data_paths(TrainOptions& o) {
+  o.data = fs::absolute(o.data).lexically_normal().string();
+  if (!o.val_data.empty()) o.val_data = fs::absolute(o.val_data).lexically_normal().string();
+}
+
 // A short description of the architecture for the log and the plot title.
 std::string describe(const ModelSpec& spec, int64_t params) {
   const Json& c = spec.config;
@@ -147,7 +153,9 @@ class TrainingRun {
   ModelSpec spec_;
   Json run_config_;
   int64_t seq_len_ = 0;
-  int resumed_dp_ = 1;  // --dp of the run that wrote the checkpoint resumed from
+  // --dp and --batch-size of the run that wrote the checkpoint resumed from
+  int resumed_dp_ = 1;
+  int64_t resumed_batch_size_ = 0;
   double last_val_loss_ = NAN;
 
   std::shared_ptr<models::CausalLM> model_;  // float32 (the master weights under autocast)
@@ -198,16 +206,18 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
                   " as in the run being resumed (each rank's checkpoint holds its part of the "
                   "model), got ",
                   given_layout[key].dump());
-  resumed_dp_ = saved.contains("train") ? saved["train"].value("dp", 1) : 1;
   TESSERA_CHECK(saved.contains("train") && saved.contains("arch"), ValueError,
                 "[train] expected a checkpoint written by tessera train in '", folder,
                 "', got one without its run options");
+  resumed_dp_ = saved["train"].value("dp", 1);
+  resumed_batch_size_ = saved["train"].value("batch_size", o_.batch_size);
   Json merged = saved["train"];
   const Json given = o_;
   for (const std::string& key : explicit_keys) merged[key] = given[key];
   for (const char* key : kInvocationKeys) merged[key] = given[key];
   for (const char* key : kLayoutKeys) merged[key] = given[key];
   o_ = merged.get<TrainOptions>();
+  absolute_data_paths(o_);
   spec_ = {saved["arch"].get<std::string>(), saved["model"]};
   const TokenizerRef ref{saved.value("tokenizer", std::string()),
                          saved.value("tokenizer_data_dir", std::string()), out_};
@@ -220,9 +230,11 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
 void TrainingRun::setup_new_run(const std::set<std::string>& explicit_keys) {
   TESSERA_CHECK(!o_.data.empty(), ValueError,
                 "[train] expected --data PATH (a text file or an llm.c .bin token file), got none");
-  if (auto existing = io::latest_checkpoint(out_))
-    throw ValueError(str("[train] expected an output folder without checkpoints (or --resume to ",
-                         "continue its run), got '", out_, "' holding ", *existing));
+  // A model-parallel run keeps each rank's checkpoints in a rank folder: look there too.
+  for (const std::string& dir : {out_, checkpoint_dir()})
+    if (auto existing = io::latest_checkpoint(dir))
+      throw ValueError(str("[train] expected an output folder without checkpoints (or --resume to ",
+                           "continue its run), got '", out_, "' holding ", *existing));
   std::optional<TokenizerRef> inherited;
   if (!o_.init_from.empty()) {
     for (const char* key : kModelKeys)
@@ -247,8 +259,7 @@ void TrainingRun::setup_new_run(const std::set<std::string>& explicit_keys) {
     if (dp_.is_root()) chars->save((fs::path(out_) / "tokenizer.chars").string());
     chosen.spec = "tokenizer.chars";
   }
-  o_.data = fs::absolute(o_.data).lexically_normal().string();
-  if (!o_.val_data.empty()) o_.val_data = fs::absolute(o_.val_data).lexically_normal().string();
+  absolute_data_paths(o_);
   run_config_ = {{"arch", spec_.arch},
                  {"model", spec_.config},
                  {"tokenizer", chosen.spec},
@@ -368,19 +379,23 @@ void TrainingRun::setup_optimizer() {
       std::make_unique<optim::WarmupCosineLR>(*optimizer_, warmup, o_.max_steps, o_.min_lr);
 }
 
-// A checkpoint's data position counts one rank's batches; resuming with another --dp than the
-// saving run's continues at the same global batch (batch x dp), which must fall on a rank
-// boundary of the new layout.
+// A checkpoint's data position counts one rank's batches of its --batch-size; resuming with
+// another --dp or --batch-size than the saving run's continues at the same window of the epoch
+// (batch x batch size x dp), which must fall on a batch boundary of the new layout.
 void TrainingRun::rescale_data_position(io::Checkpoint& checkpoint) {
-  if (resumed_dp_ == dp_.dp_size) return;
-  const int64_t global = checkpoint.data.batch * resumed_dp_;
-  TESSERA_CHECK(global % dp_.dp_size == 0, ValueError, "[train] expected a data position --dp ",
-                dp_.dp_size, " can continue exactly, got batch ", checkpoint.data.batch,
-                " of a --dp ", resumed_dp_, " run (", global,
-                " batches in all; resume with a --dp dividing it)");
-  checkpoint.data.batch = global / dp_.dp_size;
-  bar_->log(str("note: continuing a --dp ", resumed_dp_, " run on ", dp_.dp_size,
-                " ranks at global batch ", global, "; later epochs may end at another batch"));
+  if (resumed_dp_ == dp_.dp_size && resumed_batch_size_ == o_.batch_size) return;
+  const int64_t windows = checkpoint.data.batch * resumed_batch_size_ * resumed_dp_;
+  const int64_t per_batch = o_.batch_size * dp_.dp_size;  // windows one batch of every rank takes
+  TESSERA_CHECK(windows % per_batch == 0, ValueError,
+                "[train] expected a data position --batch-size ", o_.batch_size, " --dp ",
+                dp_.dp_size, " can continue exactly, got ", windows,
+                " windows of the epoch read (batch ", checkpoint.data.batch, " of a --batch-size ",
+                resumed_batch_size_, " --dp ", resumed_dp_,
+                " run; resume with a batch size x dp dividing it)");
+  checkpoint.data.batch = windows / per_batch;
+  bar_->log(str("note: continuing a --batch-size ", resumed_batch_size_, " --dp ", resumed_dp_,
+                " run with --batch-size ", o_.batch_size, " --dp ", dp_.dp_size, " at window ",
+                windows, " of the epoch; later epochs may end at another batch"));
 }
 
 // Restores the checkpoint, then puts back the hyperparameters the optimizer and scheduler were

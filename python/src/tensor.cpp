@@ -145,7 +145,6 @@ void bind_operators(py::class_<Tensor>& cls) {
       {"__sub__", "__rsub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); }},
       {"__mul__", "__rmul__", &tessera::mul},
       {"__truediv__", "__rtruediv__", &tessera::div},
-      {"__pow__", "__rpow__", static_cast<Bin>(&tessera::pow)},
       {"__matmul__", "__rmatmul__", &tessera::matmul},
       {"__and__", "__rand__", &tessera::logical_and},
       {"__or__", "__ror__", &tessera::logical_or},
@@ -168,6 +167,16 @@ void bind_operators(py::class_<Tensor>& cls) {
           op.reflected, [fn](const Tensor& a, const Operand& b) { return fn(b.on(a), a); },
           py::is_operator());
   }
+  // A number exponent goes to pow(Tensor, Scalar), which refuses integers to negative powers.
+  cls.def(
+         "__pow__",
+         [](const Tensor& a, const Operand& b) {
+           return b.scalar ? pow(a, *b.scalar) : pow(a, b.tensor);
+         },
+         py::is_operator())
+      .def(
+          "__rpow__", [](const Tensor& a, const Operand& b) { return pow(b.on(a), a); },
+          py::is_operator());
   using Inplace = Tensor& (*)(Tensor&, const Tensor&);
   const std::pair<const char*, Inplace> inplace[] = {
       {"__iadd__", [](Tensor& a, const Tensor& b) -> Tensor& { return add_(a, b); }},

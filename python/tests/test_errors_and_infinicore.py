@@ -28,6 +28,11 @@ def test_exceptions_map_to_python_types_with_the_cpp_message():
         tessera.ones(2) + tessera.ones(3)
     with pytest.raises(TypeError):  # pybind11's own argument check
         tessera.softmax("x", 0)
+    # torch: "Integers to negative integer powers are not allowed", by ** as by pow.
+    for power in (lambda t: t ** -1, lambda t: t.pow(-1), lambda t: tessera.pow(t, -1)):
+        with pytest.raises(ValueError, match=r"^\[pow\] expected a non-negative exponent"):
+            power(tessera.tensor([2]))
+    assert (tessera.tensor([3]) ** 2).tolist() == [9] and (2 ** tessera.tensor([3])).tolist() == [8]
 
 
 def test_infinicore_functional_set_is_exposed():

@@ -48,7 +48,7 @@ namespace {
 // written in place, and its new history can run through the node that saved it, directly
 // (b.add_(b * w)) or through a view's base (b[2:].copy_(exp(b[:2]))): a reference cycle.
 Tensor snapshot(const Tensor& t) {
-  if (t.is_leaf() && t.requires_grad()) return t;  // its AccumulateGrad and .grad are its own
+  if (t.is_leaf() && t.requires_grad()) return t;  // its grad_fn never changes
   const TensorImpl& s = *t.impl();
   auto impl = std::make_shared<TensorImpl>(s.storage(), s.sizes(), s.strides(), s.storage_offset(),
                                            s.dtype());

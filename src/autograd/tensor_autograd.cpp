@@ -29,7 +29,12 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
                 grad_fn()->name(), "); use detach() to make a leaf");
   TESSERA_CHECK(!requires_grad || is_floating(dtype()), TypeError,
                 "[requires_grad_] expected a floating-point tensor, got ", dtype());
-  checked()->ensure_autograd_meta().requires_grad = requires_grad;
+  AutogradMeta& meta = checked()->ensure_autograd_meta();
+  meta.requires_grad = requires_grad;
+  // A view made a leaf is a variable of its own, no longer a function of its base (and holds no
+  // base that the base's later history, running through this leaf's AccumulateGrad, could
+  // reach: a reference cycle).
+  if (requires_grad) meta.view_base.reset();
   return *this;
 }
 

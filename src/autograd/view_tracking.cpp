@@ -27,13 +27,16 @@ void mark_view(const Tensor& x, const Tensor& out, ViewOrigin origin) {
 // depend on the base now.
 void rebuild_from_base(const std::shared_ptr<TensorImpl>& view, AutogradMeta& meta) {
   Tensor base(meta.view_base);
-  if (base.requires_grad()) {
+  if (meta.view_origin != ViewOrigin::ViewOp) {
+    // Made in no-grad mode or by a function with its own backward: never a function of the
+    // base's history (a no-grad view of a parameter stays a constant across optimizer steps).
+  } else if (base.requires_grad()) {
     GradModeGuard on(true);  // also when asked for grad_fn during a backward pass
     Tensor rebuilt = as_strided(base, view->sizes(), view->strides(), view->storage_offset());
     meta.grad_fn = rebuilt.grad_fn();
     meta.output_nr = 0;
     if (meta.retains_grad) attach_retained_grad_hook(view);
-  } else if (!meta.requires_grad) {
+  } else {
     meta.grad_fn.reset();  // the base left the graph (detach_, requires_grad_(false))
     meta.output_nr = 0;
   }

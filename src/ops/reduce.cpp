@@ -267,8 +267,10 @@ Tensor norm(const Tensor& x_, double p, const Shape& dims, bool keepdim) {
              Tensor xs = ctx.saved(0), n = reshape(ctx.saved(1), keep);
              Tensor at_zero = n == zeros_like(n);
              Tensor safe_n = where(at_zero, ones_like(n), n);
+             // |x|^(p-1) read as 1 where x == 0 (sign(x) zeroes it): inf there for p < 1.
+             Tensor safe_abs = where(xs == zeros_like(xs), ones_like(xs), abs(xs));
              Tensor scale =
-                 p == 2.0 ? xs / safe_n : sign(xs) * pow(abs(xs), p - 1.0) / pow(safe_n, p - 1.0);
+                 p == 2.0 ? xs / safe_n : sign(xs) * pow(safe_abs, p - 1.0) / pow(safe_n, p - 1.0);
              Tensor grad = expand_grad(g[0], keep, in) * scale;
              return TensorList{where(at_zero, zeros_like(grad), grad)};
            });

@@ -209,6 +209,25 @@ def resume_takes_new_hyperparameters(ctx):
     check(a != b, f"--weight-decay 0 and 5 on resume gave the same loss {a}: it was ignored")
 
 
+def resume_with_another_batch_size_reads_on(ctx):
+    # Two batches of 4 per step, resumed from step 2 as one batch of 8: each step reads the same
+    # eight windows as the uninterrupted run, so the losses match it (up to summation order).
+    ctx.train("full", "--max-steps", 4, "--batch-size", 4, "--grad-accum", 2, "--eval-every", 0,
+              "--sample-tokens", 0, "--warmup-steps", 0, "--save-every", 2, "--keep", 0)
+    os.makedirs(ctx.path("resumed"))
+    for name in ["config.json", "tokenizer.chars", "ckpt_000002"]:
+        copy = shutil.copytree if name.startswith("ckpt") else shutil.copy
+        copy(ctx.path(f"full/{name}"), ctx.path(f"resumed/{name}"))
+    stdout, _ = ctx.run("train", "--resume", "--out", ctx.path("resumed"), "--threads", 1,
+                        "--batch-size", 8, "--grad-accum", 1)
+    check("at window 16 of the epoch" in stdout, stdout)
+    want = dict(losses(metrics(ctx.path("full")), "train_loss"))
+    got = losses(metrics(ctx.path("resumed")), "train_loss")
+    check([s for s, _ in got] == [3, 4], f"resumed steps {got}")
+    for step, loss in got:
+        check(abs(loss - want[step]) < 1e-5 * want[step], f"step {step}: {loss} vs {want[step]}")
+
+
 def bad_sample_prompt_fails_before_training(ctx):
     _, stderr = ctx.train("run", "--max-steps", 3, "--sample-prompt", "\u65e5\u672c", ok=False)
     check("expected characters of the vocabulary" in stderr, stderr)
@@ -418,6 +437,7 @@ def init_from_continues(ctx):
 SCENARIOS = {f.__name__: f for f in [
     train_loss_falls, bfloat16_and_llama_train, profile_and_checkpointing,
     resume_matches_uninterrupted, resume_takes_new_hyperparameters,
+    resume_with_another_batch_size_reads_on,
     bad_sample_prompt_fails_before_training,
     generate_is_deterministic, generate_stories260k, generate_fills_the_context,
     time_limit_stops_and_saves,

@@ -126,6 +126,9 @@ def model_parallel_resumes_its_layout(ctx):
     _, err, _ = ctx.mpi_train(4, "resumed", "--pp", 4, "--grad-accum", 4, resume=True, dp=1,
                               ok=False)
     check("as in the run being resumed" in err, err)
+    # Nor may a new run write over them (its checkpoints are in the rank folders).
+    _, err, _ = ctx.mpi_train(4, "resumed", *SPLIT, *layout, dp=1, ok=False)
+    check("expected an output folder without checkpoints" in err, err)
 
 
 def bad_layouts_fail_clearly(ctx):

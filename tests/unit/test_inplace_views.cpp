@@ -176,6 +176,34 @@ TEST(InplaceViews, AViewMadeInNoGradModeIsNotWritableWithGrad) {
   EXPECT_TESSERA_ERROR(view_of_it.mul_(2.0), RuntimeError, "made in no-grad mode");
 }
 
+TEST(InplaceViews, ANoGradViewOfAParameterStaysAConstantAcrossSteps) {
+  Tensor w = vec({1, 2, 3}).requires_grad_(true);
+  Tensor v;
+  {
+    autograd::NoGradGuard ng;
+    v = slice(w, 0, 0, 2);
+    w.mul_(2.0);  // an optimizer step
+  }
+  EXPECT_FALSE(v.requires_grad());
+  EXPECT_EQ(values(v), (std::vector<double>{2, 4}));
+}
+
+TEST(InplaceViews, ASavedLeafViewDoesNotKeepItsBasesGraphAlive) {
+  // v is a leaf of its own; its base's history later runs through the node that saved v.
+  std::weak_ptr<autograd::Node> history;
+  {
+    Tensor buf = zeros({4});
+    Tensor v = slice(buf, 0, 0, 2);
+    v.requires_grad_(true);
+    Tensor tail = slice(buf, 0, 2, 4);
+    tail.copy_(v * v);
+    history = buf.grad_fn();
+    ASSERT_FALSE(history.expired());
+    EXPECT_TRUE(v.is_leaf());
+  }
+  EXPECT_TRUE(history.expired());
+}
+
 TEST(InplaceViews, AViewOfABaseThatLeftTheGraphLeavesItToo) {
   // torch: h = x * 2; v = h[:2]; h.detach_(); with no_grad: h.fill_(1) -> v.grad_fn is None.
   Tensor x = vec({1, 2, 3, 4}).requires_grad_(true);

@@ -21,6 +21,13 @@ TEST(OpSemantics, NormHasAZeroGradientWhereTheNormIsZero) {
     sum(norm(x, p, {1})).backward();
     EXPECT_EQ(values(x.grad()), std::vector<double>(6, 0.0)) << "p = " << p;
   }
+  // torch: norm([0, 1, 2], 0.5) gives x.grad == [0, 2.414..., 1.707...] (0 * inf masked).
+  Tensor h = tensor(std::vector<double>{0, 1, 2}).requires_grad_(true);
+  norm(h, 0.5, {0}).backward();
+  const std::vector<double> g = values(h.grad());
+  EXPECT_EQ(g[0], 0.0);
+  EXPECT_NEAR(g[1], 1.0 + std::sqrt(2.0), 1e-12);
+  EXPECT_NEAR(g[2], (1.0 + std::sqrt(2.0)) / std::sqrt(2.0), 1e-12);
   // Elsewhere the gradient is x / |x| (p = 2), here of the row [3, 4] and the zero row.
   Tensor x = tensor(std::vector<double>{3, 4, 0, 0}).reshape({2, 2}).requires_grad_(true);
   sum(norm(x, 2.0, {1})).backward();
