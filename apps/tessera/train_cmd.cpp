@@ -6,9 +6,32 @@
 #include <vector>
 
 #include "commands.h"
+#include "tessera/core/error.h"
 #include "train_options.h"
 
 namespace tessera::cli {
+
+namespace {
+using tessera::detail::str;
+
+// The options are saved as JSON (config.json, checkpoints), which holds UTF-8 text only: refuse
+// other bytes now, naming the option, instead of failing at the first save.
+void check_utf8_options(const TrainOptions& o) {
+  const nlohmann::json options = o;
+  for (const auto& [key, value] : options.items()) {
+    if (!value.is_string()) continue;
+    try {
+      (void)value.dump();
+    } catch (const nlohmann::json::type_error& e) {
+      std::string flag = "--" + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      const std::string what = e.what();  // "[json.exception.type_error.316] invalid UTF-8 ..."
+      throw ValueError(
+          str("[train] expected UTF-8 text in ", flag, ", got ", what.substr(what.find("] ") + 2)));
+    }
+  }
+}
+}  // namespace
 
 Command add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
@@ -214,6 +237,7 @@ Command add_train_command(CLI::App& app) {
             std::set<std::string> keys;
             for (const auto& [opt, key] : *given)
               if (opt->count() > 0) keys.insert(key);
+            check_utf8_options(*o);
             return run_training(*o, keys);
           }};
 }

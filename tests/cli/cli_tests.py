@@ -417,6 +417,9 @@ def bad_arguments_fail_clearly(ctx):
         (["generate", "--model", ctx.path("nothing")], "expected an existing model path"),
         (["generate", "--model", ctx.text(), "--temperature", "-1"], "--temperature"),
         (["generate"], "--model is required"),
+        # "\udcff" reaches the program as the byte 0xFF (not UTF-8).
+        (["train", "--data", ctx.text(), "--out", ctx.path("x"), "--sample-prompt", "\udcff"],
+         "expected UTF-8 text in --sample-prompt, got invalid UTF-8 byte at index 0: 0xFF"),
     ]
     for args, message in cases:
         _, stderr = ctx.run(*args, ok=False)
