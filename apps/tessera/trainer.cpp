@@ -196,6 +196,10 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
                     " with --resume (the run's checkpoint fixes it), got --", key);
   io::remove_interrupted_writes(checkpoint_dir());
   const std::string folder = io::resolve_checkpoint(checkpoint_dir());
+  TESSERA_CHECK(folder != checkpoint_dir(), ValueError,
+                "[train] expected --out to be the run's folder (the one holding its ckpt_<step> "
+                "checkpoints), got the checkpoint '",
+                out_, "' itself; use --out ", fs::path(out_).parent_path().string());
   resume_from_ = io::load_checkpoint(folder);
   const Json saved = Json::parse(resume_from_->config);
   const Json given_layout = o_;

@@ -189,6 +189,10 @@ def resume_matches_uninterrupted(ctx):
     # Resuming a finished run trains nothing; a larger --max-steps continues it.
     stdout, _ = ctx.run("train", "--resume", "--out", part, "--threads", 1)
     check("nothing to train" in stdout, stdout)
+    # --out names the run's folder, not one of its checkpoints (the run would write into it).
+    _, stderr = ctx.run("train", "--resume", "--out", os.path.join(part, "ckpt_000020"),
+                        "--threads", 1, ok=False)
+    check("expected --out to be the run's folder" in stderr, stderr)
     ctx.run("train", "--resume", "--out", part, "--threads", 1, "--max-steps", 22)
     check(metrics(part)[-1]["step"] == 22, "did not continue to step 22")
 
