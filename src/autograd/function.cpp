@@ -101,7 +101,7 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
                    " saves the view it writes in place");
     node->saved().emplace_back(s, node.get());
   }
-  if (inplace_on_view && outputs[0].is_floating_point()) record_inplace_on_view(outputs[0], node);
+  if (inplace_on_view) record_inplace_on_view(outputs[0], node);
   return node;
 }
 

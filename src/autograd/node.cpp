@@ -44,22 +44,25 @@ Tensor Node::run_pre_hooks(uint32_t input_nr, Tensor grad) {
 }
 
 namespace {
+// t's memory under a new handle (t.detach()) whose history is output output_nr of fn.
+Tensor alias_with_history(const Tensor& t, std::shared_ptr<Node> fn, uint32_t output_nr) {
+  Tensor alias = t.detach();
+  if (fn) {
+    AutogradMeta& meta = alias.impl()->ensure_autograd_meta();
+    meta.grad_fn = std::move(fn);
+    meta.output_nr = output_nr;
+  }
+  return alias;
+}
+
 // An alias of t with the history t has now. Saving t itself would follow it when it is later
 // written in place, and its new history can run through the node that saved it, directly
 // (b.add_(b * w)) or through a view's base (b[2:].copy_(exp(b[:2]))): a reference cycle.
 Tensor snapshot(const Tensor& t) {
   if (t.is_leaf() && t.requires_grad()) return t;  // its grad_fn never changes
-  const TensorImpl& s = *t.impl();
-  auto impl = std::make_shared<TensorImpl>(s.storage(), s.sizes(), s.strides(), s.storage_offset(),
-                                           s.dtype());
-  impl->is_inference = s.is_inference;
-  impl->is_wrapped_number = s.is_wrapped_number;  // backward formulas promote with it
-  if (const auto& fn = t.grad_fn()) {
-    AutogradMeta& m = impl->ensure_autograd_meta();
-    m.grad_fn = fn;
-    m.output_nr = t.output_nr();
-  }
-  return Tensor(std::move(impl));
+  Tensor alias = alias_with_history(t, t.grad_fn(), t.output_nr());
+  alias.impl()->is_wrapped_number = t.impl()->is_wrapped_number;  // backward promotes with it
+  return alias;
 }
 }  // namespace
 
@@ -97,12 +100,8 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
   auto fn = weak_grad_fn_.lock();
   if (!fn || !GradMode::is_enabled()) return data_;
   // Rebuild an alias that carries the output's history so double backward flows through it.
-  Tensor alias(std::make_shared<TensorImpl>(data_.impl()->storage(), data_.sizes(), data_.strides(),
-                                            data_.storage_offset(), data_.dtype()));
-  auto& meta = alias.impl()->ensure_autograd_meta();
-  meta.grad_fn = fn;
-  meta.output_nr = output_nr_;
-  meta.requires_grad = requires_grad_;
+  Tensor alias = alias_with_history(data_, std::move(fn), output_nr_);
+  alias.impl()->autograd_meta()->requires_grad = requires_grad_;
   return alias;
 }
 
