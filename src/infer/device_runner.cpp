@@ -151,9 +151,10 @@ std::span<const float> DeviceRunner::forward(const StepBatch& batch, const KVCac
   if (device_.is_cpu()) {
     host_logits_ = out;
   } else {
-    if (pinned_logits_.numel() < n)
-      pinned_logits_ = empty({std::max(n, 2 * pinned_logits_.numel())},
-                             TensorOptions(kFloat32).with_pinned_memory());
+    const int64_t have = pinned_logits_.defined() ? pinned_logits_.numel() : 0;
+    if (have < n)
+      pinned_logits_ =
+          empty({std::max(n, 2 * have)}, TensorOptions(kFloat32).with_pinned_memory());
     host_logits_ = pinned_logits_.narrow(0, 0, n);
     host_logits_.copy_(out.flatten());  // waits for the step
   }

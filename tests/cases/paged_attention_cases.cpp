@@ -14,12 +14,15 @@ namespace {
 
 using Table = std::vector<std::vector<int32_t>>;
 
-Tensor int32_tensor(const std::vector<int32_t>& v) { return tensor(v).to(kInt32); }
+// Index tensors live on the device of the case's inputs (the ops refuse a mix, as vLLM's).
+Tensor int32_tensor(const std::vector<int32_t>& v, Device device) {
+  return tensor(v).to(kInt32).to(device);
+}
 
-Tensor table_tensor(const Table& t) {
+Tensor table_tensor(const Table& t, Device device) {
   std::vector<int32_t> flat;
   for (const auto& row : t) flat.insert(flat.end(), row.begin(), row.end());
-  return int32_tensor(flat).reshape({static_cast<int64_t>(t.size()), -1});
+  return int32_tensor(flat, device).reshape({static_cast<int64_t>(t.size()), -1});
 }
 
 // Sequence s owns query rows starts[s]..starts[s + 1], its last positions before lens[s]; row at
@@ -64,7 +67,9 @@ std::vector<OpCase> paged_attention_cases() {
       "paged_attention", "decode_gqa_shared_blocks",
       {constant({3, 4, 16}), constant({8, 2, 16, 16}), constant({8, 2, 16, 16})},
       [=](auto& x) {
-        return paged_attention(x[0], x[1], x[2], table_tensor(dec_tables), int32_tensor(dec_lens));
+        const Device dev = x[0].device();
+        return paged_attention(x[0], x[1], x[2], table_tensor(dec_tables, dev),
+                               int32_tensor(dec_lens, dev));
       },
       [=](auto& x) {
         return paged_ref(x[0], x[1], x[2], dec_tables, dec_lens, {0, 1, 2, 3});
@@ -75,8 +80,10 @@ std::vector<OpCase> paged_attention_cases() {
       "paged_attention_prefill", "chunks_after_history",
       {constant({24, 4, 16}), constant({8, 2, 16, 16}), constant({8, 2, 16, 16})},
       [=](auto& x) {
-        return paged_attention_prefill(x[0], x[1], x[2], table_tensor(pre_tables),
-                                       int32_tensor({0, 16, 5}), int32_tensor({0, 3, 4, 24}));
+        const Device dev = x[0].device();
+        return paged_attention_prefill(x[0], x[1], x[2], table_tensor(pre_tables, dev),
+                                       int32_tensor({0, 16, 5}, dev),
+                                       int32_tensor({0, 3, 4, 24}, dev));
       },
       [=](auto& x) {
         return paged_ref(x[0], x[1], x[2], pre_tables, {3, 17, 25}, {0, 3, 4, 24});
@@ -98,7 +105,7 @@ std::vector<OpCase> paged_caching_cases() {
        constant({4, 2, 16, 16})},
       [=](auto& x) {
         Tensor kc = x[2].clone(), vc = x[3].clone();
-        paged_caching(x[0], x[1], kc, vc, tensor(slots));
+        paged_caching(x[0], x[1], kc, vc, tensor(slots).to(x[0].device()));
         return stack({kc, vc});
       },
       [=](auto& x) {

@@ -26,7 +26,8 @@ std::pair<Tensor, Tensor> weight_grads(const Tensor& ids, int64_t V, int64_t C, 
   Tensor grads[2];
   for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
     const Device dev = on_gpu ? kCuda : kCPU;
-    Tensor wd = w.to(dev).requires_grad_(true);
+    // detach: on the CPU to() returns w itself, which must stay a plain tensor for the GPU pass
+    Tensor wd = w.to(dev).detach().requires_grad_(true);
     sum(embedding(wd, ids.to(dev), padding_idx) * g.to(dev)).backward();
     grads[on_gpu] = wd.grad().to(kCPU).to(kFloat64);
   }

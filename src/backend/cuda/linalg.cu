@@ -6,6 +6,12 @@
 // first cuBLASLt operand is b, the second a, and the contiguous row-major out is the
 // column-major out^T with ld N. Transposed operands (unit row stride) become op T instead of a
 // copy. Heuristic results are cached per problem, since asking costs more than a small GEMM.
+//
+// cuBLASLt's tensor-core kernels move 16 bytes at a time along a matrix's contiguous dim: when
+// that dim's extent is not a multiple of 16 bytes, only align-1 kernels remain, several times
+// slower (GPT-2's 50257-wide logits: 8.2 ms for the bf16 lm_head GEMM at 8 x 1024 tokens on an
+// H100). A large GEMM therefore runs on zero-padded copies, as PyTorch Inductor's pad_mm does:
+// the padded rows and columns of the result are dropped, zeros padded along k add nothing.
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -23,6 +29,12 @@ namespace tessera::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr int64_t kAlignBytes = 16;
+
+int alignment_of(const void* ptr) {
+  const auto addr = reinterpret_cast<uintptr_t>(ptr);
+  return static_cast<int>(std::min<uintptr_t>(256, addr & (~addr + 1)));
+}
 
 // One operand as cuBLASLt sees it: a column-major matrix of rows x cols with leading dim ld,
 // used transposed or not, batch stride in elements.
@@ -50,8 +62,7 @@ std::optional<Operand> transposed_view(const Tensor& t, bool broadcast_batch) {
   } else {
     return std::nullopt;
   }
-  const auto addr = reinterpret_cast<uintptr_t>(t.data_ptr());
-  o.alignment = static_cast<int>(std::min<uintptr_t>(256, addr & (~addr + 1)));
+  o.alignment = alignment_of(t.data_ptr());
   return o;
 }
 
@@ -72,12 +83,13 @@ struct Problem {
   DType dtype;
   int64_t batch, m, n, k;
   Operand a, b;  // cuBLASLt's first (our b) and second (our a) operands
+  int c_alignment;
   bool tf32;
   bool bias;  // a bias epilogue (its pointer is set per call)
   auto tie() const {
     return std::tie(device, dtype, batch, m, n, k, a.rows, a.cols, a.ld, a.batch_stride,
                     a.transpose, a.alignment, b.rows, b.cols, b.ld, b.batch_stride, b.transpose,
-                    b.alignment, tf32, bias);
+                    b.alignment, c_alignment, tf32, bias);
   }
   bool operator<(const Problem& o) const { return tie() < o.tie(); }
 };
@@ -131,7 +143,7 @@ Plan make_plan(const Problem& p) {
   const uint64_t workspace = kWorkspaceBytes;
   TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
-  const uint32_t align_a = p.a.alignment, align_b = p.b.alignment, align_c = 256;
+  const uint32_t align_a = p.a.alignment, align_b = p.b.alignment, align_c = p.c_alignment;
   TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
   TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -171,9 +183,9 @@ void* workspace() {
 
 void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Operand& va,
                const Operand& vb, const Tensor& bias) {
-  Problem p{current_device(), out.dtype(), out.size(0), out.size(1), out.size(2), a.size(2),
-            vb,               va,          g_allow_tf32.load(std::memory_order_relaxed),
-            bias.defined()};
+  void* dst = out.data_ptr();
+  Problem p{current_device(), out.dtype(), out.size(0), out.size(1), out.size(2), a.size(2), vb, va,
+            alignment_of(dst), g_allow_tf32.load(std::memory_order_relaxed), bias.defined()};
   const Plan& plan = plan_for(p);
   // A plan's descriptor is shared, so setting its bias pointer and enqueueing are one step.
   static std::mutex bias_mutex;
@@ -190,9 +202,83 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Operan
   const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
   TESSERA_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), plan.op, alpha, b.data_ptr(), plan.a,
-                                      a.data_ptr(), plan.b, beta, out.data_ptr(), plan.c,
-                                      out.data_ptr(), plan.c, &plan.algo, workspace(),
-                                      kWorkspaceBytes, current_stream()));
+                                      a.data_ptr(), plan.b, beta, dst, plan.c, dst, plan.c,
+                                      &plan.algo, workspace(), kWorkspaceBytes, current_stream()));
+}
+
+int64_t round_up_to_16_bytes(int64_t n, size_t es) {
+  const auto per = static_cast<int64_t>(kAlignBytes / es);
+  return (n + per - 1) / per * per;
+}
+
+// dst = src for [B, R, C] tensors whose rows are contiguous and evenly spaced: one pitched
+// cudaMemcpy2D, several times faster than the strided copy kernel on the 0.8 GB of GPT-2's
+// padded logits. Other layouts take copy_.
+void copy_rows(const Tensor& dst, const Tensor& src) {
+  const int64_t B = src.size(0), R = src.size(1), C = src.size(2);
+  auto pitched = [&](const Tensor& t) {
+    return t.stride(2) == 1 && t.stride(1) >= C && (B == 1 || t.stride(0) == R * t.stride(1));
+  };
+  if (!pitched(dst) || !pitched(src)) {
+    Tensor d = dst;
+    d.copy_(src);
+    return;
+  }
+  const size_t es = src.element_size();
+  TESSERA_CUDA_CHECK(cudaMemcpy2DAsync(dst.data_ptr(), dst.stride(1) * es, src.data_ptr(),
+                                       src.stride(1) * es, C * es, B * R,
+                                       cudaMemcpyDeviceToDevice, current_stream()));
+}
+
+// t [B, R, C] copied to [B, rows, cols] with zeros in its new rows and columns, in t's memory
+// order (a transposed t stays transposed, so the copy reads and writes along its rows).
+Tensor zero_padded(const Tensor& t, int64_t rows, int64_t cols) {
+  if (t.size(1) > 1 && t.stride(1) == 1 && t.stride(2) != 1)
+    return zero_padded(t.transpose(1, 2), cols, rows).transpose(1, 2);
+  const int64_t R = t.size(1), C = t.size(2);
+  if (R == rows && C == cols) return t;
+  Tensor buf = empty({t.size(0), rows, cols}, TensorOptions(t.dtype()).with_device(t.device()));
+  copy_rows(buf.narrow(1, 0, R).narrow(2, 0, C), t);
+  if (cols > C) {
+    Tensor strip = buf.narrow(2, C, cols - C);
+    zero_(strip);
+  }
+  if (rows > R) {
+    Tensor strip = buf.narrow(1, R, rows - R);
+    zero_(strip);
+  }
+  return buf;
+}
+
+void gemm_with_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in,
+                    const Tensor& bias);
+
+// out = a @ b (+ bias) through zero-padded copies when a matrix's contiguous dim is misaligned
+// and the GEMM is large enough to pay for the copies (64 multiply-adds per element copied).
+// Returns false where the GEMM runs as it is.
+bool padded_gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Operand& va,
+                 const Operand& vb, const Tensor& bias) {
+  const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
+  const size_t es = out.element_size();
+  auto padded = [&](int64_t n, bool contiguous_dim) {
+    return contiguous_dim ? round_up_to_16_bytes(n, es) : n;
+  };
+  const int64_t M2 = padded(M, va.transpose), K2 = padded(K, !va.transpose || vb.transpose),
+                N2 = padded(N, true);
+  if (M2 == M && N2 == N && K2 == K) return false;
+  const int64_t Bb = b.size(0);
+  const int64_t copied = (M2 != M || K2 != K ? B * M * K : 0) +
+                         (K2 != K || N2 != N ? Bb * K * N : 0) +
+                         (M2 != M || N2 != N ? B * M * N : 0);
+  const int64_t macs = B * M * N * K;
+  if (macs < (int64_t{1} << 24) || macs < 64 * copied) return false;
+  Tensor c = M2 == M && N2 == N
+                 ? out
+                 : empty({B, M2, N2}, TensorOptions(out.dtype()).with_device(out.device()));
+  Tensor bias2 = bias.defined() ? zero_padded(bias.reshape({1, 1, N}), 1, N2).reshape({N2}) : bias;
+  gemm_with_bias(c, zero_padded(a, M2, K2), zero_padded(b, K2, N2), bias2);
+  if (!c.is_same(out)) copy_rows(out, c.narrow(1, 0, M).narrow(2, 0, N));
+  return true;
 }
 
 // out = a @ b (+ bias along each row when defined).
@@ -202,8 +288,10 @@ void gemm_with_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in,
   if (out.numel() == 0) return;
   if (a_in.size(2) == 0) {
     Tensor o = out;
-    if (bias.defined()) o.copy_(bias.expand(out.sizes()));
-    else fill_(o, 0);
+    if (bias.defined())
+      o.copy_(bias.expand(out.sizes()));
+    else
+      fill_(o, 0);
     return;
   }
   const DType dt = out.dtype();
@@ -222,7 +310,7 @@ void gemm_with_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in,
   auto vb = transposed_view(b_in, broadcast_b);
   Tensor b = vb ? b_in : contiguous(b_in);
   if (!vb) vb = transposed_view(b, broadcast_b);
-  lt_matmul(out, a, b, *va, *vb, bias);
+  if (!padded_gemm(out, a, b, *va, *vb, bias)) lt_matmul(out, a, b, *va, *vb, bias);
 }
 
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b) {

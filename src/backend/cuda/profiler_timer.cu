@@ -1,8 +1,8 @@
 // The profiler's GPU clock (device_time sessions): a CUDA event queued on the current stream for
 // every marker, timed when the session stops. Each device has an origin event, recorded once the
-// device is idle (synchronized first) and paired with the host clock read then, so device times
-// sit on the host's clock. A marker is timed from the device's previous marker, not from the
-// origin: cudaEventElapsedTime returns float milliseconds, which would lose microseconds to
+// device is idle (synchronized first) and paired with the host clock (see make_origin), so
+// device times sit on the host's clock. A marker is timed from the device's previous marker, not
+// from the origin: cudaEventElapsedTime returns float milliseconds, which would lose microseconds to
 // rounding a few seconds into a session.
 #include <cuda_runtime.h>
 
@@ -101,16 +101,35 @@ class CudaDeviceTimer final : public DeviceTimer {
     return cudaEventCreate(&event) == cudaSuccess ? event : nullptr;
   }
 
+  // The host time at which a device event ran is known only within a window: from its record
+  // call to the return of its synchronize. The origin pairs an event with the end of the
+  // narrowest of a few windows: never earlier than the event ran (so no GPU span sits before
+  // the host launched its work; pairing the window's start put spans ~25 us early on an H100),
+  // late by at most that window.
   bool make_origin(int device) {
     if (cudaDeviceSynchronize() != cudaSuccess) return false;
-    cudaEvent_t event = take_event(device);
-    if (event == nullptr) return false;
-    const int64_t host_ns = now_ns_();  // the idle device runs the event about now
-    if (cudaEventRecord(event, current_stream()) != cudaSuccess) {
-      free_[device].push_back(event);
-      return false;
+    Origin best;
+    int64_t best_window = 0;
+    for (int round = 0; round < 3; ++round) {
+      cudaEvent_t event = take_event(device);
+      if (event == nullptr) break;
+      const int64_t before = now_ns_();
+      if (cudaEventRecord(event, current_stream()) != cudaSuccess ||
+          cudaEventSynchronize(event) != cudaSuccess) {
+        free_[device].push_back(event);
+        break;
+      }
+      const int64_t after = now_ns_();
+      if (best.event == nullptr || after - before < best_window) {
+        if (best.event != nullptr) free_[device].push_back(best.event);
+        best = {event, after};
+        best_window = after - before;
+      } else {
+        free_[device].push_back(event);
+      }
     }
-    origins_[device] = {event, host_ns};
+    if (best.event == nullptr) return false;
+    origins_[device] = best;
     return true;
   }
 

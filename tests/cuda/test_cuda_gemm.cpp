@@ -1,0 +1,56 @@
+// GEMMs whose leading dims are not multiples of 16 bytes, large enough that the CUDA GEMM reads
+// the operand or writes the result through a padded copy (GPT-2's 50257-wide logits, here 1001
+// or 333 wide): every layout that path handles, against float64 on the CPU from the same values.
+#include <gtest/gtest.h>
+
+#include "tessera/tessera.h"
+#include "testing/cuda_test.h"
+
+namespace tessera {
+namespace {
+
+using testing::CudaTest;
+using testing::kCuda;
+
+Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
+  Generator gen(seed);
+  return randn(shape, TensorOptions(kFloat32), &gen).to(dtype);
+}
+
+// got (on the GPU) against want (float64 on the CPU): within a fraction of want's largest
+// magnitude, since a GEMM's error grows with its sums, not with each element.
+void expect_close(const Tensor& got, const Tensor& want, double tol, const char* what) {
+  ASSERT_EQ(got.device(), kCuda) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const double scale = max(abs(want)).item<double>();
+  const double err = max(abs(got.to(kCPU).to(kFloat64) - want)).item<double>();
+  EXPECT_LE(err, tol * scale) << what << ": largest error " << err << " of " << scale;
+}
+
+double tolerance(DType dtype) { return dtype == kFloat32 ? 1e-5 : 1e-2; }
+
+TEST_F(CudaTest, GemmsWithUnalignedLeadingDimsMatchTheCpu) {
+  for (DType dtype : {kBFloat16, kFloat32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double tol = tolerance(dtype);
+    // A linear layer 1001 wide: the result padded, with the bias epilogue.
+    Tensor x = random({512, 768}, dtype, 1), w = random({1001, 768}, dtype, 2);
+    Tensor bias = random({1001}, dtype, 3), g = random({512, 1001}, dtype, 4);
+    auto f64 = [](const Tensor& t) { return t.to(kFloat64); };
+    expect_close(linear(x.to(kCuda), w.to(kCuda), bias.to(kCuda)),
+                 linear(f64(x), f64(w), f64(bias)), tol, "linear, 1001 outputs");
+    // Its input gradient (g read with leading dim 1001) and weight gradient (g transposed).
+    expect_close(matmul(g.to(kCuda), w.to(kCuda)), matmul(f64(g), f64(w)), tol, "g @ w");
+    expect_close(matmul(g.to(kCuda).t(), x.to(kCuda)), matmul(f64(g).t(), f64(x)), tol, "g^T @ x");
+    // Batched with an odd inner dim (both operands padded), and with a broadcast right side
+    // whose width is odd (it and the result padded).
+    Tensor a = random({4, 256, 333}, dtype, 5), b = random({4, 333, 200}, dtype, 6);
+    Tensor shared = random({333, 201}, dtype, 7);
+    expect_close(matmul(a.to(kCuda), b.to(kCuda)), matmul(f64(a), f64(b)), tol, "batched");
+    expect_close(matmul(a.to(kCuda), shared.to(kCuda)), matmul(f64(a), f64(shared)), tol,
+                 "broadcast right side");
+  }
+}
+
+}  // namespace
+}  // namespace tessera
