@@ -4,7 +4,9 @@
 // parameter types are the input element types and whose return type is the output's. When every
 // operand is contiguous each thread moves vectors of up to 16 bytes per operand; otherwise each
 // thread turns its linear index into per-operand byte offsets from the iterator's (merged) shape
-// and strides, in 32-bit arithmetic with multiply-shift division whenever the offsets fit.
+// and strides, in 32-bit arithmetic with multiply-shift division whenever the offsets fit. When
+// the innermost dim is contiguous in every operand (a transpose of [B, H, T, D] heads, a slice of
+// the last dim), those indices count vectors of that dim instead of elements.
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
@@ -38,13 +40,16 @@ struct OffsetCalculator {
   Divider sizes[kMaxDims];
   Index strides[kMaxDims][N];
 
-  explicit OffsetCalculator(const TensorIterator& it) {
+  // vector > 1: the innermost dim walked in vectors of that many elements (its size divides).
+  explicit OffsetCalculator(const TensorIterator& it, int vector = 1) {
     ndim = it.ndim();
     TESSERA_CHECK(ndim <= kMaxDims, NotImplementedError, "[", it.op(), "] expected at most ",
                   kMaxDims, " dims after merging on CUDA, got ", ndim);
     for (int d = 0; d < ndim; ++d) {
-      sizes[d] = Divider(static_cast<Index>(it.shape()[d]));
-      for (int k = 0; k < N; ++k) strides[d][k] = static_cast<Index>(it.byte_strides(k)[d]);
+      const int scale = d == ndim - 1 ? vector : 1;
+      sizes[d] = Divider(static_cast<Index>(it.shape()[d] / scale));
+      for (int k = 0; k < N; ++k)
+        strides[d][k] = static_cast<Index>(it.byte_strides(k)[d] * scale);
     }
   }
   __device__ void get(Index linear, Index* offsets) const {
@@ -92,13 +97,6 @@ using Arg = std::tuple_element_t<I, typename function_traits<F>::args>;
 template <class F>
 using Result = typename function_traits<F>::result_type;
 
-template <class F, class Index, size_t... I>
-__device__ void apply_at(const F& f, const Pointers<sizeof...(I) + 1>& ptrs, const Index* off,
-                         std::index_sequence<I...>) {
-  *reinterpret_cast<Result<F>*>(ptrs.p[0] + off[0]) =
-      f(*reinterpret_cast<const Arg<F, I>*>(ptrs.p[I + 1] + off[I + 1])...);
-}
-
 // Elements [i, i + W) of contiguous operands: one vector load per input, one store.
 template <int W, class F, size_t... I>
 __device__ void apply_vector(const F& f, const Pointers<sizeof...(I) + 1>& ptrs, int64_t i,
@@ -109,6 +107,15 @@ __device__ void apply_vector(const F& f, const Pointers<sizeof...(I) + 1>& ptrs,
 #pragma unroll
   for (int j = 0; j < W; ++j) out.v[j] = f(std::get<I>(in).v[j]...);
   store<W>(reinterpret_cast<Result<F>*>(ptrs.p[0]) + i, out);
+}
+
+// W elements at byte offsets off of each operand, contiguous within each.
+template <int W, class F, class Index, int N>
+__device__ void apply_vector_at(const F& f, const Pointers<N>& ptrs, const Index* off) {
+  Pointers<N> at;
+#pragma unroll
+  for (int k = 0; k < N; ++k) at.p[k] = ptrs.p[k] + off[k];
+  apply_vector<W>(f, at, 0, std::make_index_sequence<N - 1>{});
 }
 
 // Elements per vector: 16 bytes of the widest operand.
@@ -130,15 +137,33 @@ __global__ void contiguous_elementwise(int64_t n, F f, Pointers<N> ptrs) {
     detail::apply_vector<1>(f, ptrs, i, std::make_index_sequence<N - 1>{});
 }
 
-template <class F, int N, class Index>
+// Strided operands, n vectors of W elements each (W > 1 only where the innermost dim is
+// contiguous in every operand, see inner_vectorizable).
+template <int W, class F, int N, class Index>
 __global__ void strided_elementwise(Index n, F f, Pointers<N> ptrs,
                                     OffsetCalculator<N, Index> calc) {
   Index off[N];
   for (Index i = blockIdx.x * Index{blockDim.x} + threadIdx.x; i < n;
        i += Index{gridDim.x} * blockDim.x) {
     calc.get(i, off);
-    detail::apply_at(f, ptrs, off, std::make_index_sequence<N - 1>{});
+    detail::apply_vector_at<W>(f, ptrs, off);
   }
+}
+
+// Whether the iteration's innermost dim is contiguous in every operand, its size a multiple of
+// W, and every pointer and outer stride aligned to W elements: then it can move in W-vectors.
+template <int W>
+bool inner_vectorizable(const TensorIterator& it) {
+  const int inner = it.ndim() - 1;
+  if (W == 1 || inner < 0 || it.shape()[inner] % W != 0) return false;
+  for (int k = 0; k < it.ntensors(); ++k) {
+    const int64_t es = it.tensor(k).element_size(), bytes = W * es;
+    if (it.byte_strides(k)[inner] != es || reinterpret_cast<uintptr_t>(it.data(k)) % bytes != 0)
+      return false;
+    for (int d = 0; d < inner; ++d)
+      if (it.byte_strides(k)[d] % bytes != 0) return false;
+  }
+  return true;
 }
 
 // Applies f elementwise on the current stream: output 0 = f(input 0, input 1, ...).
@@ -156,8 +181,9 @@ void gpu_kernel(const TensorIterator& it, const F& f) {
   [&]<size_t... I>(std::index_sequence<I...>) {
     contiguous = contiguous && ((it.byte_strides(I + 1)[0] == sizeof(detail::Arg<F, I>)) && ...);
   }(Seq{});
+  constexpr int kVector = detail::vector_width<F>(Seq{});
   if (contiguous) {
-    constexpr int W = detail::vector_width<F>(Seq{});
+    constexpr int W = kVector;
     bool vectorizable = true;
     for (int k = 0; k < N; ++k)
       vectorizable = vectorizable && reinterpret_cast<uintptr_t>(ptrs.p[k]) %
@@ -167,11 +193,15 @@ void gpu_kernel(const TensorIterator& it, const F& f) {
           n, f, ptrs);
     else
       contiguous_elementwise<1><<<grid_size(n), kBlockSize, 0, current_stream()>>>(n, f, ptrs);
+  } else if (inner_vectorizable<kVector>(it) && fits_32_bit(it)) {
+    strided_elementwise<kVector><<<grid_size(n / kVector), kBlockSize, 0, current_stream()>>>(
+            static_cast<uint32_t>(n / kVector), f, ptrs,
+            OffsetCalculator<N, uint32_t>(it, kVector));
   } else if (fits_32_bit(it)) {
-    strided_elementwise<<<grid_size(n), kBlockSize, 0, current_stream()>>>(
+    strided_elementwise<1><<<grid_size(n), kBlockSize, 0, current_stream()>>>(
         static_cast<uint32_t>(n), f, ptrs, OffsetCalculator<N, uint32_t>(it));
   } else {
-    strided_elementwise<<<grid_size(n), kBlockSize, 0, current_stream()>>>(
+    strided_elementwise<1><<<grid_size(n), kBlockSize, 0, current_stream()>>>(
         n, f, ptrs, OffsetCalculator<N, int64_t>(it));
   }
   TESSERA_CUDA_CHECK_LAUNCH();
