@@ -1,6 +1,6 @@
-// GEMMs whose leading dims are not multiples of 16 bytes, large enough that the CUDA GEMM reads
-// the operand or writes the result through a padded copy (GPT-2's 50257-wide logits, here 1001
-// or 333 wide): every layout that path handles, against float64 on the CPU from the same values.
+// GEMMs whose contiguous dims are not multiples of 16 bytes, large enough that the CUDA GEMM
+// runs on zero-padded copies (GPT-2's 50257-wide logits; here 1001, 513, 333 or 250 wide): every
+// layout that path handles, against float64 on the CPU from the same values.
 #include <gtest/gtest.h>
 
 #include "tessera/tessera.h"
@@ -42,13 +42,19 @@ TEST_F(CudaTest, GemmsWithUnalignedLeadingDimsMatchTheCpu) {
     // Its input gradient (g read with leading dim 1001) and weight gradient (g transposed).
     expect_close(matmul(g.to(kCuda), w.to(kCuda)), matmul(f64(g), f64(w)), tol, "g @ w");
     expect_close(matmul(g.to(kCuda).t(), x.to(kCuda)), matmul(f64(g).t(), f64(x)), tol, "g^T @ x");
-    // Batched with an odd inner dim (both operands padded), and with a broadcast right side
-    // whose width is odd (it and the result padded).
-    Tensor a = random({4, 256, 333}, dtype, 5), b = random({4, 333, 200}, dtype, 6);
-    Tensor shared = random({333, 201}, dtype, 7);
+    // Batched with an odd inner dim (both operands padded); a broadcast right side whose width
+    // is odd (it and the result padded), as a matrix and as a batch of one; a batch of
+    // transposed left sides with an odd M (the result copied back batch by batch).
+    Tensor a = random({2, 512, 333}, dtype, 5), b = random({2, 333, 512}, dtype, 6);
+    Tensor shared = random({333, 513}, dtype, 7), at = random({2, 1024, 250}, dtype, 8);
+    Tensor c = random({2, 1024, 512}, dtype, 9);
     expect_close(matmul(a.to(kCuda), b.to(kCuda)), matmul(f64(a), f64(b)), tol, "batched");
     expect_close(matmul(a.to(kCuda), shared.to(kCuda)), matmul(f64(a), f64(shared)), tol,
                  "broadcast right side");
+    expect_close(matmul(a.to(kCuda), shared.unsqueeze(0).to(kCuda)),
+                 matmul(f64(a), f64(shared).unsqueeze(0)), tol, "broadcast batch of one");
+    expect_close(matmul(at.to(kCuda).transpose(1, 2), c.to(kCuda)),
+                 matmul(f64(at).transpose(1, 2), f64(c)), tol, "transposed batch, odd M");
   }
 }
 

@@ -96,6 +96,21 @@ TEST(Graph, MlpBlockReplaysEqualToEager) {
   }
 }
 
+// A kernel that runs other kernels (the integer GEMM computes in float64 and copies its result
+// back) replays as one call: its inner calls recorded beside it would copy the recording's
+// result over each replay's.
+TEST(Graph, AKernelCallingKernelsReplaysAsOneCall) {
+  Tensor a = randint(-5, 5, {3, 4}), b = randint(-5, 5, {4, 2});
+  start_graph_recording();
+  Tensor y = matmul(a, b);
+  Graph g = stop_graph_recording();
+  for (int step = 0; step < 2; ++step) {
+    a.copy_(randint(-5, 5, {3, 4}));
+    g.run();
+    EXPECT_TRUE(equal(y, matmul(a, b))) << "step " << step;
+  }
+}
+
 // One decode step of a small causal attention layer: the new token's q/k/v against a cache of
 // past keys and values (inputs of the graph), output projection and residual.
 TEST(Graph, AttentionDecoderStepReplaysEqualToEager) {

@@ -10,6 +10,7 @@
 // Lookup is an array index: no strings, no void* casts.
 #include <array>
 #include <string_view>
+#include <utility>
 
 #include "tessera/core/device.h"
 #include "tessera/core/error.h"
@@ -22,6 +23,20 @@ class KernelRecorder;
 extern thread_local KernelRecorder* t_kernel_recorder;
 template <class Key, class... Args>
 void capture_kernel(Device device, typename Key::Signature* fn, const Args&... args);
+
+// Clears the recorder for a scope: the kernels a recorded kernel calls itself (a GEMM's casts
+// and copies) belong to its replay. Recorded beside it they would run again after it on every
+// replay, copying the recording's temporaries over the fresh result.
+class KernelRecorderPause {
+ public:
+  KernelRecorderPause() : saved_(std::exchange(t_kernel_recorder, nullptr)) {}
+  ~KernelRecorderPause() { t_kernel_recorder = saved_; }
+  KernelRecorderPause(const KernelRecorderPause&) = delete;
+  KernelRecorderPause& operator=(const KernelRecorderPause&) = delete;
+
+ private:
+  KernelRecorder* saved_;
+};
 }  // namespace detail
 
 template <class Key>
@@ -46,8 +61,11 @@ decltype(auto) call_kernel(Device device, Args&&... args) {
   auto* fn = KernelTable<Key>::kernels[static_cast<int>(device.type)];
   TESSERA_CHECK(fn != nullptr, NotImplementedError, "[", Key::name, "] expected a kernel for ",
                 device.str(), ", got none registered");
-  if (detail::t_kernel_recorder) [[unlikely]]
+  if (detail::t_kernel_recorder) [[unlikely]] {
     detail::capture_kernel<Key>(device, fn, args...);
+    detail::KernelRecorderPause inner_calls_are_replayed_by_this_one;
+    return fn(std::forward<Args>(args)...);
+  }
   return fn(std::forward<Args>(args)...);
 }
 

@@ -254,8 +254,11 @@ void gemm_with_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in,
                     const Tensor& bias);
 
 // out = a @ b (+ bias) through zero-padded copies when a matrix's contiguous dim is misaligned
-// and the GEMM is large enough to pay for the copies (64 multiply-adds per element copied).
-// Returns false where the GEMM runs as it is.
+// and the GEMM is large enough to pay for the copies: an H100 moves an element in and out in
+// the time of ~500 bf16 tensor-core multiply-adds, and the align-1 kernels are ~6x slower, so
+// 16-bit GEMMs pad at 128 multiply-adds per element copied (a lm_head at 8192 tokens has ~700;
+// a 70-token prefill's 64 or the T = 1001 attention scores' 113 keep the align-1 kernel), wider
+// types at 64. Returns false where the GEMM runs as it is.
 bool padded_gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Operand& va,
                  const Operand& vb, const Tensor& bias) {
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
@@ -263,7 +266,7 @@ bool padded_gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Oper
   auto padded = [&](int64_t n, bool contiguous_dim) {
     return contiguous_dim ? round_up_to_16_bytes(n, es) : n;
   };
-  const int64_t M2 = padded(M, va.transpose), K2 = padded(K, !va.transpose || vb.transpose),
+  const int64_t M2 = padded(M, va.transpose && M > 1), K2 = padded(K, !va.transpose || vb.transpose),
                 N2 = padded(N, true);
   if (M2 == M && N2 == N && K2 == K) return false;
   const int64_t Bb = b.size(0);
@@ -271,7 +274,8 @@ bool padded_gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Oper
                          (K2 != K || N2 != N ? Bb * K * N : 0) +
                          (M2 != M || N2 != N ? B * M * N : 0);
   const int64_t macs = B * M * N * K;
-  if (macs < (int64_t{1} << 24) || macs < 64 * copied) return false;
+  const int64_t macs_per_copy = es == 2 ? 128 : 64;
+  if (macs < (int64_t{1} << 24) || macs < macs_per_copy * copied) return false;
   Tensor c = M2 == M && N2 == N
                  ? out
                  : empty({B, M2, N2}, TensorOptions(out.dtype()).with_device(out.device()));
