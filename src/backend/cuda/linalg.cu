@@ -266,8 +266,8 @@ bool padded_gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Oper
   auto padded = [&](int64_t n, bool contiguous_dim) {
     return contiguous_dim ? round_up_to_16_bytes(n, es) : n;
   };
-  const int64_t M2 = padded(M, va.transpose && M > 1), K2 = padded(K, !va.transpose || vb.transpose),
-                N2 = padded(N, true);
+  const int64_t M2 = padded(M, va.transpose && M > 1);
+  const int64_t K2 = padded(K, !va.transpose || vb.transpose), N2 = padded(N, true);
   if (M2 == M && N2 == N && K2 == K) return false;
   const int64_t Bb = b.size(0);
   const int64_t copied = (M2 != M || K2 != K ? B * M * K : 0) +
@@ -292,10 +292,8 @@ void gemm_with_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in,
   if (out.numel() == 0) return;
   if (a_in.size(2) == 0) {
     Tensor o = out;
-    if (bias.defined())
-      o.copy_(bias.expand(out.sizes()));
-    else
-      fill_(o, 0);
+    if (bias.defined()) o.copy_(bias.expand(out.sizes()));
+    else fill_(o, 0);
     return;
   }
   const DType dt = out.dtype();

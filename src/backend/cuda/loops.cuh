@@ -195,8 +195,7 @@ void gpu_kernel(const TensorIterator& it, const F& f) {
       contiguous_elementwise<1><<<grid_size(n), kBlockSize, 0, current_stream()>>>(n, f, ptrs);
   } else if (inner_vectorizable<kVector>(it) && fits_32_bit(it)) {
     strided_elementwise<kVector><<<grid_size(n / kVector), kBlockSize, 0, current_stream()>>>(
-            static_cast<uint32_t>(n / kVector), f, ptrs,
-            OffsetCalculator<N, uint32_t>(it, kVector));
+        static_cast<uint32_t>(n / kVector), f, ptrs, OffsetCalculator<N, uint32_t>(it, kVector));
   } else if (fits_32_bit(it)) {
     strided_elementwise<1><<<grid_size(n), kBlockSize, 0, current_stream()>>>(
         static_cast<uint32_t>(n), f, ptrs, OffsetCalculator<N, uint32_t>(it));

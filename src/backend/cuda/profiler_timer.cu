@@ -1,9 +1,9 @@
 // The profiler's GPU clock (device_time sessions): a CUDA event queued on the current stream for
 // every marker, timed when the session stops. Each device has an origin event, recorded once the
 // device is idle (synchronized first) and paired with the host clock (see make_origin), so
-// device times sit on the host's clock. A marker is timed from the device's previous marker, not
-// from the origin: cudaEventElapsedTime returns float milliseconds, which would lose microseconds to
-// rounding a few seconds into a session.
+// device times sit on the host's clock. A marker is timed from the device's previous marker,
+// not from the origin: cudaEventElapsedTime returns float milliseconds, which would lose
+// microseconds to rounding a few seconds into a session.
 #include <cuda_runtime.h>
 
 #include <cmath>
