@@ -133,10 +133,18 @@ TensorList split(const Tensor& x, const Shape& split_sizes, int64_t dim) {
   TensorList out;
   int64_t start = 0;
   for (int64_t s : split_sizes) {
-    out.push_back(narrow(x, d, start, s));
+    Shape sizes = x.sizes();
+    sizes[d] = s;
+    out.push_back(make_view(x, sizes, x.strides(), x.storage_offset() + start * x.stride(d)));
     start += s;
   }
-  return out;
+  // One node for all pieces, as torch's SplitBackward: the gradient is one cat of the pieces'
+  // gradients, not a zero-filled base per piece summed afterwards (the fused q|k|v's backward).
+  return record_views(x, std::move(out), "SplitBackward",
+                      [d, dtype = x.dtype()](const TensorList& g) {
+                        Tensor grad = cat(g, d);
+                        return grad.dtype() == dtype ? grad : cast(grad, dtype);
+                      });
 }
 
 TensorList split(const Tensor& x, int64_t split_size, int64_t dim) {

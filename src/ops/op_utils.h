@@ -69,6 +69,10 @@ Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset);
 // Records a view op (out aliases x) whose gradient is backward_fn(g).
 Tensor record_view(const Tensor& x, Tensor out, const char* name,
                    std::function<Tensor(const Tensor&)> backward_fn);
+// Records a view op with several outputs (all alias x) as one node whose gradient is
+// backward_fn(g), g holding one gradient per output (zeros for those that got none).
+TensorList record_views(const Tensor& x, TensorList outs, const char* name,
+                        std::function<Tensor(const TensorList&)> backward_fn);
 // zeros(shape) with src added into view_fn(zeros); differentiable (its gradient is view_fn(g)).
 Tensor view_backward_scatter(const Tensor& src, const Shape& shape,
                              std::function<Tensor(const Tensor&)> view_fn);

@@ -38,6 +38,18 @@ Tensor record_view(const Tensor& x, Tensor out, const char* name,
   return out;
 }
 
+TensorList record_views(const Tensor& x, TensorList outs, const char* name,
+                        std::function<Tensor(const TensorList&)> backward_fn) {
+  if (needs_grad({x})) {
+    record(name, {x}, outs, {},
+           [backward_fn = std::move(backward_fn)](BackwardContext&, const TensorList& g) {
+             return TensorList{backward_fn(g)};
+           });
+  }
+  for (const Tensor& out : outs) autograd::track_view(x, out);
+  return outs;
+}
+
 // zeros(shape) with src added into view_fn(zeros): the gradient of a view op. Its own gradient
 // is view_fn(g), so it stays differentiable.
 Tensor view_backward_scatter(const Tensor& src, const Shape& shape,

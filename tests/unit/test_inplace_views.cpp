@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "tessera/autograd/view_tracking.h"
 #include "tessera/tessera.h"
 #include "testing/expect_error.h"
 #include "testing/gradcheck.h"
@@ -247,6 +248,32 @@ TEST(InplaceViews, ATensorSavedBeforeItIsWrittenDoesNotKeepItsGraphAlive) {
     ASSERT_FALSE(history.expired());
   }
   EXPECT_TRUE(history.expired());
+}
+
+TEST(InplaceViews, SplitPiecesShareOneNodeWhoseGradientIsOneCat) {
+  // torch: the pieces' grad_fn is one SplitBackward0; x.grad == [2, 4, 0, 0, 3, 3].
+  Tensor x = vec({1, 2, 3, 4, 5, 6}).requires_grad_(true);
+  TensorList pieces = split(x * 1.0, 2);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].grad_fn()->name(), "SplitBackward");
+  EXPECT_EQ(pieces[0].grad_fn(), pieces[2].grad_fn());
+  EXPECT_TRUE(autograd::is_tracked_view(pieces[1]));
+  sum(pieces[0] * pieces[0] + pieces[2] * 3.0).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 4, 0, 0, 3, 3}));
+}
+
+TEST(InplaceViews, WritingIntoASplitPieceFollowsTheValues) {
+  // torch refuses in-place writes to the outputs of multi-view functions; Tessera follows them as
+  // for any view: y == [1, 2, 30, 400, 5, 6], x.grad == 2 * y * [1, 1, 10, 100, 1, 1].
+  Tensor x = vec({1, 2, 3, 4, 5, 6}).requires_grad_(true);
+  Tensor y = x * 1.0;
+  TensorList pieces = split(y, 2);
+  pieces[1].mul_(vec({10, 100}));
+  EXPECT_EQ(y.grad_fn()->name(), "CopySlices");
+  EXPECT_EQ(pieces[0].grad_fn()->name(), "AsStridedBackward");  // its memory was written since
+  (sum(y * y) + sum(pieces[0])).backward();
+  EXPECT_EQ(values(y), (std::vector<double>{1, 2, 30, 400, 5, 6}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{3, 5, 600, 80000, 10, 12}));
 }
 
 }  // namespace
