@@ -1,5 +1,6 @@
 #include "data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -17,6 +18,30 @@ bool DataParallel::agree(bool flag) const {
   Tensor t = scalar_tensor(flag ? 1 : 0, TensorOptions(kInt32));
   group->broadcast(t, 0)->wait();
   return t.item<int32_t>() != 0;
+}
+
+int64_t DataParallel::newest_common_step(const std::vector<int64_t>& steps) const {
+  auto all_min = [&](int64_t v) {
+    if (!group) return v;
+    Tensor t = scalar_tensor(v, TensorOptions(kInt64));
+    group->all_reduce(t, dist::ReduceOp::Min)->wait();
+    return t.item<int64_t>();
+  };
+  int64_t candidate = steps.empty() ? -1 : steps.back();
+  // Each round every rank proposes its newest step not past the last candidate; the smallest
+  // proposal is never below the answer, and it drops until every rank holds it.
+  for (;;) {
+    candidate = all_min(candidate);
+    if (candidate < 0) return -1;
+    const bool held = std::binary_search(steps.begin(), steps.end(), candidate);
+    if (all_min(held ? 1 : 0) == 1) return candidate;
+    auto older = std::lower_bound(steps.begin(), steps.end(), candidate);
+    candidate = older == steps.begin() ? -1 : *std::prev(older);
+  }
+}
+
+void DataParallel::barrier() const {
+  if (group) group->barrier()->wait();
 }
 
 DataParallel start_data_parallel(const TrainOptions& o) {

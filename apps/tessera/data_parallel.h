@@ -2,8 +2,10 @@
 // The parallel side of `tessera train`: the processes the launcher (mpirun, srun) started, laid
 // out as DP x TP x PP (--dp, --tp, --pp), which rank prints and writes, decisions every rank
 // must share, and the failure path.
+#include <cstdint>
 #include <exception>
 #include <memory>
+#include <vector>
 
 #include "tessera/dist/process_group.h"
 #include "train_options.h"
@@ -25,6 +27,10 @@ struct DataParallel {
   bool is_root() const { return rank == 0; }
   // Rank 0's flag on every rank (stop conditions must agree, or the ranks part ways).
   bool agree(bool flag) const;
+  // The newest of `steps` (ascending) that every rank holds too, or -1 when they share none.
+  int64_t newest_common_step(const std::vector<int64_t>& steps) const;
+  // Blocks until every rank got here.
+  void barrier() const;
 };
 
 // A single process for --dp 1 (--tp 1, --pp 1) outside a launcher; otherwise initialises MPI,

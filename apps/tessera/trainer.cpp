@@ -134,6 +134,8 @@ class TrainingRun {
   void setup_optimizer();
   // Where this rank's checkpoints go: --out, or under model parallelism a folder per rank.
   std::string checkpoint_dir() const;
+  // Under model parallelism: this rank's checkpoint of the newest step every rank saved.
+  std::string common_checkpoint() const;
   void rescale_data_position(io::Checkpoint& checkpoint);
   void restore(const io::Checkpoint& checkpoint);
   // --warmup-steps, shortened to end before --max-steps.
@@ -195,7 +197,8 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
       TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no --", key,
                     " with --resume (the run's checkpoint fixes it), got --", key);
   io::remove_interrupted_writes(checkpoint_dir());
-  const std::string folder = io::resolve_checkpoint(checkpoint_dir());
+  const std::string folder =
+      dp_.model_parallel() ? common_checkpoint() : io::resolve_checkpoint(checkpoint_dir());
   TESSERA_CHECK(folder != checkpoint_dir(), ValueError,
                 "[train] expected --out to be the run's folder (the one holding its ckpt_<step> "
                 "checkpoints), got the checkpoint '",
@@ -416,6 +419,21 @@ void TrainingRun::restore(const io::Checkpoint& checkpoint) {
   scheduler_->set_base_lrs(base_lrs);  // and the restored step's lr from them
 }
 
+std::string TrainingRun::common_checkpoint() const {
+  const std::vector<int64_t> steps = io::checkpoint_steps(checkpoint_dir());
+  const int64_t step = dp_.newest_common_step(steps);
+  TESSERA_CHECK(step >= 0, ValueError,
+                "[train] expected a checkpoint step that every rank saved in ", out_,
+                "/rank_*, got none in common (this rank's folder ", checkpoint_dir(), " holds ",
+                steps.size(), ")");
+  if (step != steps.back())  // said by the rank that holds more (only rank 0 prints otherwise)
+    std::fprintf(stderr,
+                 "tessera: rank %d: not every rank finished saving step %lld; resuming "
+                 "from step %lld, which all hold\n",
+                 dp_.rank, static_cast<long long>(steps.back()), static_cast<long long>(step));
+  return (fs::path(checkpoint_dir()) / io::checkpoint_folder_name(step)).string();
+}
+
 std::string TrainingRun::checkpoint_dir() const {
   if (!dp_.model_parallel()) return out_;
   return (fs::path(out_) / fmt("rank_%05d", dp_.rank)).string();
@@ -495,7 +513,17 @@ void TrainingRun::save(int64_t step) {
   // every rank its part.
   const io::Checkpoint ckpt = trainer_->checkpoint(run_config_.dump());
   if (!dp_.is_root() && !dp_.model_parallel()) return;
-  const std::string folder = io::save_checkpoint(checkpoint_dir(), ckpt, static_cast<int>(o_.keep));
+  const int keep = static_cast<int>(o_.keep);
+  std::string folder;
+  if (dp_.model_parallel()) {
+    // Older parts go only once every rank holds its new one: a crash midway through the save
+    // leaves a step that all ranks can resume (common_checkpoint).
+    folder = io::save_checkpoint(checkpoint_dir(), ckpt, /*keep_last=*/0);
+    dp_.barrier();
+    io::prune_checkpoints(checkpoint_dir(), keep, folder);
+  } else {
+    folder = io::save_checkpoint(checkpoint_dir(), ckpt, keep);
+  }
   bar_->log(fmt("saved %s (%.0f ms)", folder.c_str(), seconds_since(start) * 1e3));
 }
 

@@ -273,18 +273,20 @@ std::string save_checkpoint(const std::string& root, const Checkpoint& ckpt, int
     throw;
   }
   fsync_dir(root_path);
-
-  if (keep_last > 0) {
-    std::vector<std::string> all = list_checkpoints(root);
-    int64_t excess = static_cast<int64_t>(all.size()) - keep_last;
-    for (const std::string& folder : all) {
-      if (excess <= 0) break;
-      if (fs::path(folder) == final) continue;
-      retire(folder);
-      --excess;
-    }
-  }
+  prune_checkpoints(root, keep_last, final.string());
   return final.string();
+}
+
+void prune_checkpoints(const std::string& root, int keep_last, const std::string& keep) {
+  if (keep_last <= 0) return;
+  std::vector<std::string> all = list_checkpoints(root);
+  int64_t excess = static_cast<int64_t>(all.size()) - keep_last;
+  for (const std::string& folder : all) {
+    if (excess <= 0) break;
+    if (!keep.empty() && fs::path(folder) == fs::path(keep)) continue;
+    retire(folder);
+    --excess;
+  }
 }
 
 Checkpoint load_checkpoint(const std::string& folder) {
@@ -354,6 +356,13 @@ std::vector<std::string> list_checkpoints(const std::string& root) {
   std::vector<std::string> out;
   for (auto& [step, path] : found) out.push_back(std::move(path));
   return out;
+}
+
+std::vector<int64_t> checkpoint_steps(const std::string& root) {
+  std::vector<int64_t> steps;
+  for (const std::string& folder : list_checkpoints(root))
+    steps.push_back(*step_of(fs::path(folder).filename().string()));
+  return steps;
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& root) {

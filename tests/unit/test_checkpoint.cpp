@@ -229,6 +229,12 @@ TEST(Checkpoint, KeepsTheLastKAndFindsTheLatest) {
 
   io::save_checkpoint(root, small_checkpoint(30, 1.f), /*keep_last=*/0);
   EXPECT_EQ(io::list_checkpoints(root).size(), 3u);
+  EXPECT_EQ(io::checkpoint_steps(root), (std::vector<int64_t>{20, 30, 1000000}));
+  // Pruning later (as model-parallel ranks do once all saved) deletes the oldest but `keep`.
+  io::prune_checkpoints(root, 0);
+  EXPECT_EQ(io::checkpoint_steps(root).size(), 3u);
+  io::prune_checkpoints(root, 2, dir.file("out/ckpt_000020"));
+  EXPECT_EQ(io::checkpoint_steps(root), (std::vector<int64_t>{20, 1000000}));
 
   io::Checkpoint loaded = io::load_checkpoint(*io::latest_checkpoint(root));
   const io::Checkpoint want = small_checkpoint(1000000, 1.f);

@@ -68,6 +68,10 @@ std::string checkpoint_folder_name(int64_t step);
 // removed. ValueError when config is not a JSON object; RuntimeError on I/O errors, in which
 // case nothing under root changed. Returns the folder's path.
 std::string save_checkpoint(const std::string& root, const Checkpoint& ckpt, int keep_last = 3);
+// Deletes the oldest checkpoints under root, never the folder `keep`, until keep_last remain
+// (none when keep_last <= 0). Model-parallel ranks save with keep_last 0 and prune once every rank
+// has saved, so that a crash midway leaves a step every rank holds.
+void prune_checkpoints(const std::string& root, int keep_last, const std::string& keep = "");
 
 // Removes the hidden temp folders under root that saves and deletions of old checkpoints left
 // when the process died midway (none of them is ever a checkpoint). save_checkpoint starts with
@@ -82,6 +86,8 @@ Checkpoint load_checkpoint(const std::string& folder);
 // Checkpoint folders (ckpt_<step> holding a state.json) under root, oldest step first; empty
 // when root does not exist.
 std::vector<std::string> list_checkpoints(const std::string& root);
+// The steps of those checkpoints, oldest first.
+std::vector<int64_t> checkpoint_steps(const std::string& root);
 // The newest checkpoint folder under root, if any.
 std::optional<std::string> latest_checkpoint(const std::string& root);
 // For --resume: path itself when it is a checkpoint folder, else the newest checkpoint under
