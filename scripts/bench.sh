@@ -26,17 +26,22 @@ run() {  # suite, then its arguments
   "$BIN" bench "$suite" --json "$OUT/$suite.json" --svg "$CHARTS" "$@" > /dev/null
 }
 
+# Peaks (the ops suite's roofline, the train suite's MFU) come from this run's hardware suite;
+# without it in SUITES, those suites measure their own rather than read an older session's.
+hardware=()
+if [[ " $SUITES " == *" hardware "* ]]; then hardware=(--hardware "$OUT/hardware.json"); fi
+
 if [ -z "${REPORT_ONLY:-}" ]; then
   for suite in $SUITES; do
     case $suite in
       hardware) run hardware ;;
-      ops) run ops --hardware "$OUT/hardware.json" ;;
+      ops) run ops "${hardware[@]}" ;;
       comm) run comm --ranks 2,4 --max-bytes 16777216 ;;
       train)
         # PyTorch's bf16 CPU GEMM without avx512_bf16 is a reference loop: minutes per step.
         dtypes=float32
         if grep -qw avx512_bf16 /proc/cpuinfo; then dtypes=float32,bfloat16; fi
-        run train --hardware "$OUT/hardware.json" --rounds 5 --steps 10 --dtypes "$dtypes" ;;
+        run train "${hardware[@]}" --rounds 5 --steps 10 --dtypes "$dtypes" ;;
       serve)
         if [ -f "$DATA/stories260K.bin" ]; then
           run serve --model "$DATA/stories260K.bin" --tokenizer "$DATA/stories260K_idtok.bin" \
