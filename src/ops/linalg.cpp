@@ -2,6 +2,10 @@
 // backend GEMM on 3-d operands (batch folded or broadcast) and whose backward is two matmuls on
 // transposed views.
 #include "tessera/ops/linalg.h"
+
+#include <tuple>
+#include <utility>
+
 #include "backend/common/linalg_kernels.h"
 #include "backend/common/tensor_iterator.h"
 #include "ops/op_utils.h"
@@ -77,6 +81,19 @@ bool fused_linear_supported(const Tensor& x, const Tensor& weight, const Tensor&
          has_kernel<gemm_bias_kernel>(x.device().type);
 }
 
+// A linear's weight and bias gradients, g2^T x2 and sum(g2, 0), as one GEMM whose epilogue sums
+// the rows of g2^T, on backends with one. Not differentiable: outside create_graph only.
+bool fused_weight_bias_grads_supported(const Tensor& g2) {
+  return !autograd::GradMode::is_enabled() && has_kernel<gemm_row_sums_kernel>(g2.device().type);
+}
+
+std::pair<Tensor, Tensor> fused_weight_bias_grads(const Tensor& g2, const Tensor& x2) {
+  const int64_t N = g2.size(1), K = x2.size(1);
+  Tensor dw = empty({1, N, K}, options_of(g2)), db = empty({N}, options_of(g2));
+  call_kernel<gemm_row_sums_kernel>(g2.device(), dw, unsqueeze(g2.mT(), 0), unsqueeze(x2, 0), db);
+  return {reshape(dw, {N, K}), db};
+}
+
 Tensor fused_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t K = x.size(-1), N = weight.size(0);
   Shape out_shape = x.sizes();
@@ -97,6 +114,11 @@ Tensor fused_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              const Tensor g2 = flatten(g[0], 0, -2);
              TensorList r(3);
              if (ctx.needs_input_grad(0)) r[0] = matmul(g[0], w);
+             if (ctx.needs_input_grad(1) && ctx.needs_input_grad(2) &&
+                 fused_weight_bias_grads_supported(g2)) {
+               std::tie(r[1], r[2]) = fused_weight_bias_grads(g2, flatten(x, 0, -2));
+               return r;
+             }
              if (ctx.needs_input_grad(1)) r[1] = matmul(g2.mT(), flatten(x, 0, -2));
              if (ctx.needs_input_grad(2)) r[2] = sum(g2, {0});
              return r;

@@ -58,5 +58,27 @@ TEST_F(CudaTest, GemmsWithUnalignedLeadingDimsMatchTheCpu) {
   }
 }
 
+TEST_F(CudaTest, LinearWeightAndBiasGradientsMatchTheCpu) {
+  // [2, 512, 768] -> 2304 takes the GEMM whose epilogue sums the bias gradient; 45 outputs of 30
+  // features are misaligned and take the GEMM and a separate sum. With create_graph the
+  // gradients are ops of their own (the fused GEMM has no backward) and must agree too.
+  for (DType dtype : {kBFloat16, kFloat32}) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{768, 2304}, {30, 45}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " " << in << " -> " << out);
+      const double tol = tolerance(dtype);
+      const Tensor x = random({2, 512, in}, dtype, 10), w = random({out, in}, dtype, 11);
+      const Tensor bias = random({out}, dtype, 12), g = random({2, 512, out}, dtype, 13);
+      for (bool create_graph : {false, true}) {
+        Tensor wd = w.to(kCuda).requires_grad_(true), bd = bias.to(kCuda).requires_grad_(true);
+        TensorList grads = autograd::grad({linear(x.to(kCuda), wd, bd)}, {wd, bd}, {g.to(kCuda)},
+                                          /*retain_graph=*/false, create_graph);
+        const Tensor g2 = g.to(kFloat64).reshape({-1, out});
+        expect_close(grads[0], matmul(g2.t(), x.to(kFloat64).reshape({-1, in})), tol, "dweight");
+        expect_close(grads[1], sum(g2, {0}), tol, "dbias");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -12,5 +12,10 @@ TESSERA_DECLARE_KERNEL(gemm_kernel, void(const Tensor& out, const Tensor& a, con
 // checks), the others run linear as a GEMM and a broadcast add.
 TESSERA_DECLARE_KERNEL(gemm_bias_kernel, void(const Tensor& out, const Tensor& a, const Tensor& b,
                                               const Tensor& bias));
+// out [1, M, N] = a [1, M, K] @ b [1, K, N] with a_sums [M] (contiguous, out's dtype) = the
+// sums of a's rows, taken in the GEMM's epilogue: a linear's weight gradient g^T x together with
+// its bias gradient. Only backends with such an epilogue register it (CUDA: cuBLASLt's BGRADB).
+TESSERA_DECLARE_KERNEL(gemm_row_sums_kernel, void(const Tensor& out, const Tensor& a,
+                                                  const Tensor& b, const Tensor& a_sums));
 
 }  // namespace tessera

@@ -152,9 +152,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 
 // ---- launch configuration ----
 
-// Threads per row block: about 8 vectors each, 32 to 1024.
-int row_threads(int64_t C, int vec) {
-  return std::clamp(pow2_ceil((C / vec + 7) / 8), kWarp, kMaxThreads);
+// Threads per row block: about 8 vectors each, 32 to 1024. With rows enough for 16 blocks per
+// SM, at most 256: then an SM holds four rows at once (registers allow 1024 threads), so one
+// row's loads overlap another's block reduction and final store, where a lone 1024-thread row
+// left the SM idle between them (GPT-2's 8192 x 50257 bf16 logits: 1.1 ms forward, ~4x off
+// the H100's bandwidth, 0.84 ms backward).
+int row_threads(int64_t C, int vec, int64_t M) {
+  const int threads = std::clamp(pow2_ceil((C / vec + 7) / 8), kWarp, kMaxThreads);
+  const bool many_rows = M >= int64_t{device_properties().multiProcessorCount} * 16;
+  return many_rows ? std::min(threads, 256) : threads;
 }
 
 unsigned rows_grid(int64_t M) {
@@ -176,7 +182,7 @@ void class_loss(const Tensor& loss, const Tensor& lse, const Tensor& row_weight,
     if (M == 0) return;
     const T* w = weight.defined() ? weight.data_ptr<T>() : nullptr;
     // Only x is loaded as vectors, and each row finds its own aligned body.
-    loss_forward_kernel<T, kVec<T>><<<rows_grid(M), row_threads(C, kVec<T>), 0, current_stream()>>>(
+    loss_forward_kernel<T, kVec<T>><<<rows_grid(M), row_threads(C, kVec<T>, M), 0, current_stream()>>>(
         loss.data_ptr<A>(), lse.data_ptr<A>(), row_weight.data_ptr<A>(), input.data_ptr<T>(),
         target.data_ptr<int64_t>(), w, M, loss_args<A>(C, p));
     TESSERA_CUDA_CHECK_LAUNCH();
@@ -203,7 +209,7 @@ void class_loss_backward(const Tensor& dinput, const Tensor& grad_rows, const Te
     const T* x = input.data_ptr<T>();
     const A* ws = w_sum.defined() ? w_sum.data_ptr<A>() : nullptr;
     auto launch = [&]<int VEC>() {
-      loss_backward_kernel<T, VEC><<<rows_grid(M), row_threads(C, VEC), 0, stream>>>(
+      loss_backward_kernel<T, VEC><<<rows_grid(M), row_threads(C, VEC, M), 0, stream>>>(
           dx, grad_rows.data_ptr<A>(), x, lse.data_ptr<A>(), target.data_ptr<int64_t>(), w, ws, M,
           loss_args<A>(C, p));
     };
