@@ -98,7 +98,7 @@ void track_view(const Tensor& x, const Tensor& out) {
   if (!out.is_floating_point()) return;
   if (GradMode::is_enabled())
     mark_view(x, out, ViewOrigin::ViewOp);
-  else if (!InferenceMode::is_enabled() && x.requires_grad())
+  else if (!InferenceMode::is_enabled())
     mark_view(x, out, ViewOrigin::NoGradMode);
 }
 
@@ -123,19 +123,28 @@ void refresh_view_grad_fn(const std::shared_ptr<TensorImpl>& view) {
   rebuild_from_base(view, *m);
 }
 
+namespace {
+
+// RuntimeError naming op unless a write through the view m may be recorded.
+void check_view_origin(const AutogradMeta& m, std::string_view op) {
+  TESSERA_CHECK(m.view_origin == ViewOrigin::ViewOp, RuntimeError, "[", op,
+                "] expected a view made by a view op with grad mode on, got one made ",
+                m.view_origin == ViewOrigin::NoGradMode ? "in no-grad mode"
+                                                        : "by a function with its own backward",
+                ": autograd cannot follow a write through it; clone() it first");
+}
+
+}  // namespace
+
 void check_view_write(const Tensor& self, std::string_view op) {
   const AutogradMeta* m = tracked_meta(*self.impl());
   if (!m) return;
   Tensor base(m->view_base);
-  if (!base.requires_grad()) return;
+  if (!base.requires_grad()) return;  // unless the written values do (record_inplace_on_view)
   TESSERA_CHECK(!base.is_leaf(), RuntimeError, "[", op,
                 "] expected no in-place change to a view of a leaf tensor that requires grad, got "
                 "one; use no_grad() or work on a clone");
-  TESSERA_CHECK(m->view_origin == ViewOrigin::ViewOp, RuntimeError, "[", op,
-                "] expected a view made by a view op with grad mode on, got one made ",
-                m->view_origin == ViewOrigin::NoGradMode ? "in no-grad mode"
-                                                         : "by a function with its own backward",
-                ": autograd cannot follow a write through it; clone() it first");
+  check_view_origin(*m, op);
 }
 
 void bump_version_for_write(const Tensor& self) {
@@ -147,6 +156,9 @@ void bump_version_for_write(const Tensor& self) {
 
 void record_inplace_on_view(const Tensor& view, const std::shared_ptr<FunctionNode>& node) {
   AutogradMeta& meta = *tracked_meta(*view.impl());
+  // As torch: values that require grad written into a view made in no-grad mode (of a tensor
+  // that does not) would leave the base without their history. The write has happened.
+  check_view_origin(meta, detail::str("autograd, recording ", node->name()));
   Tensor base(meta.view_base);
   AutogradMeta& base_meta = base.impl()->ensure_autograd_meta();
   base_meta.grad_fn = std::make_shared<CopySlices>(base, *view.impl(), node);

@@ -177,6 +177,21 @@ TEST(InplaceViews, AViewMadeInNoGradModeIsNotWritableWithGrad) {
   EXPECT_TESSERA_ERROR(view_of_it.mul_(2.0), RuntimeError, "made in no-grad mode");
 }
 
+TEST(InplaceViews, ValuesThatRequireGradAreNotWrittenIntoANoGradView) {
+  // torch raises the same for a base that does not require grad: its history would miss a.
+  Tensor x = zeros({4});
+  Tensor v;
+  {
+    autograd::NoGradGuard ng;
+    v = slice(x, 0, 1, 3);
+  }
+  Tensor a = vec({5, 7}).requires_grad_(true);
+  EXPECT_TESSERA_ERROR(v.copy_(a * 2.0), RuntimeError, "made in no-grad mode");
+  EXPECT_FALSE(x.requires_grad());
+  v.copy_(vec({1, 2}));  // nothing to follow: allowed, as in torch
+  EXPECT_EQ(values(x), (std::vector<double>{0, 1, 2, 0}));
+}
+
 TEST(InplaceViews, ANoGradViewOfAParameterStaysAConstantAcrossSteps) {
   Tensor w = vec({1, 2, 3}).requires_grad_(true);
   Tensor v;

@@ -13,9 +13,9 @@
 
 namespace tessera::autograd {
 
-// Marks out, the output of a view op on x, as a view of x's base. Views of tensors that require
-// grad made in no-grad mode are marked as such; other views made in no-grad or inference mode,
-// and integer views, are not tracked (nothing to follow, nothing to pay).
+// Marks out, the output of a view op on x, as a view of x's base. Views made in no-grad mode are
+// marked as such (values that require grad may not be written through them later); views made
+// in inference mode, and integer views, are not tracked (nothing to follow, nothing to pay).
 void track_view(const Tensor& x, const Tensor& out);
 
 // Marks out as an alias of x made by a function with its own backward: writing through it in
@@ -40,7 +40,8 @@ void check_view_write(const Tensor& self, std::string_view op);
 void bump_version_for_write(const Tensor& self);
 
 // Makes node (recorded for an in-place op on the tracked view) part of the base's history, and
-// rebuilds the view's grad_fn from the base.
+// rebuilds the view's grad_fn from the base; RuntimeError naming the node when the view may
+// not be written with grad (made in no-grad mode or by a function with its own backward).
 void record_inplace_on_view(const Tensor& view, const std::shared_ptr<FunctionNode>& node);
 
 }  // namespace tessera::autograd
