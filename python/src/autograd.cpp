@@ -1,6 +1,7 @@
 // tessera._C.autograd: the engine entry points (backward, grad), graph nodes as seen from
 // tensor.grad_fn, and the thread-local modes the Python context managers switch.
 #include "bind.h"
+#include "tessera/autograd/view_tracking.h"
 
 namespace tessera::python {
 
@@ -125,6 +126,15 @@ py::object function_apply(py::object cls, py::tuple args) {
                          keep_cls->attr("backward")(*keep_ctx, *py::tuple(py::cast(grads)));
                      return input_grads(r, name, n_args, tensor_args, shapes);
                    });
+  // An output sharing an input's memory (a view, or the input returned as is) is a view autograd
+  // cannot follow: writing through it in place is refused, as torch does, since a rebuilt
+  // history would bypass the class's backward.
+  for (const Tensor& out : outputs)
+    for (const Tensor& in : inputs)
+      if (out.impl()->storage() == in.impl()->storage()) {
+        autograd::track_opaque_view(in, out);
+        break;
+      }
   return single ? py::object(items[0]) : py::object(py::tuple(items));
 }
 

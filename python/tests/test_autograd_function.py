@@ -147,6 +147,38 @@ def test_returning_an_input_keeps_its_history_and_double_backward():
     assert g.tolist() == [3.0, 12.0] and gg.tolist() == [6.0, 12.0]  # 3x^2, 6x
 
 
+def test_outputs_sharing_an_input_are_not_written_in_place():
+    """As torch: autograd cannot rebuild a returned view's history without bypassing the class's
+    backward, so in-place writes through it are refused (torch: "This view was created inside a
+    custom Function"), also when the input itself needs no gradient."""
+
+    def make_head(fw):
+        class Head(fw.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, a):
+                return x[0:2]
+
+            @staticmethod
+            def backward(ctx, g):
+                full = fw.zeros(4, dtype=g.dtype)
+                full[0:2] = g
+                return full, None
+
+        return Head
+
+    for fw, error in [(tessera, RuntimeError), (torch, RuntimeError)]:
+        Head = make_head(fw)
+        a = fw.ones(4, requires_grad=True)
+        for x in [fw.ones(4, requires_grad=True) * 1, fw.ones(4)]:
+            head = Head.apply(x, a)
+            assert head.requires_grad
+            with pytest.raises(error):
+                head.mul_(2)
+    Head = make_head(tessera)
+    with pytest.raises(RuntimeError, match="function with its own backward"):
+        Head.apply(tessera.ones(4), tessera.ones(4, requires_grad=True)).mul_(2)
+
+
 def scale_op(name, backward_result):
     """x * k whose backward returns backward_result(g)."""
 
