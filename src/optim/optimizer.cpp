@@ -95,21 +95,29 @@ void Optimizer::zero_grad(bool set_to_none) {
 void Optimizer::step() {
   autograd::NoGradGuard no_grad;
   for (const ParamGroup& g : groups_) {
+    std::vector<Update> updates;
+    TensorList stepped;  // the parameter of each update
     for (const Tensor& p : g.params) {
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      grad = grad.to(p.dtype()).contiguous();
       // Kernels want contiguous data: a strided parameter is updated through a copy.
-      Tensor work = p.is_contiguous() ? p : p.contiguous();
-      update(work, grad, g.options, state_[p.impl()]);
-      if (!work.is_same(p)) {
-        Tensor dst = p;
-        dst.copy_(work);
-      } else {
+      updates.push_back({p.is_contiguous() ? p : p.contiguous(), grad.to(p.dtype()).contiguous(),
+                         &state_[p.impl()]});
+      stepped.push_back(p);
+    }
+    update_group(updates, g.options);
+    for (size_t i = 0; i < updates.size(); ++i) {
+      Tensor p = stepped[i];
+      if (!updates[i].param.is_same(p))
+        p.copy_(updates[i].param);
+      else
         p.bump_version();  // the kernel wrote raw memory; saved copies of p are now stale
-      }
     }
   }
+}
+
+void Optimizer::update_group(const std::vector<Update>& updates, const Options& options) {
+  for (const Update& u : updates) update(u.param, u.grad, options, *u.state);
 }
 
 Tensor Optimizer::clip_grad_norm_(double max_norm) {

@@ -109,6 +109,27 @@ TEST(Optim, FusedAdamAndAdamWMatchTheCompositeFormula) {
   }
 }
 
+TEST(Optim, AdamStepsParametersWithDifferentStepCounts) {
+  // b has no gradient in the first step, so its bias corrections lag a's: the group's update
+  // goes to the list kernel as two calls, one per step count.
+  const optim::AdamOptions o{.lr = 0.01, .weight_decay = 0.1};
+  Tensor a = param({5, 3}), b = param({4}, kFloat32, 1);
+  optim::AdamW opt({a, b}, o);
+  Tensor a_copy = a.detach().clone(), b_copy = b.detach().clone();
+  OracleState sa, sb;
+  for (int step = 0; step < 3; ++step) {
+    set_grads({a, b}, step);
+    if (step == 0) b.set_grad(Tensor());
+    opt.step();
+    adam_oracle(a_copy, a.grad(), sa, o, true);
+    if (step > 0) adam_oracle(b_copy, b.grad(), sb, o, true);
+  }
+  EXPECT_EQ(opt.state(a)->step, 3);
+  EXPECT_EQ(opt.state(b)->step, 2);
+  EXPECT_TRUE(allclose(a.detach(), a_copy, 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(b.detach(), b_copy, 1e-5, 1e-6));
+}
+
 TEST(Optim, FusedSgdMatchesTheCompositeFormula) {
   const optim::SGDOptions variants[] = {
       {.lr = 0.1},

@@ -1,6 +1,7 @@
 #pragma once
 // Optimizer base: parameter groups, per-parameter state, zero_grad/step and a flat state dict.
-// SGD, Adam and AdamW only supply their defaults, option checks and the per-parameter update.
+// SGD, Adam and AdamW only supply their defaults, option checks and the per-parameter update
+// (Adam also an update over a group's list of parameters).
 //
 // Options are named numbers ("lr", "weight_decay", "momentum", ...; flags such as "nesterov" are
 // 0/1), so a group is one flat record: schedulers change "lr" on any optimizer and the state
@@ -84,6 +85,13 @@ class Optimizer {
   // made by state_buffer() follow the param's dtype (float32 for 16-bit params).
   virtual void update(const Tensor& param, const Tensor& grad, const Options& options,
                       ParamState& state) = 0;
+  // A group's updates of one step (param and grad as for update()). By default update() for
+  // each; an optimizer with a kernel over a list of parameters steps many in one launch.
+  struct Update {
+    Tensor param, grad;
+    ParamState* state;
+  };
+  virtual void update_group(const std::vector<Update>& updates, const Options& options);
   // Throws ValueError for out-of-range values; called on every added or loaded group.
   virtual void check_options(const Options& options) const = 0;
   // The buffer `name` of state (zeros shaped like param when absent, or re-cast when param's

@@ -32,6 +32,14 @@ TESSERA_DECLARE_KERNEL(adam_step_kernel,
                             const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
                             const AdamStepParams& params));
 
+// adam_step_kernel over lists of parameters alike in device, dtype and step: one call (one
+// launch on CUDA) for many parameters, each list entry as that kernel's argument; the last list
+// is empty unless amsgrad.
+TESSERA_DECLARE_KERNEL(adam_step_list_kernel,
+                       void(const TensorList& params, const TensorList& grads,
+                            const TensorList& exp_avgs, const TensorList& exp_avg_sqs,
+                            const TensorList& max_exp_avg_sqs, const AdamStepParams& h));
+
 // Gradient clipping over a list of tensors (contiguous, one floating dtype T, one device), one
 // pass each and, on CUDA, one launch for the whole list:
 //   sums[i] = sum of tensors[i]^2, accumulated in opmath_t<T>; sums is [n] of opmath_t<T>

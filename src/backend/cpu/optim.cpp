@@ -85,6 +85,14 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
+void adam_step_list(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                    const TensorList& exp_avg_sqs, const TensorList& max_exp_avg_sqs,
+                    const AdamStepParams& h) {
+  for (size_t i = 0; i < params.size(); ++i)
+    adam_step(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i],
+              h.amsgrad ? max_exp_avg_sqs[i] : Tensor(), h);
+}
+
 void sum_squares(const TensorList& tensors, const Tensor& sums) {
   dispatch<kFloatingTypes>(tensors[0].dtype(), "sum_squares", [&]<class T>() {
     using S = opmath_t<T>;
@@ -139,6 +147,7 @@ TESSERA_REGISTER_KERNEL(sum_squares_kernel, DeviceType::CPU, &sum_squares);
 TESSERA_REGISTER_KERNEL(scale_by_kernel, DeviceType::CPU, &scale_by);
 TESSERA_REGISTER_KERNEL(unscale_kernel, DeviceType::CPU, &unscale);
 TESSERA_REGISTER_KERNEL(adam_step_kernel, DeviceType::CPU, &adam_step);
+TESSERA_REGISTER_KERNEL(adam_step_list_kernel, DeviceType::CPU, &adam_step_list);
 
 }  // namespace
 }  // namespace tessera::cpu

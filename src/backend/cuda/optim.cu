@@ -1,8 +1,9 @@
 // CUDA fused optimizer updates (the counterpart of cpu/optim.cpp): one grid-stride kernel per
-// parameter reading p, g and the state once and writing p and the state once, with the CPU's
-// formulas and constants (computed on the host in double, rounded to the state dtype) and the
-// arithmetic in the state dtype, so both backends step alike up to float rounding. Every tensor
-// is contiguous; when all pointers allow it, elements move in 16-byte state vectors.
+// parameter, or for Adam one launch over a list (a block per chunk of a parameter), reading p, g
+// and the state once and writing p and the state once, with the CPU's formulas and constants
+// (computed on the host in double, rounded to the state dtype) and the arithmetic in the state
+// dtype, so both backends step alike up to float rounding. Every tensor is contiguous; when all
+// pointers allow it, elements move in 16-byte state vectors.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -104,30 +105,36 @@ struct AdamConstants {
       decay, l2;
 };
 
+// One vector of V elements at p, g, m, v (vmax with amsgrad) updated in place.
+template <bool Amsgrad, int V, class T, class S>
+__device__ void adam_vector(T* p, const T* g, S* m, S* v, S* vmax, const AdamConstants<S>& c) {
+  Pack<T, V> pv = load<V>(p);
+  const Pack<T, V> gv = load<V>(g);
+  Pack<S, V> mv = load<V>(m), vv = load<V>(v), vmaxv{};
+  if constexpr (Amsgrad) vmaxv = load<V>(vmax);
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const S pi = static_cast<S>(pv.v[j]) * c.decay;             // AdamW: p *= 1 - lr * wd
+    const S gi = c.sign * static_cast<S>(gv.v[j]) + c.l2 * pi;  // Adam: g += wd * p
+    const S mi = mv.v[j] * c.beta1 + c.one_minus_beta1 * gi;
+    S vi = vv.v[j] * c.beta2 + c.one_minus_beta2 * gi * gi;
+    mv.v[j] = mi;
+    vv.v[j] = vi;
+    // std::max's choice: the old maximum unless the new value is larger (a nan keeps it).
+    if constexpr (Amsgrad) vi = vmaxv.v[j] = vmaxv.v[j] < vi ? vi : vmaxv.v[j];
+    const S denom = std::sqrt(vi) / c.bias_correction2_sqrt + c.eps;
+    pv.v[j] = static_cast<T>(pi - c.step_size * (mi / denom));
+  }
+  store<V>(p, pv);
+  store<V>(m, mv);
+  store<V>(v, vv);
+  if constexpr (Amsgrad) store<V>(vmax, vmaxv);
+}
+
 template <bool Amsgrad, int W, class T, class S>
 __global__ void adam_kernel(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, AdamConstants<S> c) {
   for_each_vector<W>(n, [&]<int V>(int64_t i, std::integral_constant<int, V>) {
-    Pack<T, V> pv = load<V>(p + i);
-    const Pack<T, V> gv = load<V>(g + i);
-    Pack<S, V> mv = load<V>(m + i), vv = load<V>(v + i), vmaxv{};
-    if constexpr (Amsgrad) vmaxv = load<V>(vmax + i);
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const S pi = static_cast<S>(pv.v[j]) * c.decay;             // AdamW: p *= 1 - lr * wd
-      const S gi = c.sign * static_cast<S>(gv.v[j]) + c.l2 * pi;  // Adam: g += wd * p
-      const S mi = mv.v[j] * c.beta1 + c.one_minus_beta1 * gi;
-      S vi = vv.v[j] * c.beta2 + c.one_minus_beta2 * gi * gi;
-      mv.v[j] = mi;
-      vv.v[j] = vi;
-      // std::max's choice: the old maximum unless the new value is larger (a nan keeps it).
-      if constexpr (Amsgrad) vi = vmaxv.v[j] = vmaxv.v[j] < vi ? vi : vmaxv.v[j];
-      const S denom = std::sqrt(vi) / c.bias_correction2_sqrt + c.eps;
-      pv.v[j] = static_cast<T>(pi - c.step_size * (mi / denom));
-    }
-    store<V>(p + i, pv);
-    store<V>(m + i, mv);
-    store<V>(v + i, vv);
-    if constexpr (Amsgrad) store<V>(vmax + i, vmaxv);
+    adam_vector<Amsgrad, V>(p + i, g + i, m + i, v + i, Amsgrad ? vmax + i : vmax, c);
   });
 }
 
@@ -143,34 +150,110 @@ void launch_adam(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, const AdamCon
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 
+// Scalars as torch computes them (in double, then rounded to the state dtype).
+template <class S>
+AdamConstants<S> adam_constants(const AdamStepParams& h) {
+  const double t = static_cast<double>(h.step);
+  const bool decoupled = h.decoupled_weight_decay;
+  return {static_cast<S>(h.beta1),
+          static_cast<S>(h.beta2),
+          static_cast<S>(1.0 - h.beta1),
+          static_cast<S>(1.0 - h.beta2),
+          static_cast<S>(h.lr / (1.0 - std::pow(h.beta1, t))),
+          static_cast<S>(std::sqrt(1.0 - std::pow(h.beta2, t))),
+          static_cast<S>(h.eps),
+          static_cast<S>(h.maximize ? -1.0 : 1.0),
+          static_cast<S>(decoupled ? 1.0 - h.lr * h.weight_decay : 1.0),
+          static_cast<S>(decoupled ? 0.0 : h.weight_decay)};
+}
+
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamStepParams& h) {
   dispatch<kFloatingTypes>(param.dtype(), "adam_step", [&]<class T>() {
     using S = opmath_t<T>;
     const int64_t n = param.numel();
     if (n == 0) return;
-    const double t = static_cast<double>(h.step);
-    const bool decoupled = h.decoupled_weight_decay;
-    // Scalars as torch computes them (in double, then rounded to the state dtype).
-    const AdamConstants<S> c{static_cast<S>(h.beta1),
-                             static_cast<S>(h.beta2),
-                             static_cast<S>(1.0 - h.beta1),
-                             static_cast<S>(1.0 - h.beta2),
-                             static_cast<S>(h.lr / (1.0 - std::pow(h.beta1, t))),
-                             static_cast<S>(std::sqrt(1.0 - std::pow(h.beta2, t))),
-                             static_cast<S>(h.eps),
-                             static_cast<S>(h.maximize ? -1.0 : 1.0),
-                             static_cast<S>(decoupled ? 1.0 - h.lr * h.weight_decay : 1.0),
-                             static_cast<S>(decoupled ? 0.0 : h.weight_decay)};
     auto* launch = h.amsgrad ? &launch_adam<true, T, S> : &launch_adam<false, T, S>;
     launch(param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<S>(), exp_avg_sq.data_ptr<S>(),
-           state_ptr<S>(max_exp_avg_sq), n, c);
+           state_ptr<S>(max_exp_avg_sq), n, adam_constants<S>(h));
+  });
+}
+
+// A host vector of plain records copied to the device (a tensor that lives until the launches
+// that read it are done: the caching allocator reuses it only after the stream gets there).
+template <class Record>
+Tensor device_table(const std::vector<Record>& records, Device device) {
+  const auto bytes = static_cast<int64_t>(records.size() * sizeof(Record));
+  Tensor host = empty({bytes}, kUInt8);
+  std::memcpy(host.data_ptr(), records.data(), static_cast<size_t>(bytes));
+  return host.to(device);
+}
+
+// ---- Adam over a list: one launch, one block per chunk of a parameter ----
+
+// Elements per chunk of the list kernels (a multiple of every vector width).
+constexpr int64_t kChunk = 65536;
+
+template <class T, class S>
+struct AdamChunk {
+  T* p;
+  const T* g;
+  S *m, *v, *vmax;
+  int64_t n;  // elements in this chunk (<= kChunk)
+};
+
+template <bool Amsgrad, int W, class T, class S>
+__global__ void adam_chunks_kernel(const AdamChunk<T, S>* chunks, AdamConstants<S> c) {
+  const AdamChunk<T, S> k = chunks[blockIdx.x];
+  const int64_t n_vec = k.n / W;
+  for (int64_t j = threadIdx.x; j < n_vec; j += blockDim.x) {
+    const int64_t i = j * W;
+    adam_vector<Amsgrad, W>(k.p + i, k.g + i, k.m + i, k.v + i, Amsgrad ? k.vmax + i : k.vmax, c);
+  }
+  for (int64_t i = n_vec * W + threadIdx.x; i < k.n; i += blockDim.x)
+    adam_vector<Amsgrad, 1>(k.p + i, k.g + i, k.m + i, k.v + i, Amsgrad ? k.vmax + i : k.vmax, c);
+}
+
+void adam_step_list(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                    const TensorList& exp_avg_sqs, const TensorList& max_exp_avg_sqs,
+                    const AdamStepParams& h) {
+  dispatch<kFloatingTypes>(params[0].dtype(), "adam_step_list", [&]<class T>() {
+    using S = opmath_t<T>;
+    constexpr int W = kVec<S>;
+    std::vector<AdamChunk<T, S>> chunks;
+    bool vectors = true;  // every chunk's pointers allow W-element vectors
+    for (size_t t = 0; t < params.size(); ++t) {
+      AdamChunk<T, S> whole{params[t].data_ptr<T>(), grads[t].data_ptr<T>(),
+                            exp_avgs[t].data_ptr<S>(), exp_avg_sqs[t].data_ptr<S>(),
+                            h.amsgrad ? max_exp_avg_sqs[t].data_ptr<S>() : nullptr,
+                            params[t].numel()};
+      vectors = vectors && aligned<W>(whole.p) && aligned<W>(whole.g) && aligned<W>(whole.m) &&
+                aligned<W>(whole.v) && aligned<W>(whole.vmax);
+      for (int64_t start = 0; start < whole.n; start += kChunk)
+        chunks.push_back({whole.p + start, whole.g + start, whole.m + start, whole.v + start,
+                          whole.vmax ? whole.vmax + start : nullptr,
+                          std::min(kChunk, whole.n - start)});
+    }
+    if (chunks.empty()) return;
+    const Tensor table = device_table(chunks, params[0].device());
+    const auto* c = static_cast<const AdamChunk<T, S>*>(table.data_ptr());
+    const auto blocks = static_cast<unsigned>(chunks.size());
+    const AdamConstants<S> k = adam_constants<S>(h);
+    cudaStream_t stream = current_stream();
+    // Chunks are multiples of W elements from aligned starts, so they stay aligned.
+    if (vectors && h.amsgrad)
+      adam_chunks_kernel<true, W><<<blocks, kBlockSize, 0, stream>>>(c, k);
+    else if (vectors)
+      adam_chunks_kernel<false, W><<<blocks, kBlockSize, 0, stream>>>(c, k);
+    else if (h.amsgrad)
+      adam_chunks_kernel<true, 1><<<blocks, kBlockSize, 0, stream>>>(c, k);
+    else
+      adam_chunks_kernel<false, 1><<<blocks, kBlockSize, 0, stream>>>(c, k);
+    TESSERA_CUDA_CHECK_LAUNCH();
   });
 }
 
 // ---- clipping and unscaling over a list: one launch, one block per chunk of a tensor ----
-
-constexpr int64_t kChunk = 65536;
 
 struct Chunk {
   void* data;
@@ -178,8 +261,7 @@ struct Chunk {
   int64_t tensor;
 };
 
-// The chunk table of a list, copied to the device (a tensor that lives until the launches that
-// read it are done: the caching allocator reuses it only after the stream gets there).
+// The chunk table of a list on the list's device.
 Tensor chunk_table(const TensorList& tensors, int64_t* count) {
   std::vector<Chunk> chunks;
   for (size_t k = 0; k < tensors.size(); ++k) {
@@ -189,9 +271,7 @@ Tensor chunk_table(const TensorList& tensors, int64_t* count) {
       chunks.push_back({base + start * item, std::min(kChunk, n - start), static_cast<int64_t>(k)});
   }
   *count = static_cast<int64_t>(chunks.size());
-  Tensor host = empty({static_cast<int64_t>(chunks.size() * sizeof(Chunk))}, kUInt8);
-  std::memcpy(host.data_ptr(), chunks.data(), chunks.size() * sizeof(Chunk));
-  return host.to(tensors[0].device());
+  return device_table(chunks, tensors[0].device());
 }
 
 template <class T, class S>
@@ -268,6 +348,7 @@ TESSERA_REGISTER_KERNEL(sum_squares_kernel, DeviceType::CUDA, &sum_squares);
 TESSERA_REGISTER_KERNEL(scale_by_kernel, DeviceType::CUDA, &scale_by);
 TESSERA_REGISTER_KERNEL(unscale_kernel, DeviceType::CUDA, &unscale);
 TESSERA_REGISTER_KERNEL(adam_step_kernel, DeviceType::CUDA, &adam_step);
+TESSERA_REGISTER_KERNEL(adam_step_list_kernel, DeviceType::CUDA, &adam_step_list);
 
 }  // namespace
 }  // namespace tessera::cuda
