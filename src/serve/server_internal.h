@@ -53,10 +53,15 @@ struct RequestChannel {
   size_t open = 0;           // choices not done
   bool cancelled_by_shutdown = false;
   std::atomic<bool> cancelled{false};
-  Clock::time_point arrival = Clock::now(), last_token;
-  bool seen_token = false;
+  Clock::time_point arrival = Clock::now();
+  // Each choice's last output with tokens: time between tokens is per choice (n choices decode
+  // side by side, so gaps between different choices' outputs say nothing).
+  std::vector<Clock::time_point> last_token;
+  std::vector<char> seen_token;
+  bool seen_any_token = false;  // time to first token: the request's first, of any choice
 
-  explicit RequestChannel(size_t choices) : done(choices, 0), open(choices) {}
+  explicit RequestChannel(size_t choices)
+      : done(choices, 0), open(choices), last_token(choices), seen_token(choices, 0) {}
 
   // On the engine thread: queue the output and time it. False once the client is gone.
   bool push(size_t choice, const infer::RequestOutput& out, Metrics& metrics) {
@@ -70,13 +75,14 @@ struct RequestChannel {
       outputs.push_back({choice, out});
       if (!out.new_tokens.empty()) {
         const Clock::time_point now = Clock::now();
-        if (!seen_token)
+        if (!seen_any_token)
           metrics.observe_time_to_first_token(std::chrono::duration<double>(now - arrival).count());
-        else
+        if (seen_token[choice])
           metrics.observe_time_between_tokens(
-              std::chrono::duration<double>(now - last_token).count());
-        seen_token = true;
-        last_token = now;
+              std::chrono::duration<double>(now - last_token[choice]).count());
+        seen_any_token = true;
+        seen_token[choice] = 1;
+        last_token[choice] = now;
       }
     }
     ready.notify_one();
