@@ -23,7 +23,8 @@ using Layout = models::InferenceLayout;
 
 namespace {
 
-// For a scope: the runner's device current (CUDA; nothing on the CPU) and gradients off.
+// For a scope: the runner's device current (CUDA; nothing on the CPU) and inference mode
+// (no gradients, and no view tracking: a decode step's views cost nothing beyond themselves).
 class DeviceScope {
  public:
   explicit DeviceScope(Device device) {
@@ -32,7 +33,7 @@ class DeviceScope {
 
  private:
   std::optional<cuda::DeviceGuard> guard_;
-  autograd::NoGradGuard no_grad_;
+  autograd::InferenceMode inference_;
 };
 
 }  // namespace

@@ -36,6 +36,7 @@ void Event::synchronize() const { unavailable("Event.synchronize"); }
 float Event::elapsed_ms(const Event&) const { unavailable("Event.elapsed_ms"); }
 void set_allow_tf32(bool) { unavailable("set_allow_tf32"); }
 bool allow_tf32() { return false; }
+GemmStats gemm_stats() { return {}; }
 AllocatorStats memory_stats() { unavailable("memory_stats"); }
 void empty_cache() { unavailable("empty_cache"); }
 void reset_peak_memory_stats() { unavailable("reset_peak_memory_stats"); }

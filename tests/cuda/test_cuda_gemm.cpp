@@ -3,6 +3,7 @@
 // layout that path handles, against float64 on the CPU from the same values.
 #include <gtest/gtest.h>
 
+#include "tessera/runtime/cuda.h"
 #include "tessera/tessera.h"
 #include "testing/cuda_test.h"
 
@@ -37,8 +38,10 @@ TEST_F(CudaTest, GemmsWithUnalignedLeadingDimsMatchTheCpu) {
     Tensor x = random({512, 768}, dtype, 1), w = random({1001, 768}, dtype, 2);
     Tensor bias = random({1001}, dtype, 3), g = random({512, 1001}, dtype, 4);
     auto f64 = [](const Tensor& t) { return t.to(kFloat64); };
+    const int64_t padded_before = cuda::gemm_stats().padded;
     expect_close(linear(x.to(kCuda), w.to(kCuda), bias.to(kCuda)),
                  linear(f64(x), f64(w), f64(bias)), tol, "linear, 1001 outputs");
+    EXPECT_EQ(cuda::gemm_stats().padded, padded_before + 1) << "the linear ran unpadded";
     // Its input gradient (g read with leading dim 1001) and weight gradient (g transposed).
     expect_close(matmul(g.to(kCuda), w.to(kCuda)), matmul(f64(g), f64(w)), tol, "g @ w");
     expect_close(matmul(g.to(kCuda).t(), x.to(kCuda)), matmul(f64(g).t(), f64(x)), tol, "g^T @ x");
@@ -69,12 +72,21 @@ TEST_F(CudaTest, LinearWeightAndBiasGradientsMatchTheCpu) {
       const Tensor x = random({2, 512, in}, dtype, 10), w = random({out, in}, dtype, 11);
       const Tensor bias = random({out}, dtype, 12), g = random({2, 512, out}, dtype, 13);
       for (bool create_graph : {false, true}) {
-        Tensor wd = w.to(kCuda).requires_grad_(true), bd = bias.to(kCuda).requires_grad_(true);
+        Tensor wd = w.to(kCuda).detach().requires_grad_(true);
+        Tensor bd = bias.to(kCuda).detach().requires_grad_(true);
+        const int64_t fused_before = cuda::gemm_stats().fused_row_sums;
         TensorList grads = autograd::grad({linear(x.to(kCuda), wd, bd)}, {wd, bd}, {g.to(kCuda)},
                                           /*retain_graph=*/false, create_graph);
         const Tensor g2 = g.to(kFloat64).reshape({-1, out});
         expect_close(grads[0], matmul(g2.t(), x.to(kFloat64).reshape({-1, in})), tol, "dweight");
         expect_close(grads[1], sum(g2, {0}), tol, "dbias");
+        // The epilogue where it applies: bf16 at aligned widths (float32 may have no algorithm
+        // and fall back), never for misaligned widths or under create_graph.
+        const int64_t fused = cuda::gemm_stats().fused_row_sums - fused_before;
+        if (dtype == kBFloat16 && in == 768 && !create_graph)
+          EXPECT_EQ(fused, 1) << "cuBLASLt took no BGRADB algorithm";
+        else if (in != 768 || create_graph)
+          EXPECT_EQ(fused, 0);
       }
     }
   }

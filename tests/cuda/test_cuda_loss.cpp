@@ -1,6 +1,7 @@
-// Cross entropy at training shapes: rows enough that the CUDA kernels take their many-rows
-// launch (several short row blocks per SM; the op table's small cases take one long block),
-// with ignored rows and label smoothing, forward and backward against the CPU.
+// Cross entropy at training shapes: rows enough, and rows wide enough, that the CUDA kernels take
+// their many-rows launch (256-thread row blocks where a row alone would take more; the op
+// table's small cases take one block per SM), with ignored rows and label smoothing, forward and
+// backward against the CPU.
 #include <gtest/gtest.h>
 
 #include "tessera/tessera.h"
@@ -13,8 +14,9 @@ using testing::CudaTest;
 using testing::kCuda;
 
 TEST_F(CudaTest, CrossEntropyOverManyRowsMatchesTheCpu) {
-  // 4096 rows of 1001 classes (an odd width: each row's vectors start at another offset).
-  const int64_t M = 4096, C = 1001;
+  // 4096 rows (above 16 per SM) of 20011 classes (a row alone would take 512 threads or more;
+  // an odd width, so each row's vectors start at another offset).
+  const int64_t M = 4096, C = 20011;
   for (DType dtype : {kBFloat16, kFloat32}) {
     for (double smoothing : {0.0, 0.1}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " smoothing " << smoothing);
@@ -23,7 +25,7 @@ TEST_F(CudaTest, CrossEntropyOverManyRowsMatchesTheCpu) {
       Tensor target = randint(0, C, {M}, TensorOptions(kInt64), &gen);
       target.narrow(0, 100, 50).fill_(-100);  // ignored rows
       auto loss_and_grad = [&](Device device) {
-        Tensor x = logits.to(device).requires_grad_(true);
+        Tensor x = logits.to(device).detach().requires_grad_(true);
         Tensor loss = cross_entropy(x, target.to(device), -100, smoothing);
         loss.backward();
         return std::pair{loss.to(kCPU).to(kFloat64), x.grad().to(kCPU).to(kFloat64)};

@@ -19,8 +19,9 @@ struct NormGrads {
 // Gradients of sum(norm(x) * probe) on `device`; bias only for layer norm.
 NormGrads norm_grads(bool layer, const Tensor& x, const Tensor& w, const Tensor& b,
                      const Tensor& probe, Device device) {
-  Tensor xd = x.to(device).requires_grad_(true), wd = w.to(device).requires_grad_(true);
-  Tensor bd = b.to(device).requires_grad_(true);
+  // Leaves of their own on each device (to() of a tensor already there returns it).
+  auto leaf = [&](const Tensor& t) { return t.to(device).detach().requires_grad_(true); };
+  Tensor xd = leaf(x), wd = leaf(w), bd = leaf(b);
   Tensor y = layer ? layer_norm(xd, {x.size(-1)}, wd, bd) : rms_norm(xd, wd);
   sum(y * probe.to(device)).backward();
   return {xd.grad().to(kCPU), wd.grad().to(kCPU), layer ? bd.grad().to(kCPU) : Tensor()};

@@ -25,6 +25,7 @@
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/reduce.h"
+#include "tessera/runtime/cuda.h"
 
 namespace tessera::cuda {
 namespace {
@@ -78,6 +79,7 @@ cudaDataType_t cuda_type(DType t) {
 }
 
 std::atomic<bool> g_allow_tf32{false};
+std::atomic<int64_t> g_padded_gemms{0}, g_fused_row_sums{0};
 
 // What the GEMM's epilogue does with the vector whose pointer is set per call.
 enum class Epilogue {
@@ -302,6 +304,7 @@ bool padded_gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Oper
                  : empty({B, M2, N2}, TensorOptions(out.dtype()).with_device(out.device()));
   Tensor bias2 = bias.defined() ? zero_padded(bias.reshape({1, 1, N}), 1, N2).reshape({N2}) : bias;
   gemm_with_bias(c, zero_padded(a, M2, K2), zero_padded(b, K2, N2), bias2);
+  g_padded_gemms.fetch_add(1, std::memory_order_relaxed);
   if (!c.is_same(out)) copy_rows(out, c.narrow(1, 0, M).narrow(2, 0, N));
   return true;
 }
@@ -353,7 +356,10 @@ void gemm_row_sums(const Tensor& out, const Tensor& a, const Tensor& b, const Te
   const bool as_is = out.numel() > 0 && a.size(2) > 0 &&
                      (dt == kBFloat16 || dt == kFloat16 || dt == kFloat32) && va && vb &&
                      aligned(out.size(1)) && aligned(out.size(2)) && aligned(a.size(2));
-  if (as_is && lt_matmul(out, a, b, *va, *vb, a_sums, Epilogue::kRowSumsA)) return;
+  if (as_is && lt_matmul(out, a, b, *va, *vb, a_sums, Epilogue::kRowSumsA)) {
+    g_fused_row_sums.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   gemm_with_bias(out, a, b, Tensor());
   Tensor sums = a_sums;
   sums.copy_(sum(a.select(0, 0), {1}));
@@ -367,5 +373,9 @@ TESSERA_REGISTER_KERNEL(gemm_row_sums_kernel, DeviceType::CUDA, &gemm_row_sums);
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
+GemmStats gemm_stats() {
+  return {g_padded_gemms.load(std::memory_order_relaxed),
+          g_fused_row_sums.load(std::memory_order_relaxed)};
+}
 
 }  // namespace tessera::cuda
