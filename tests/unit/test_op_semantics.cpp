@@ -34,6 +34,16 @@ TEST(OpSemantics, NormHasAZeroGradientWhereTheNormIsZero) {
   EXPECT_EQ(values(x.grad()), (std::vector<double>{0.6, 0.8, 0, 0}));
 }
 
+TEST(OpSemantics, EmptyTensorsWithHugeStridesTakeElementwiseOps) {
+  // Strides of an empty view are never stepped, so any are allowed; in bytes they would overflow
+  // (UBSan, the debug preset, reported it before the iterator ignored them).
+  const int64_t huge = std::numeric_limits<int64_t>::max() / 2;
+  Tensor x = empty_strided({0, 4}, {huge, 1}, TensorOptions(kFloat32));
+  Tensor y = x + x;
+  EXPECT_EQ(y.sizes(), (Shape{0, 4}));
+  EXPECT_EQ(sum(y).item<float>(), 0.0f);
+}
+
 TEST(OpSemantics, IntegerPowIsExactAndWrapsAsTorch) {
   // torch: 3 ** 39 == 4052555153018976267 (a double rounds it to ...256); 7 ** 22 exact;
   // int8 3 ** 5 == -13; uint8 3 ** 7 == 139; negative exponents give 0 except for 1 and -1.

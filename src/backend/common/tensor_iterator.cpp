@@ -41,7 +41,9 @@ TensorIterator& TensorIterator::build() {
       if (k < noutputs_)
         TESSERA_CHECK(s == full[off + d], ValueError, "[", op_, "] expected output shape ", full,
                       ", got ", t.sizes());
-      strides[k][off + d] = s == 1 ? 0 : t.strides()[d] * item;
+      // An empty tensor's strides are never stepped and may be huge (as_strided allows any):
+      // in bytes they could overflow.
+      strides[k][off + d] = s == 1 || numel_ == 0 ? 0 : t.strides()[d] * item;
     }
   }
   // Drop size-1 dims, then merge neighbours that are contiguous in every operand.
