@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "tessera/autograd/grad_mode.h"
@@ -40,6 +42,15 @@ Columns columns(std::span<const RowSampling> rows, int64_t V, Device device) {
   return {col(0), col(1), col(2), col(3), col(4), col(5), col(6)};
 }
 
+// [1, V] token ids 0..V-1 (int64) on device, made once per thread and size: the sampler wants
+// them every step, and each arange was a host-to-device copy.
+const Tensor& token_ids(int64_t V, Device device) {
+  thread_local std::map<std::tuple<int64_t, DeviceType, int>, Tensor> cache;
+  Tensor& ids = cache[{V, device.type, device.index}];
+  if (!ids.defined()) ids = arange(V, kInt64).to(device).unsqueeze(0);
+  return ids;
+}
+
 }  // namespace
 
 Tensor sample_rows(const Tensor& logits, std::span<const RowSampling> rows) {
@@ -61,7 +72,7 @@ Tensor sample_rows(const Tensor& logits, std::span<const RowSampling> rows) {
                   [V](const RowSampling& r) { return is_filtered(r, V); })) {
     auto [sorted, order] = sort(probs, 1, /*descending=*/true);
     const Tensor mass_before = cumsum(sorted, 1) - sorted;
-    const Tensor rank = arange(V, kFloat64).to(device).unsqueeze(0);
+    const Tensor rank = cast(token_ids(V, device), kFloat64);
     const Tensor keep_ranked = logical_or(logical_and(rank < c.top_k, mass_before < c.top_p),
                                           c.filtered == Scalar(0.0));
     const Tensor keep = scatter(zeros_like(probs), 1, order, cast(keep_ranked, kFloat64));
@@ -75,7 +86,7 @@ Tensor sample_rows(const Tensor& logits, std::span<const RowSampling> rows) {
   // rounding leaves none), as models::draw_from_probs.
   const Tensor target = c.u * sum(probs, {1}, /*keepdim=*/true);
   const Tensor first_above = sum(cumsum(probs, 1) <= target, {1});
-  const Tensor ids = arange(V, kInt64).to(device).unsqueeze(0);
+  const Tensor& ids = token_ids(V, device);
   const Tensor last_nonzero = amax(where(probs > Scalar(0.0), ids, full_like(ids, -1)), {1});
   const Tensor picked = where(first_above >= Scalar(V), last_nonzero, first_above);
   return where(c.greedy.squeeze(1) > Scalar(0.0), greedy_ids, picked);
