@@ -144,6 +144,12 @@ void Server::Impl::routes() {
     if (res.status == 404)
       send_error(res, ApiError(404, "Not found: " + req.method + " " + req.path, "",
                                "invalid_request_error", "not_found"));
+    else if (res.status == 413 &&
+             req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded"))
+      // httplib caps form-encoded bodies itself (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH).
+      send_error(res, ApiError(413,
+                               "form-encoded request bodies are limited to 8192 bytes; send "
+                               "the request as JSON (Content-Type: application/json)"));
     else if (res.status == 413)
       send_error(res, ApiError(413, tessera::detail::str("request body larger than ",
                                                          config.max_body_bytes, " bytes")));
