@@ -79,6 +79,7 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
   TESSERA_ASSERT(!options.inplace || (outputs.size() == 1 && !inputs.empty() &&
                                       inputs[0].impl() == outputs[0].impl()),
                  node->name(), " is recorded in place but its output is not its first input");
+  if (options.inplace) check_recorded_write(outputs[0], node->name());
   const bool inplace_on_view = options.inplace && is_tracked_view(outputs[0]);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];

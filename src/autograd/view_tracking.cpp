@@ -19,8 +19,10 @@ void mark_view(const Tensor& x, const Tensor& out, ViewOrigin origin) {
   AutogradMeta& m = out.impl()->ensure_autograd_meta();
   m.view_base = xm ? xm->view_base : x.impl_ptr();
   m.view_version = out.version();
-  // A view of a view that may not be written may not be written either.
-  m.view_origin = xm && xm->view_origin != ViewOrigin::ViewOp ? xm->view_origin : origin;
+  // A view of a view that may not be written may not be written either (x may carry only its
+  // origin: a no-grad view of a tensor that did not require grad).
+  const AutogradMeta* xo = x.impl()->autograd_meta();
+  m.view_origin = xo && xo->view_origin != ViewOrigin::ViewOp ? xo->view_origin : origin;
 }
 
 // Sets the view's grad_fn to that of as_strided(base) over the view's elements: how its values
@@ -95,11 +97,19 @@ class CopySlices final : public Node {
 }  // namespace
 
 void track_view(const Tensor& x, const Tensor& out) {
-  if (!out.is_floating_point()) return;
-  if (GradMode::is_enabled())
+  if (!out.is_floating_point() || (!GradMode::is_enabled() && InferenceMode::is_enabled())) return;
+  if (GradMode::is_enabled()) {
     mark_view(x, out, ViewOrigin::ViewOp);
-  else if (!InferenceMode::is_enabled())
+  } else if (x.requires_grad()) {
     mark_view(x, out, ViewOrigin::NoGradMode);
+  } else {
+    // Only the origin, so that values requiring grad are not written through it later (torch's
+    // rule); no base reference, so its storage keeps a single owner and the buffers backward
+    // formulas (grad mode off) make stay exclusive for the engine and AccumulateGrad.
+    const AutogradMeta* xm = x.impl()->autograd_meta();
+    out.impl()->ensure_autograd_meta().view_origin =
+        xm && xm->view_origin != ViewOrigin::ViewOp ? xm->view_origin : ViewOrigin::NoGradMode;
+  }
 }
 
 void track_opaque_view(const Tensor& x, const Tensor& out) {
@@ -154,11 +164,13 @@ void bump_version_for_write(const Tensor& self) {
   if (current) m->view_version = self.version();
 }
 
+void check_recorded_write(const Tensor& self, std::string_view node) {
+  const AutogradMeta* m = self.impl()->autograd_meta();
+  if (m) check_view_origin(*m, detail::str("autograd, recording ", node));
+}
+
 void record_inplace_on_view(const Tensor& view, const std::shared_ptr<FunctionNode>& node) {
   AutogradMeta& meta = *tracked_meta(*view.impl());
-  // As torch: values that require grad written into a view made in no-grad mode (of a tensor
-  // that does not) would leave the base without their history. The write has happened.
-  check_view_origin(meta, detail::str("autograd, recording ", node->name()));
   Tensor base(meta.view_base);
   AutogradMeta& base_meta = base.impl()->ensure_autograd_meta();
   base_meta.grad_fn = std::make_shared<CopySlices>(base, *view.impl(), node);

@@ -14,8 +14,9 @@
 namespace tessera::autograd {
 
 // Marks out, the output of a view op on x, as a view of x's base. Views made in no-grad mode are
-// marked as such (values that require grad may not be written through them later); views made
-// in inference mode, and integer views, are not tracked (nothing to follow, nothing to pay).
+// marked as such: tracked when x requires grad, otherwise only their origin is kept (values that
+// require grad may not be written through them later). Views made in inference mode, and
+// integer views, are not tracked (nothing to follow, nothing to pay).
 void track_view(const Tensor& x, const Tensor& out);
 
 // Marks out as an alias of x made by a function with its own backward: writing through it in
@@ -39,9 +40,14 @@ void check_view_write(const Tensor& self, std::string_view op);
 // op that writes records itself).
 void bump_version_for_write(const Tensor& self);
 
+// RuntimeError naming node (an in-place op being recorded on self) when self is a view that may
+// not be written with grad: made in no-grad mode or by a function with its own backward. As in
+// torch, values that require grad written into such a view would leave its base without their
+// history. The write itself has happened by then (record() runs after the kernel).
+void check_recorded_write(const Tensor& self, std::string_view node);
+
 // Makes node (recorded for an in-place op on the tracked view) part of the base's history, and
-// rebuilds the view's grad_fn from the base; RuntimeError naming the node when the view may
-// not be written with grad (made in no-grad mode or by a function with its own backward).
+// rebuilds the view's grad_fn from the base.
 void record_inplace_on_view(const Tensor& view, const std::shared_ptr<FunctionNode>& node);
 
 }  // namespace tessera::autograd
