@@ -420,18 +420,22 @@ void TrainingRun::restore(const io::Checkpoint& checkpoint) {
 }
 
 std::string TrainingRun::common_checkpoint() const {
+  const std::vector<std::string> folders = io::list_checkpoints(checkpoint_dir());
   const std::vector<int64_t> steps = io::checkpoint_steps(checkpoint_dir());
   const int64_t step = dp_.newest_common_step(steps);
   TESSERA_CHECK(step >= 0, ValueError,
                 "[train] expected a checkpoint step that every rank saved in ", out_,
                 "/rank_*, got none in common (this rank's folder ", checkpoint_dir(), " holds ",
                 steps.size(), ")");
-  if (step != steps.back())  // said by the rank that holds more (only rank 0 prints otherwise)
+  if (step != steps.back()) {  // said by the rank that holds more (only rank 0 prints otherwise)
     std::fprintf(stderr,
-                 "tessera: rank %d: not every rank finished saving step %lld; resuming "
-                 "from step %lld, which all hold\n",
+                 "tessera: rank %d: not every rank finished saving step %lld; resuming from step "
+                 "%lld, which all hold\n",
                  dp_.rank, static_cast<long long>(steps.back()), static_cast<long long>(step));
-  return (fs::path(checkpoint_dir()) / io::checkpoint_folder_name(step)).string();
+    // Else a later crash could find every rank at that step again, this rank's part stale.
+    io::remove_checkpoints_after(checkpoint_dir(), step);
+  }
+  return folders[std::find(steps.begin(), steps.end(), step) - steps.begin()];
 }
 
 std::string TrainingRun::checkpoint_dir() const {

@@ -358,6 +358,11 @@ std::vector<std::string> list_checkpoints(const std::string& root) {
   return out;
 }
 
+void remove_checkpoints_after(const std::string& root, int64_t step) {
+  for (const std::string& folder : list_checkpoints(root))
+    if (*step_of(fs::path(folder).filename().string()) > step) retire(folder);
+}
+
 std::vector<int64_t> checkpoint_steps(const std::string& root) {
   std::vector<int64_t> steps;
   for (const std::string& folder : list_checkpoints(root))

@@ -72,6 +72,9 @@ std::string save_checkpoint(const std::string& root, const Checkpoint& ckpt, int
 // (none when keep_last <= 0). Model-parallel ranks save with keep_last 0 and prune once every rank
 // has saved, so that a crash midway leaves a step every rank holds.
 void prune_checkpoints(const std::string& root, int keep_last, const std::string& keep = "");
+// Deletes the checkpoints under root of steps after `step` (a model-parallel resume drops the
+// parts some ranks wrote of a save that did not complete on all).
+void remove_checkpoints_after(const std::string& root, int64_t step);
 
 // Removes the hidden temp folders under root that saves and deletions of old checkpoints left
 // when the process died midway (none of them is ever a checkpoint). save_checkpoint starts with
