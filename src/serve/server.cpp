@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -141,10 +142,16 @@ void Server::Impl::routes() {
   // Statuses httplib sets itself (404 no route, 413 body too large, 400 bad HTTP) get JSON too.
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    // Whether the declared body fits --max-body-bytes (a 413 then came from another limit).
+    const std::string length = req.get_header_value("Content-Length");
+    char* end = nullptr;
+    const bool within_limit = !length.empty() &&
+                              std::strtoull(length.c_str(), &end, 10) <= config.max_body_bytes &&
+                              *end == '\0';
     if (res.status == 404)
       send_error(res, ApiError(404, "Not found: " + req.method + " " + req.path, "",
                                "invalid_request_error", "not_found"));
-    else if (res.status == 413 &&
+    else if (res.status == 413 && within_limit &&
              req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded"))
       // httplib caps form-encoded bodies itself (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH).
       send_error(res, ApiError(413,

@@ -191,6 +191,12 @@ TEST(Server, BadInputsGet4xxErrorsAndTheServerKeepsServing) {
   ASSERT_TRUE(form);
   EXPECT_EQ(form->status, 413);
   EXPECT_NE(form->body.find("application/json"), std::string::npos) << form->body;
+  // Over --max-body-bytes too: that limit is the one to name.
+  form = ts.client().Post("/v1/completions", {{"Authorization", "Bearer secret"}},
+                          std::string(100 * 1024, 'a'), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 413);
+  EXPECT_NE(form->body.find("larger than 65536 bytes"), std::string::npos) << form->body;
   // Still serving: a good completion and a good chat completion.
   auto [status, body] =
       post(ts, "/v1/completions", R"({"prompt": "", "max_tokens": 5, "temperature": 0})");
