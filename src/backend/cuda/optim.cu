@@ -214,42 +214,47 @@ __global__ void adam_chunks_kernel(const AdamChunk<T, S>* chunks, AdamConstants<
     adam_vector<Amsgrad, 1>(k.p + i, k.g + i, k.m + i, k.v + i, Amsgrad ? k.vmax + i : k.vmax, c);
 }
 
+// Launches adam_chunks_kernel<Amsgrad, W> over chunks (one block each), if any.
+template <int W, class T, class S>
+void launch_adam_chunks(const std::vector<AdamChunk<T, S>>& chunks, bool amsgrad,
+                        const AdamConstants<S>& k, Device device) {
+  if (chunks.empty()) return;
+  const Tensor table = device_table(chunks, device);
+  const auto* c = static_cast<const AdamChunk<T, S>*>(table.data_ptr());
+  const auto blocks = static_cast<unsigned>(chunks.size());
+  if (amsgrad)
+    adam_chunks_kernel<true, W><<<blocks, kBlockSize, 0, current_stream()>>>(c, k);
+  else
+    adam_chunks_kernel<false, W><<<blocks, kBlockSize, 0, current_stream()>>>(c, k);
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
 void adam_step_list(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                     const TensorList& exp_avg_sqs, const TensorList& max_exp_avg_sqs,
                     const AdamStepParams& h) {
   dispatch<kFloatingTypes>(params[0].dtype(), "adam_step_list", [&]<class T>() {
     using S = opmath_t<T>;
     constexpr int W = kVec<S>;
-    std::vector<AdamChunk<T, S>> chunks;
-    bool vectors = true;  // every chunk's pointers allow W-element vectors
+    // Parameters whose pointers all allow W-element vectors go in one launch, the others
+    // (ZeRO's shards start anywhere) in a second, element by element. Chunks are multiples of W
+    // elements from their parameter's start, so they stay aligned.
+    std::vector<AdamChunk<T, S>> vector_chunks, scalar_chunks;
     for (size_t t = 0; t < params.size(); ++t) {
       AdamChunk<T, S> whole{params[t].data_ptr<T>(), grads[t].data_ptr<T>(),
                             exp_avgs[t].data_ptr<S>(), exp_avg_sqs[t].data_ptr<S>(),
                             h.amsgrad ? max_exp_avg_sqs[t].data_ptr<S>() : nullptr,
                             params[t].numel()};
-      vectors = vectors && aligned<W>(whole.p) && aligned<W>(whole.g) && aligned<W>(whole.m) &&
-                aligned<W>(whole.v) && aligned<W>(whole.vmax);
+      const bool vectors = aligned<W>(whole.p) && aligned<W>(whole.g) && aligned<W>(whole.m) &&
+                           aligned<W>(whole.v) && aligned<W>(whole.vmax);
       for (int64_t start = 0; start < whole.n; start += kChunk)
-        chunks.push_back({whole.p + start, whole.g + start, whole.m + start, whole.v + start,
-                          whole.vmax ? whole.vmax + start : nullptr,
-                          std::min(kChunk, whole.n - start)});
+        (vectors ? vector_chunks : scalar_chunks)
+            .push_back({whole.p + start, whole.g + start, whole.m + start, whole.v + start,
+                        whole.vmax ? whole.vmax + start : nullptr,
+                        std::min(kChunk, whole.n - start)});
     }
-    if (chunks.empty()) return;
-    const Tensor table = device_table(chunks, params[0].device());
-    const auto* c = static_cast<const AdamChunk<T, S>*>(table.data_ptr());
-    const auto blocks = static_cast<unsigned>(chunks.size());
     const AdamConstants<S> k = adam_constants<S>(h);
-    cudaStream_t stream = current_stream();
-    // Chunks are multiples of W elements from aligned starts, so they stay aligned.
-    if (vectors && h.amsgrad)
-      adam_chunks_kernel<true, W><<<blocks, kBlockSize, 0, stream>>>(c, k);
-    else if (vectors)
-      adam_chunks_kernel<false, W><<<blocks, kBlockSize, 0, stream>>>(c, k);
-    else if (h.amsgrad)
-      adam_chunks_kernel<true, 1><<<blocks, kBlockSize, 0, stream>>>(c, k);
-    else
-      adam_chunks_kernel<false, 1><<<blocks, kBlockSize, 0, stream>>>(c, k);
-    TESSERA_CUDA_CHECK_LAUNCH();
+    launch_adam_chunks<W>(vector_chunks, h.amsgrad, k, params[0].device());
+    launch_adam_chunks<1>(scalar_chunks, h.amsgrad, k, params[0].device());
   });
 }
 
