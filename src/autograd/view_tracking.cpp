@@ -97,19 +97,16 @@ class CopySlices final : public Node {
 }  // namespace
 
 void track_view(const Tensor& x, const Tensor& out) {
-  if (!out.is_floating_point() || (!GradMode::is_enabled() && InferenceMode::is_enabled())) return;
-  if (GradMode::is_enabled()) {
-    mark_view(x, out, ViewOrigin::ViewOp);
-  } else if (x.requires_grad()) {
-    mark_view(x, out, ViewOrigin::NoGradMode);
-  } else {
-    // Only the origin, so that values requiring grad are not written through it later (torch's
-    // rule); no base reference, so its storage keeps a single owner and the buffers backward
-    // formulas (grad mode off) make stay exclusive for the engine and AccumulateGrad.
-    const AutogradMeta* xm = x.impl()->autograd_meta();
-    out.impl()->ensure_autograd_meta().view_origin =
-        xm && xm->view_origin != ViewOrigin::ViewOp ? xm->view_origin : ViewOrigin::NoGradMode;
-  }
+  if (!out.is_floating_point()) return;
+  if (GradMode::is_enabled()) return mark_view(x, out, ViewOrigin::ViewOp);
+  if (InferenceMode::is_enabled()) return;
+  if (x.requires_grad()) return mark_view(x, out, ViewOrigin::NoGradMode);
+  // Only the origin, so that values requiring grad are not written through it later (torch's
+  // rule); no base reference, so its storage keeps a single owner and the buffers backward
+  // formulas (grad mode off) make stay exclusive for the engine and AccumulateGrad.
+  const AutogradMeta* xm = x.impl()->autograd_meta();
+  out.impl()->ensure_autograd_meta().view_origin =
+      xm && xm->view_origin != ViewOrigin::ViewOp ? xm->view_origin : ViewOrigin::NoGradMode;
 }
 
 void track_opaque_view(const Tensor& x, const Tensor& out) {
@@ -150,7 +147,7 @@ void check_view_write(const Tensor& self, std::string_view op) {
   const AutogradMeta* m = tracked_meta(*self.impl());
   if (!m) return;
   Tensor base(m->view_base);
-  if (!base.requires_grad()) return;  // unless the written values do (record_inplace_on_view)
+  if (!base.requires_grad()) return;  // unless the written values do (check_recorded_write)
   TESSERA_CHECK(!base.is_leaf(), RuntimeError, "[", op,
                 "] expected no in-place change to a view of a leaf tensor that requires grad, got "
                 "one; use no_grad() or work on a clone");
