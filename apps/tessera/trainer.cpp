@@ -420,7 +420,6 @@ void TrainingRun::restore(const io::Checkpoint& checkpoint) {
 }
 
 std::string TrainingRun::common_checkpoint() const {
-  const std::vector<std::string> folders = io::list_checkpoints(checkpoint_dir());
   const std::vector<int64_t> steps = io::checkpoint_steps(checkpoint_dir());
   const int64_t step = dp_.newest_common_step(steps);
   TESSERA_CHECK(step >= 0, ValueError,
@@ -435,7 +434,7 @@ std::string TrainingRun::common_checkpoint() const {
     // Else a later crash could find every rank at that step again, this rank's part stale.
     io::remove_checkpoints_after(checkpoint_dir(), step);
   }
-  return folders[std::find(steps.begin(), steps.end(), step) - steps.begin()];
+  return *io::latest_checkpoint(checkpoint_dir());  // the agreed step's, now the newest
 }
 
 std::string TrainingRun::checkpoint_dir() const {

@@ -14,15 +14,19 @@ AutogradMeta* tracked_meta(const TensorImpl& t) {
   return m && m->view_base && m->view_base->storage() == t.storage() ? m : nullptr;
 }
 
+// The origin of a view of x made as `origin`: a view of a view that may not be written may not be
+// written either (x may carry only its origin: a no-grad view of a tensor not requiring grad).
+ViewOrigin inherited_origin(const Tensor& x, ViewOrigin origin) {
+  const AutogradMeta* xm = x.impl()->autograd_meta();
+  return xm && xm->view_origin != ViewOrigin::ViewOp ? xm->view_origin : origin;
+}
+
 void mark_view(const Tensor& x, const Tensor& out, ViewOrigin origin) {
   const AutogradMeta* xm = tracked_meta(*x.impl());
   AutogradMeta& m = out.impl()->ensure_autograd_meta();
   m.view_base = xm ? xm->view_base : x.impl_ptr();
   m.view_version = out.version();
-  // A view of a view that may not be written may not be written either (x may carry only its
-  // origin: a no-grad view of a tensor that did not require grad).
-  const AutogradMeta* xo = x.impl()->autograd_meta();
-  m.view_origin = xo && xo->view_origin != ViewOrigin::ViewOp ? xo->view_origin : origin;
+  m.view_origin = inherited_origin(x, origin);
 }
 
 // Sets the view's grad_fn to that of as_strided(base) over the view's elements: how its values
@@ -104,9 +108,7 @@ void track_view(const Tensor& x, const Tensor& out) {
   // Only the origin, so that values requiring grad are not written through it later (torch's
   // rule); no base reference, so its storage keeps a single owner and the buffers backward
   // formulas (grad mode off) make stay exclusive for the engine and AccumulateGrad.
-  const AutogradMeta* xm = x.impl()->autograd_meta();
-  out.impl()->ensure_autograd_meta().view_origin =
-      xm && xm->view_origin != ViewOrigin::ViewOp ? xm->view_origin : ViewOrigin::NoGradMode;
+  out.impl()->ensure_autograd_meta().view_origin = inherited_origin(x, ViewOrigin::NoGradMode);
 }
 
 void track_opaque_view(const Tensor& x, const Tensor& out) {

@@ -358,15 +358,23 @@ std::vector<std::string> list_checkpoints(const std::string& root) {
   return out;
 }
 
+namespace {
+
+// The step of a folder list_checkpoints returned.
+int64_t listed_step(const std::string& folder) {
+  return *step_of(fs::path(folder).filename().string());
+}
+
+}  // namespace
+
 void remove_checkpoints_after(const std::string& root, int64_t step) {
   for (const std::string& folder : list_checkpoints(root))
-    if (*step_of(fs::path(folder).filename().string()) > step) retire(folder);
+    if (listed_step(folder) > step) retire(folder);
 }
 
 std::vector<int64_t> checkpoint_steps(const std::string& root) {
   std::vector<int64_t> steps;
-  for (const std::string& folder : list_checkpoints(root))
-    steps.push_back(*step_of(fs::path(folder).filename().string()));
+  for (const std::string& folder : list_checkpoints(root)) steps.push_back(listed_step(folder));
   return steps;
 }
 

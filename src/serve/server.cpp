@@ -127,6 +127,17 @@ ShutdownSummary Server::shutdown(std::chrono::milliseconds grace) {
   return summary;
 }
 
+namespace {
+
+// Whether req declares a body of at most `limit` bytes (a 413 for it came from another limit).
+bool declared_within(const httplib::Request& req, size_t limit) {
+  const std::string length = req.get_header_value("Content-Length");
+  char* end = nullptr;
+  return !length.empty() && std::strtoull(length.c_str(), &end, 10) <= limit && *end == '\0';
+}
+
+}  // namespace
+
 void Server::Impl::routes() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (config.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
@@ -142,16 +153,10 @@ void Server::Impl::routes() {
   // Statuses httplib sets itself (404 no route, 413 body too large, 400 bad HTTP) get JSON too.
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    // Whether the declared body fits --max-body-bytes (a 413 then came from another limit).
-    const std::string length = req.get_header_value("Content-Length");
-    char* end = nullptr;
-    const bool within_limit = !length.empty() &&
-                              std::strtoull(length.c_str(), &end, 10) <= config.max_body_bytes &&
-                              *end == '\0';
     if (res.status == 404)
       send_error(res, ApiError(404, "Not found: " + req.method + " " + req.path, "",
                                "invalid_request_error", "not_found"));
-    else if (res.status == 413 && within_limit &&
+    else if (res.status == 413 && declared_within(req, config.max_body_bytes) &&
              req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded"))
       // httplib caps form-encoded bodies itself (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH).
       send_error(res, ApiError(413,

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,12 +57,10 @@ struct RequestChannel {
   Clock::time_point arrival = Clock::now();
   // Each choice's last output with tokens: time between tokens is per choice (n choices decode
   // side by side, so gaps between different choices' outputs say nothing).
-  std::vector<Clock::time_point> last_token;
-  std::vector<char> seen_token;
+  std::vector<std::optional<Clock::time_point>> last_token;
   bool seen_any_token = false;  // time to first token: the request's first, of any choice
 
-  explicit RequestChannel(size_t choices)
-      : done(choices, 0), open(choices), last_token(choices), seen_token(choices, 0) {}
+  explicit RequestChannel(size_t choices) : done(choices, 0), open(choices), last_token(choices) {}
 
   // On the engine thread: queue the output and time it. False once the client is gone.
   bool push(size_t choice, const infer::RequestOutput& out, Metrics& metrics) {
@@ -77,11 +76,10 @@ struct RequestChannel {
         const Clock::time_point now = Clock::now();
         if (!seen_any_token)
           metrics.observe_time_to_first_token(std::chrono::duration<double>(now - arrival).count());
-        if (seen_token[choice])
+        if (last_token[choice])
           metrics.observe_time_between_tokens(
-              std::chrono::duration<double>(now - last_token[choice]).count());
+              std::chrono::duration<double>(now - *last_token[choice]).count());
         seen_any_token = true;
-        seen_token[choice] = 1;
         last_token[choice] = now;
       }
     }

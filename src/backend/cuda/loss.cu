@@ -182,7 +182,8 @@ void class_loss(const Tensor& loss, const Tensor& lse, const Tensor& row_weight,
     if (M == 0) return;
     const T* w = weight.defined() ? weight.data_ptr<T>() : nullptr;
     // Only x is loaded as vectors, and each row finds its own aligned body.
-    loss_forward_kernel<T, kVec<T>><<<rows_grid(M), row_threads(C, kVec<T>, M), 0, current_stream()>>>(
+    loss_forward_kernel<T, kVec<T>>
+        <<<rows_grid(M), row_threads(C, kVec<T>, M), 0, current_stream()>>>(
         loss.data_ptr<A>(), lse.data_ptr<A>(), row_weight.data_ptr<A>(), input.data_ptr<T>(),
         target.data_ptr<int64_t>(), w, M, loss_args<A>(C, p));
     TESSERA_CUDA_CHECK_LAUNCH();
