@@ -79,7 +79,8 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
   TESSERA_ASSERT(!options.inplace || (outputs.size() == 1 && !inputs.empty() &&
                                       inputs[0].impl() == outputs[0].impl()),
                  node->name(), " is recorded in place but its output is not its first input");
-  if (options.inplace) check_recorded_write(outputs[0], node->name());
+  if (options.inplace)
+    check_recorded_write(outputs[0], detail::str("autograd, recording ", node->name()));
   const bool inplace_on_view = options.inplace && is_tracked_view(outputs[0]);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
@@ -106,12 +107,13 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
   return node;
 }
 
-void check_inplace(const Tensor& self, std::string_view op) {
+void check_inplace(const Tensor& self, std::string_view op, bool recorded) {
   if (GradMode::is_enabled()) {
     TESSERA_CHECK(!self.requires_grad() || !self.is_leaf(), RuntimeError, "[", op,
                   "] expected no in-place change to a leaf tensor that requires grad, got one; "
                   "use no_grad() or work on a clone");
     check_view_write(self, op);
+    if (recorded) check_recorded_write(self, op);
   }
   bump_version_for_write(self);
 }

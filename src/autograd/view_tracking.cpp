@@ -163,9 +163,9 @@ void bump_version_for_write(const Tensor& self) {
   if (current) m->view_version = self.version();
 }
 
-void check_recorded_write(const Tensor& self, std::string_view node) {
+void check_recorded_write(const Tensor& self, std::string_view op) {
   const AutogradMeta* m = self.impl()->autograd_meta();
-  if (m) check_view_origin(*m, detail::str("autograd, recording ", node));
+  if (m) check_view_origin(*m, op);
 }
 
 void record_inplace_on_view(const Tensor& view, const std::shared_ptr<FunctionNode>& node) {

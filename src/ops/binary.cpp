@@ -41,6 +41,10 @@ namespace {
 
 template <class Fn>
 Tensor binary_raw(const Tensor& a, const Tensor& b, DType compute) {
+  if constexpr (fn::kWidensOnLoad<Fn>) {
+    if (compute == kFloat32 && fn::widens_on_load(compute, a.dtype(), b.dtype()))
+      return run_elementwise<Fn>(Fn::name, compute, {a, b});
+  }
   return run_elementwise<Fn>(Fn::name, compute, {cast_raw(a, compute), cast_raw(b, compute)});
 }
 
@@ -261,8 +265,8 @@ Tensor unaliased(const Tensor& self, const Tensor& other) {
 template <class Fn>
 Tensor& inplace_binary(Tensor& self, const Tensor& other, const char* op, const char* node,
                        TensorList saved, autograd::BackwardFn backward) {
-  autograd::check_inplace(self, op);
-  bool grad = needs_grad({self, other});
+  const bool grad = needs_grad({self, other});
+  autograd::check_inplace(self, op, grad);
   run_elementwise_inplace<Fn>(op, self, other);
   if (grad) record(node, {self, other}, {self}, saved, std::move(backward), {.inplace = true});
   return self;

@@ -98,9 +98,9 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking
 
 Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   TESSERA_OP_SCOPE("copy_", self, src);
-  autograd::check_inplace(self, "copy_");
+  const bool grad = needs_grad({self, src});
+  autograd::check_inplace(self, "copy_", grad);
   check_no_internal_overlap(self, "copy_");
-  bool grad = needs_grad({self, src});
   TensorIterator it("copy_");
   // A source overlapping the target (a[1:] = a[:-1]) is read from a copy.
   if (self.device() == src.device())

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "backend/common/elementwise_kernels.h"
+#include "backend/common/widening_binary.h"
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/creation.h"
@@ -46,8 +47,9 @@ inline bool shares_storage(const Tensor& a, const Tensor& b) {
 // (torch's assert_no_internal_overlap).
 void check_no_internal_overlap(const Tensor& self, std::string_view op);
 
-// Writes Fn(self, other) into self (other broadcast to self's shape, cast to its dtype). An
-// other sharing self's memory is read from a copy, so the writes never feed the reads.
+// Writes Fn(self, other) into self (other broadcast to self's shape and cast to its dtype; for
+// widening functors, float32 math on a 16-bit and a float32 operand as they load). An other
+// sharing self's memory is read from a copy, so the writes never feed the reads.
 template <class Fn>
 void run_elementwise_inplace(std::string_view op, const Tensor& self, const Tensor& other) {
   DType common = result_type(self, other);
@@ -55,8 +57,12 @@ void run_elementwise_inplace(std::string_view op, const Tensor& self, const Tens
                 "] expected a result castable to ", self.dtype(), ", got result type ", common);
   check_no_internal_overlap(self, op);
   const Tensor source = shares_storage(self, other) ? clone(other.detach()) : other;
+  bool widen = false;
+  if constexpr (fn::kWidensOnLoad<Fn>)
+    widen = common == kFloat32 && fn::widens_on_load(self.dtype(), self.dtype(), source.dtype());
   TensorIterator it(op);
-  it.add_output(self).add_input(self).add_input(cast_raw(source, self.dtype())).build();
+  it.add_output(self).add_input(self).add_input(widen ? source : cast_raw(source, self.dtype()));
+  it.build();
   call_kernel<ElementwiseKernel<Fn>>(self.device(), it);
 }
 

@@ -105,6 +105,37 @@ std::vector<OpCase> binary_cases() {
              [](double a, double b) { return a * b; }, false);
   all_shapes("div", [](auto& a, auto& b) { return div(a, b); },
              [](double a, double b) { return a / b; }, true);
+  // One operand rounded to a 16-bit float first (autocast's float32 residual plus a bfloat16
+  // branch): float32 kernels widen it as they load, the reference casts it back first. The
+  // result is cast to the other operand's dtype (a no-op but for bfloat16 inputs meeting a
+  // float16 one). Rounding is flat, so no gradient check.
+  auto widening = [&](std::string op, std::function<Tensor(const Tensor&, const Tensor&)> f,
+                      DType half, bool half_first, InputSpec a, InputSpec b, std::string label) {
+    auto run = [f, half, half_first](const TensorList& x, bool cast_back) {
+      const int r = half_first ? 0 : 1;
+      const Tensor rounded = cast_back ? cast(cast(x[r], half), x[r].dtype()) : cast(x[r], half);
+      const Tensor y = half_first ? f(rounded, x[1]) : f(x[0], rounded);
+      return TensorList{cast(y, x[1 - r].dtype())};
+    };
+    v.push_back({op,
+                 label,
+                 {a, b},
+                 [run](const TensorList& x) { return run(x, false); },
+                 [run](const TensorList& x) { return run(x, true); }});
+    v.back().gradcheck = false;
+  };
+  widening(
+      "add", [](auto& a, auto& b) { return add(a, b); }, kBFloat16, false, real({2, 3, 4}),
+      real({4}), "bfloat16_row");
+  widening(
+      "sub", [](auto& a, auto& b) { return sub(a, b); }, kFloat16, true, real({4, 3}, true),
+      real({4, 3}, true), "float16_first_noncontiguous");
+  widening(
+      "mul", [](auto& a, auto& b) { return mul(a, b); }, kBFloat16, true, real({3, 1}),
+      real({1, 4}), "bfloat16_first_broadcast");
+  widening(
+      "div", [](auto& a, auto& b) { return div(a, b); }, kFloat16, false, real({5, 7}),
+      positive({5, 7}), "float16_same_shape");
   v.push_back(binary_case("pow", [](auto& a, auto& b) { return pow(a, b); },
                           [](double a, double b) { return std::pow(a, b); }, positive({3, 4}),
                           real({4}), "tensor_exponent"));

@@ -16,7 +16,8 @@ class OpCaseTest : public ::testing::TestWithParam<size_t> {
 };
 
 TEST_P(OpCaseTest, GradcheckFloat64) {
-  if (!c().gradcheck) GTEST_SKIP() << c().op << " is not differentiable in this case";
+  if (!c().gradcheck)
+    GTEST_SKIP() << c().op << " / " << c().label << " has no gradient check (its case says why)";
   TensorList in = make_inputs(c(), kFloat64, 1000 + GetParam());
   EXPECT_EQ(gradcheck(c().fn, in, c().tol), "") << c().op << " / " << c().label;
   if (c().gradgradcheck) {

@@ -186,7 +186,10 @@ TEST(InplaceViews, ValuesThatRequireGradAreNotWrittenIntoANoGradView) {
     v = slice(x, 0, 1, 3);
   }
   Tensor a = vec({5, 7}).requires_grad_(true);
-  EXPECT_TESSERA_ERROR(v.copy_(a * 2.0), RuntimeError, "made in no-grad mode");
+  EXPECT_TESSERA_ERROR(v.copy_(a * 2.0), RuntimeError, "[copy_] expected a view made by a view op");
+  EXPECT_TESSERA_ERROR(v.add_(a), RuntimeError, "[add_] expected a view made by a view op");
+  // Refused before the kernel ran: nothing was written.
+  EXPECT_EQ(values(x), (std::vector<double>{0, 0, 0, 0}));
   EXPECT_FALSE(x.requires_grad());
   v.copy_(vec({1, 2}));  // nothing to follow: allowed, as in torch
   EXPECT_EQ(values(x), (std::vector<double>{0, 1, 2, 0}));

@@ -44,6 +44,55 @@ TEST(OpSemantics, EmptyTensorsWithHugeStridesTakeElementwiseOps) {
   EXPECT_EQ(sum(y).item<float>(), 0.0f);
 }
 
+TEST(OpSemantics, Float32WithA16BitOperandGivesTheCastFirstResult) {
+  // torch: randn(3, 4) + randn(4).bfloat16() is float32 and equals adding the operand's float
+  // copy (the kernels widen it as they load: no cast pass, the same bits).
+  Tensor wide = randn({5, 3, 8});
+  Tensor row = randn({8});
+  Tensor strided = randn({5, 8, 3}).transpose(1, 2);  // not contiguous
+  using Op = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<const char*, Op>> ops{
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }}};
+  for (DType half : {kBFloat16, kFloat16}) {
+    for (const Tensor& other : {row, strided, wide + 3.0}) {
+      const Tensor h = other.to(half), hf = h.to(kFloat32);
+      for (const auto& [name, op] : ops) {
+        SCOPED_TRACE(::testing::Message()
+                     << name << " with " << half << " of " << other.dim() << " dims");
+        const Tensor left = op(wide, h), right = op(h, wide);
+        EXPECT_EQ(left.dtype(), kFloat32);
+        EXPECT_EQ(right.dtype(), kFloat32);
+        EXPECT_EQ(values(left), values(op(wide, hf)));
+        EXPECT_EQ(values(right), values(op(hf, wide)));
+      }
+    }
+  }
+  // In place into the float32 tensor likewise; a float32 operand into a bfloat16 target still
+  // rounds to bfloat16.
+  Tensor target = wide.clone();
+  target.add_(row.to(kBFloat16));
+  EXPECT_EQ(values(target), values(wide + row.to(kBFloat16).to(kFloat32)));
+  Tensor narrow_target = wide.to(kBFloat16);
+  narrow_target.mul_(row);
+  EXPECT_EQ(narrow_target.dtype(), kBFloat16);
+  EXPECT_EQ(values(narrow_target), values((wide.to(kBFloat16).to(kFloat32) * row).to(kBFloat16)));
+}
+
+TEST(OpSemantics, A16BitOperandOfAFloat32OpGetsA16BitGradient) {
+  // torch: for a float32 x and bfloat16 y, (x * y + y).sum().backward() gives x.grad = y in
+  // float32 and y.grad in bfloat16, its two parts each rounded to bfloat16 before they add.
+  Tensor x = randn({4, 6}).requires_grad_(true);
+  Tensor y = randn({6}).to(kBFloat16).requires_grad_(true);
+  sum(x * y + y).backward();
+  EXPECT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_EQ(y.grad().dtype(), kBFloat16);
+  EXPECT_EQ(values(x.grad()), values(expand(y.to(kFloat32), {4, 6})));
+  EXPECT_EQ(values(y.grad()), values(sum(x.detach(), {0}).to(kBFloat16) + 4.0));
+}
+
 TEST(OpSemantics, IntegerPowIsExactAndWrapsAsTorch) {
   // torch: 3 ** 39 == 4052555153018976267 (a double rounds it to ...256); 7 ** 22 exact;
   // int8 3 ** 5 == -13; uint8 3 ** 7 == 139; negative exponents give 0 except for 1 and -1.

@@ -68,7 +68,9 @@ std::shared_ptr<FunctionNode> record(std::string name, const TensorList& inputs,
 
 // Checks an in-place op on `self` is legal for autograd (neither a leaf that requires grad nor a
 // view of one, nor a view autograd cannot follow) and bumps its version counter. Call before
-// writing into self, and record the op with {.inplace = true}.
-void check_inplace(const Tensor& self, std::string_view op);
+// writing into self, and record the op with {.inplace = true}; `recorded` says the op will be
+// recorded (an operand requires grad), which a view made in no-grad mode refuses, before
+// anything is written.
+void check_inplace(const Tensor& self, std::string_view op, bool recorded = false);
 
 }  // namespace tessera::autograd

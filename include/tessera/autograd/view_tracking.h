@@ -40,11 +40,11 @@ void check_view_write(const Tensor& self, std::string_view op);
 // op that writes records itself).
 void bump_version_for_write(const Tensor& self);
 
-// RuntimeError naming node (an in-place op being recorded on self) when self is a view that may
-// not be written with grad: made in no-grad mode or by a function with its own backward. As in
-// torch, values that require grad written into such a view would leave its base without their
-// history. The write itself has happened by then (record() runs after the kernel).
-void check_recorded_write(const Tensor& self, std::string_view node);
+// RuntimeError naming op (an in-place op on self that will be recorded) when self is a view that
+// may not be written with grad: made in no-grad mode or by a function with its own backward. As
+// in torch, values that require grad written into such a view would leave its base without their
+// history. check_inplace runs it before the write; record() again, for ops that did not.
+void check_recorded_write(const Tensor& self, std::string_view op);
 
 // Makes node (recorded for an in-place op on the tracked view) part of the base's history, and
 // rebuilds the view's grad_fn from the base.

@@ -1,6 +1,7 @@
 // CPU kernels for every elementwise functor, plus dtype conversion and fill.
 #include "backend/common/elementwise_functor_lists.h"
 #include "backend/common/elementwise_kernels.h"
+#include "backend/common/widening_binary.h"
 #include "backend/cpu/loops.h"
 
 namespace tessera::cpu {
@@ -14,6 +15,16 @@ void unary(const TensorIterator& it) {
 
 template <class Fn>
 void binary(const TensorIterator& it) {
+  if constexpr (fn::kWidensOnLoad<Fn>) {
+    if (it.dtype(1) != it.dtype(2)) {
+      return fn::dispatch_widening(
+          it.dtype(0), it.dtype(1), it.dtype(2), Fn::name, [&]<class O, class A, class B>() {
+            cpu_kernel(it, [](A a, B b) {
+              return static_cast<O>(Fn{}(static_cast<float>(a), static_cast<float>(b)));
+            });
+          });
+    }
+  }
   dispatch<Fn::dtypes>(it.dtype(1), Fn::name,
                        [&]<class T>() { cpu_kernel(it, [](T a, T b) { return Fn{}(a, b); }); });
 }

@@ -2,6 +2,7 @@
 // The functors are the CPU's own (TESSERA_HD), so both backends compute the same formulas.
 #include "backend/common/elementwise_functor_lists.h"
 #include "backend/common/elementwise_kernels.h"
+#include "backend/common/widening_binary.h"
 #include "backend/cuda/loops.cuh"
 
 namespace tessera::cuda {
@@ -15,6 +16,12 @@ struct Unary {
 template <class Fn, class T>
 struct Binary {
   TESSERA_HD auto operator()(T a, T b) const -> decltype(Fn{}(a, b)) { return Fn{}(a, b); }
+};
+template <class Fn, class O, class A, class B>
+struct WideningBinary {
+  TESSERA_HD O operator()(A a, B b) const {
+    return static_cast<O>(Fn{}(static_cast<float>(a), static_cast<float>(b)));
+  }
 };
 template <class T>
 struct Where {
@@ -41,6 +48,13 @@ void unary(const TensorIterator& it) {
 
 template <class Fn>
 void binary(const TensorIterator& it) {
+  if constexpr (fn::kWidensOnLoad<Fn>) {
+    if (it.dtype(1) != it.dtype(2)) {
+      return fn::dispatch_widening(
+          it.dtype(0), it.dtype(1), it.dtype(2), Fn::name,
+          [&]<class O, class A, class B>() { gpu_kernel(it, WideningBinary<Fn, O, A, B>{}); });
+    }
+  }
   dispatch<Fn::dtypes>(it.dtype(1), Fn::name, [&]<class T>() { gpu_kernel(it, Binary<Fn, T>{}); });
 }
 
