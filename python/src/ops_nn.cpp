@@ -93,6 +93,12 @@ void bind_losses_and_layers(py::module_& m, py::class_<Tensor>& cls) {
       py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::kw_only(),
       py::arg("scale") = py::none());
   def_op(m, cls, "linear", &tessera::linear, py::arg("weight"), py::arg("bias") = py::none());
+  def_op(
+      m, cls, "linear_gelu",
+      [](const Tensor& x, const Tensor& w, std::optional<Tensor> b,
+         const std::string& approximate) { return linear_gelu(x, w, b, approximate); },
+      py::arg("weight"), py::arg("bias") = py::none(), py::arg("approximate") = "none",
+      "gelu(linear(input, weight, bias), approximate) in one call.");
   // torch.embedding(weight, indices) vs torch.nn.functional.embedding(indices, weight).
   m.def("embedding", &tessera::embedding, py::arg("weight"), py::arg("input"),
         py::arg("padding_idx") = py::none());

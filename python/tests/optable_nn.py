@@ -321,6 +321,12 @@ def nn_cases():
             grad=False,
         ),
         Case(
+            "linear_gelu",
+            [R(2, 3, 4), R(5, 4), R(5)],
+            lambda m, x, w, b: m.nn.functional.linear_gelu(x, w, b, approximate="tanh"),
+            ref=lambda t, x, w, b: TF.gelu(TF.linear(x, w, b), approximate="tanh"),
+        ),
+        Case(
             "swiglu",
             [R(3, 4), R(3, 4)],
             lambda m, g, u: m.nn.functional.swiglu(g, u),

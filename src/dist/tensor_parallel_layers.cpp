@@ -97,12 +97,25 @@ ColumnParallelLinear::ColumnParallelLinear(const Tensor& master_weight, const Te
       group(std::move(group)),
       options(std::move(options)) {}
 
-Tensor ColumnParallelLinear::forward(const Tensor& x) {
-  Tensor in = x;
-  if (options.input == ColumnInput::Replicated) in = copy_to_tensor_parallel_region(x, group);
+Tensor ColumnParallelLinear::enter_region(const Tensor& x) const {
+  if (options.input == ColumnInput::Replicated) return copy_to_tensor_parallel_region(x, group);
   if (options.input == ColumnInput::SequenceParallel)
-    in = gather_from_sequence_parallel_region(x, group, 1);
-  Tensor y = linear(in, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt);
+    return gather_from_sequence_parallel_region(x, group, 1);
+  return x;
+}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x) {
+  return gather(
+      linear(enter_region(x), weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt));
+}
+
+Tensor ColumnParallelLinear::forward_gelu(const Tensor& x, std::string_view approximate) {
+  return gather(linear_gelu(enter_region(x), weight,
+                            bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
+                            approximate));
+}
+
+Tensor ColumnParallelLinear::gather(const Tensor& y) const {
   if (!options.gather_output) return y;
   Tensor full = gather_from_tensor_parallel_region(y, group);
   if (options.fused_parts.size() <= 1 || group->size() == 1) return full;
@@ -131,6 +144,10 @@ RowParallelLinear::RowParallelLinear(const Tensor& master_weight, const Tensor& 
     : nn::Linear(row_weight(master_weight, master_bias, group, options), row_bias(master_bias)),
       group(std::move(group)),
       options(options) {}
+
+Tensor RowParallelLinear::forward_gelu(const Tensor& x, std::string_view approximate) {
+  return gelu(forward(x), approximate);
+}
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
   Tensor in = options.input_is_parallel ? x : scatter_to_tensor_parallel_region(x, group);

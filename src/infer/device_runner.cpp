@@ -93,9 +93,12 @@ Tensor DeviceRunner::norm(const Norm& n, const Tensor& x) const {
                     n.bias.defined() ? std::optional<Tensor>(n.bias) : std::nullopt, d_.eps);
 }
 
+std::optional<Tensor> DeviceRunner::optional_bias(const Linear& l) {
+  return l.bias.defined() ? std::optional<Tensor>(l.bias) : std::nullopt;
+}
+
 Tensor DeviceRunner::linear(const Tensor& x, const Linear& l) {
-  return tessera::linear(x, l.weight,
-                         l.bias.defined() ? std::optional<Tensor>(l.bias) : std::nullopt);
+  return tessera::linear(x, l.weight, optional_bias(l));
 }
 
 // The index kernel itself, not index_select: the op would read the indices back to range-check
@@ -253,10 +256,14 @@ Tensor DeviceRunner::logits(const StepBatch& batch, const KVCache& cache) {
     call_kernel<paged_attention_kernel>(device_, attn_args);
     x.add_(linear(attn, L.o));
 
-    const Tensor ff = linear(norm(L.norm2, x), L.fc1);
-    const Tensor act = d_.swiglu
-                           ? swiglu(ff.narrow(1, 0, d_.hidden), ff.narrow(1, d_.hidden, d_.hidden))
-                           : gelu(ff, "tanh");
+    const Tensor h = norm(L.norm2, x);
+    Tensor act;
+    if (d_.swiglu) {
+      const Tensor ff = linear(h, L.fc1);
+      act = swiglu(ff.narrow(1, 0, d_.hidden), ff.narrow(1, d_.hidden, d_.hidden));
+    } else {  // the GELU in fc1's GEMM epilogue
+      act = linear_gelu(h, L.fc1.weight, optional_bias(L.fc1), "tanh");
+    }
     x.add_(linear(act, L.fc2));
   }
   if (R == 0) return {};

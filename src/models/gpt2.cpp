@@ -36,7 +36,12 @@ GPT2MLP::GPT2MLP(const GPT2Config& config) {
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout));
 }
 
-Tensor GPT2MLP::forward(const Tensor& x) { return (*dropout)((*c_proj)(gelu((*c_fc)(x), "tanh"))); }
+Tensor GPT2MLP::forward(const Tensor& x) {
+  // c_fc and its GELU in one call (a GEMM epilogue on CUDA) unless hooks watch c_fc's output.
+  const Tensor h =
+      c_fc->has_forward_hooks() ? gelu((*c_fc)(x), "tanh") : c_fc->forward_gelu(x, "tanh");
+  return (*dropout)((*c_proj)(h));
+}
 
 GPT2Block::GPT2Block(const GPT2Config& config) {
   const double eps = config.layer_norm_eps;

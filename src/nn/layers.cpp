@@ -63,6 +63,11 @@ Tensor Linear::forward(const Tensor& x) {
   return linear(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt);
 }
 
+Tensor Linear::forward_gelu(const Tensor& x, std::string_view approximate) {
+  return linear_gelu(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
+                     approximate);
+}
+
 std::string Linear::extra_repr() const {
   return tessera::detail::str("in_features=", in_features, ", out_features=", out_features,
                               ", bias=", bool_str(bias.defined()));

@@ -94,37 +94,83 @@ std::pair<Tensor, Tensor> fused_weight_bias_grads(const Tensor& g2, const Tensor
   return {reshape(dw, {N, K}), db};
 }
 
-Tensor fused_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const int64_t K = x.size(-1), N = weight.size(0);
+// Records out = x @ weight^T + bias computed by one kernel.
+void record_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  record("LinearBackward", {x, weight, bias}, {out}, {x, weight},
+         [](BackwardContext& ctx, const TensorList& g) {
+           const Tensor x = ctx.saved(0), w = ctx.saved(1);
+           const Tensor g2 = flatten(g[0], 0, -2);
+           TensorList r(3);
+           if (ctx.needs_input_grad(0)) r[0] = matmul(g[0], w);
+           if (ctx.needs_input_grad(1) && ctx.needs_input_grad(2) &&
+               fused_weight_bias_grads_supported(g2)) {
+             std::tie(r[1], r[2]) = fused_weight_bias_grads(g2, flatten(x, 0, -2));
+             return r;
+           }
+           if (ctx.needs_input_grad(1)) r[1] = matmul(g2.mT(), flatten(x, 0, -2));
+           if (ctx.needs_input_grad(2)) r[2] = sum(g2, {0});
+           return r;
+         });
+}
+
+// x [..., K] as the GEMM's [1, rows, K], the result's shape, and the weight as [1, K, N].
+struct LinearShapes {
+  Tensor x3, w3;
+  Shape out_shape;
+  Shape out3() const { return {1, x3.size(1), w3.size(2)}; }
+};
+LinearShapes linear_shapes(const Tensor& x, const Tensor& weight) {
   Shape out_shape = x.sizes();
-  out_shape.back() = N;
+  out_shape.back() = weight.size(0);
+  return {reshape(x, {1, -1, x.size(-1)}), unsqueeze(weight.t(), 0), out_shape};
+}
+
+Tensor fused_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out;
   {
     autograd::NoGradGuard ng;
-    const Tensor x3 = reshape(x, {1, -1, K});
-    out = empty({1, x3.size(1), N}, options_of(x));
-    call_kernel<gemm_bias_kernel>(x.device(), out, x3, unsqueeze(weight.t(), 0),
-                                  contiguous(bias));
-    out = reshape(out, out_shape);
+    const LinearShapes s = linear_shapes(x, weight);
+    out = empty(s.out3(), options_of(x));
+    call_kernel<gemm_bias_kernel>(x.device(), out, s.x3, s.w3, contiguous(bias));
+    out = reshape(out, s.out_shape);
   }
-  if (needs_grad({x, weight, bias})) {
-    record("LinearBackward", {x, weight, bias}, {out}, {x, weight},
-           [](BackwardContext& ctx, const TensorList& g) {
-             const Tensor x = ctx.saved(0), w = ctx.saved(1);
-             const Tensor g2 = flatten(g[0], 0, -2);
-             TensorList r(3);
-             if (ctx.needs_input_grad(0)) r[0] = matmul(g[0], w);
-             if (ctx.needs_input_grad(1) && ctx.needs_input_grad(2) &&
-                 fused_weight_bias_grads_supported(g2)) {
-               std::tie(r[1], r[2]) = fused_weight_bias_grads(g2, flatten(x, 0, -2));
-               return r;
-             }
-             if (ctx.needs_input_grad(1)) r[1] = matmul(g2.mT(), flatten(x, 0, -2));
-             if (ctx.needs_input_grad(2)) r[2] = sum(g2, {0});
-             return r;
-           });
+  if (needs_grad({x, weight, bias})) record_linear(x, weight, bias, out);
+  return out;
+}
+
+// gelu(linear(x, weight, bias), "tanh") from one kernel call, which also returns the GELU's
+// input when a gradient needs it; autograd records the two nodes the separate ops would.
+Tensor fused_linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const bool grad = needs_grad({x, weight, bias});
+  Tensor out, pre;
+  {
+    autograd::NoGradGuard ng;
+    const LinearShapes s = linear_shapes(x, weight);
+    out = empty(s.out3(), options_of(x));
+    if (grad) pre = empty(s.out3(), options_of(x));
+    call_kernel<gemm_bias_gelu_kernel>(x.device(), out, pre, s.x3, s.w3, contiguous(bias));
+    out = reshape(out, s.out_shape);
+    if (grad) pre = reshape(pre, s.out_shape);
+  }
+  if (grad) {
+    record_linear(x, weight, bias, pre);
+    record_gelu_tanh(pre, out);
   }
   return out;
+}
+
+// linear's argument checks (after autocast); marks a weight no gradient is taken for as frozen.
+void check_linear_args(const char* op, const Tensor& x, const Tensor& weight,
+                       const std::optional<Tensor>& bias) {
+  TESSERA_CHECK(weight.dim() == 2, ValueError, "[", op, "] expected a 2-d weight [out, in], got ",
+                weight.sizes());
+  TESSERA_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError, "[", op,
+                "] expected input features ", weight.size(1), ", got input shape ", x.sizes());
+  TESSERA_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == weight.size(0)), ValueError, "[", op,
+                "] expected a bias of shape [", weight.size(0), "], got ", bias->sizes());
+  // A weight no gradient is taken for is read again unchanged: the backend may pack it once.
+  if (!(autograd::GradMode::is_enabled() && weight.requires_grad()))
+    weight.impl()->storage()->mark_frozen_weight();
 }
 
 }  // namespace
@@ -198,19 +244,27 @@ Tensor linear(const Tensor& x_, const Tensor& weight_, const std::optional<Tenso
   const Tensor& x = op_scope.arg(0);
   const Tensor& weight = op_scope.arg(1);
   const std::optional<Tensor> bias = op_scope.optional_arg(2);
-  TESSERA_CHECK(weight.dim() == 2, ValueError, "[linear] expected a 2-d weight [out, in], got ",
-                weight.sizes());
-  TESSERA_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError,
-                "[linear] expected input features ", weight.size(1), ", got input shape ",
-                x.sizes());
-  // A weight no gradient is taken for is read again unchanged: the backend may pack it once.
-  if (!(autograd::GradMode::is_enabled() && weight.requires_grad()))
-    weight.impl()->storage()->mark_frozen_weight();
+  check_linear_args("linear", x, weight, bias);
   if (!bias) return matmul(x, weight.t());
-  TESSERA_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), ValueError,
-                "[linear] expected a bias of shape [", weight.size(0), "], got ", bias->sizes());
   if (fused_linear_supported(x, weight, *bias)) return fused_linear(x, weight, *bias);
   return matmul(x, weight.t()) + *bias;
+}
+
+Tensor linear_gelu(const Tensor& x_, const Tensor& weight_, const std::optional<Tensor>& bias_,
+                   std::string_view approximate) {
+  TESSERA_OP_SCOPE("linear_gelu", x_, weight_, bias_);
+  const Tensor& x = op_scope.arg(0);
+  const Tensor& weight = op_scope.arg(1);
+  const std::optional<Tensor> bias = op_scope.optional_arg(2);
+  check_linear_args("linear_gelu", x, weight, bias);
+  TESSERA_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+                "[linear_gelu] expected approximate 'none' or 'tanh', got '", approximate, "'");
+  const DType dt = x.dtype();
+  const bool fused = bias && approximate == "tanh" && x.dim() >= 2 && is_floating(dt) &&
+                     weight.dtype() == dt && bias->dtype() == dt &&
+                     has_kernel<gemm_bias_gelu_kernel>(x.device().type);
+  if (fused) return fused_linear_gelu(x, weight, *bias);
+  return gelu(linear(x, weight, bias), approximate);
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
@@ -230,6 +284,7 @@ TESSERA_REGISTER_OPS({"matmul", "linalg", kNumericTypes, true, CastPolicy::kLowe
                      {"addmm", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
                      {"baddbmm", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
                      {"linear", "linalg", kNumericTypes, true, CastPolicy::kLowerPrecision},
+                     {"linear_gelu", "linalg", kFloatingTypes, true, CastPolicy::kLowerPrecision},
                      {"outer", "linalg", kAllTypes, true});
 
 }  // namespace tessera

@@ -83,12 +83,16 @@ TensorList record_views(const Tensor& x, TensorList outs, const char* name,
 Tensor view_backward_scatter(const Tensor& src, const Shape& shape,
                              std::function<Tensor(const Tensor&)> view_fn);
 
-// Floating dtype a float-only function computes in (ints and bool promote to float32).
+// Records out = gelu(x, "tanh") computed by another kernel (linear_gelu's fused GEMM), as gelu
+// itself records it.
+void record_gelu_tanh(const Tensor& x, const Tensor& out);
+
 // t's dtype on t's device: for tensors an op makes beside its input.
 inline TensorOptions options_of(const Tensor& t) {
   return TensorOptions(t.dtype()).with_device(t.device());
 }
 
+// Floating dtype a float-only function computes in (ints and bool promote to float32).
 inline DType float_compute_dtype(DType t) { return is_floating(t) ? t : kFloat32; }
 
 }  // namespace tessera::detail

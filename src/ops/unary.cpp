@@ -16,22 +16,28 @@ namespace {
 // and lets the other tensor be written in place afterwards.
 enum class Saves { Nothing, Input, Output };
 
+// Records out = f(x) as a node whose backward is grad_fn(g, x, out), the one of x and out it
+// does not save undefined.
+template <class GradFn>
+void record_unary(const Tensor& x, const Tensor& out, const char* node, Saves saves,
+                  GradFn grad_fn) {
+  TensorList saved;
+  if (saves != Saves::Nothing) saved.push_back(saves == Saves::Input ? x : out);
+  record(node, {x}, {out}, saved,
+         [grad_fn, saves, dx = x.dtype()](BackwardContext& ctx, const TensorList& g) {
+           const Tensor x = saves == Saves::Input ? ctx.saved(0) : Tensor();
+           const Tensor y = saves == Saves::Output ? ctx.saved(0) : Tensor();
+           return TensorList{cast(grad_fn(g[0], x, y), dx)};
+         });
+}
+
 // Computes Fn(x) in x's dtype (float-only functions promote integers to float32) and records
-// a node whose backward is grad_fn(g, x, out), the one of x and out it does not save undefined.
+// it (record_unary).
 template <class Fn, class GradFn>
 Tensor unary_op(const Tensor& x, const char* node, bool float_only, Saves saves, GradFn grad_fn) {
   DType dt = float_only ? float_compute_dtype(x.dtype()) : x.dtype();
   Tensor out = run_elementwise<Fn>(Fn::name, dt, {cast_raw(x, dt)});
-  if (needs_grad({x})) {
-    TensorList saved;
-    if (saves != Saves::Nothing) saved.push_back(saves == Saves::Input ? x : out);
-    record(node, {x}, {out}, saved,
-           [grad_fn, saves, dx = x.dtype()](BackwardContext& ctx, const TensorList& g) {
-             const Tensor x = saves == Saves::Input ? ctx.saved(0) : Tensor();
-             const Tensor y = saves == Saves::Output ? ctx.saved(0) : Tensor();
-             return TensorList{cast(grad_fn(g[0], x, y), dx)};
-           });
-  }
+  if (needs_grad({x})) record_unary(x, out, node, saves, grad_fn);
   return out;
 }
 
@@ -47,7 +53,21 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double k2OverSqrtPi = 1.12837916709551257390;
 
+Tensor gelu_tanh_grad(const Tensor& g, const Tensor& x, const Tensor&) {
+  return activation_grad<fn::GeluTanhGradFn>(g, x, [&] {
+    // u = k (x + c x^3), y = x (1 + tanh u) / 2
+    Tensor x2 = x * x;
+    Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
+    Tensor du = (1.0 + x2 * (3.0 * 0.044715)) * kSqrt2OverPi;
+    return g * ((1.0 + t) * 0.5 + x * (1.0 - t * t) * du * 0.5);
+  });
+}
+
 }  // namespace
+
+void detail::record_gelu_tanh(const Tensor& x, const Tensor& out) {
+  record_unary(x, out, "GeluTanhBackward", Saves::Input, gelu_tanh_grad);
+}
 
 Tensor neg(const Tensor& x) {
   TESSERA_OP_SCOPE("neg", x);
@@ -155,17 +175,7 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   }
   TESSERA_CHECK(approximate == "tanh", ValueError,
                 "[gelu] expected approximate 'none' or 'tanh', got '", approximate, "'");
-  return unary_op<fn::GeluTanhFn>(
-      x, "GeluTanhBackward", true, Saves::Input,
-      [](const Tensor& g, const Tensor& x, const Tensor&) {
-        return activation_grad<fn::GeluTanhGradFn>(g, x, [&] {
-          // u = k (x + c x^3), y = x (1 + tanh u) / 2
-          Tensor x2 = x * x;
-          Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
-          Tensor du = (1.0 + x2 * (3.0 * 0.044715)) * kSqrt2OverPi;
-          return g * ((1.0 + t) * 0.5 + x * (1.0 - t * t) * du * 0.5);
-        });
-      });
+  return unary_op<fn::GeluTanhFn>(x, "GeluTanhBackward", true, Saves::Input, gelu_tanh_grad);
 }
 
 Tensor silu(const Tensor& x) {

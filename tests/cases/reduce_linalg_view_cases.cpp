@@ -137,10 +137,19 @@ std::vector<OpCase> linalg_cases() {
                   [](auto& x) {
                     return (loop_matmul(x[0].reshape({6, 4}), x[1].t()) + x[2]).reshape({2, 3, 5});
                   }));
+  // With a bias and tanh: one kernel call (CUDA's GELU epilogue) and the two recorded nodes.
+  v.push_back(one(
+      "linear_gelu", "tanh_bias", {real({2, 3, 4}), real({5, 4}), real({5})},
+      [](auto& x) { return linear_gelu(x[0], x[1], x[2], "tanh"); },
+      [](auto& x) { return gelu(linear(x[0], x[1], x[2]), "tanh"); }));
+  v.push_back(one(
+      "linear_gelu", "erf_no_bias", {real({3, 4}), real({6, 4})},
+      [](auto& x) { return linear_gelu(x[0], x[1]); },
+      [](auto& x) { return gelu(linear(x[0], x[1])); }));
   v.push_back(one("outer", "vectors", {real({3}), real({4}, true)},
                   [](auto& x) { return outer(x[0], x[1]); },
                   [](auto& x) { return loop_matmul(x[0].reshape({3, 1}), x[1].reshape({1, 4})); }));
-  for (auto& c : v) c.gradgradcheck = c.op == "mm";
+  for (auto& c : v) c.gradgradcheck = c.op == "mm" || c.op == "linear_gelu";
   return v;
 }
 

@@ -92,5 +92,44 @@ TEST_F(CudaTest, LinearWeightAndBiasGradientsMatchTheCpu) {
   }
 }
 
+TEST_F(CudaTest, LinearGeluTakesTheGeluEpilogueAndMatchesTheCpu) {
+  // GPT-2's MLP shape, smaller: 768 -> 3072 takes cuBLASLt's GELU epilogue (with the GELU's input
+  // written for the backward when a gradient is taken); 30 -> 45 is misaligned and falls back to
+  // the bias GEMM and a GELU pass. Values and gradients against float64 on the CPU.
+  for (DType dtype : {kBFloat16, kFloat32}) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{768, 3072}, {30, 45}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " " << in << " -> " << out);
+      const double tol = tolerance(dtype);
+      const Tensor x = random({2, 256, in}, dtype, 20), w = random({out, in}, dtype, 21);
+      const Tensor bias = random({out}, dtype, 22), g = random({2, 256, out}, dtype, 23);
+      const Tensor x64 = x.to(kFloat64).requires_grad_(true);
+      const Tensor w64 = w.to(kFloat64).requires_grad_(true);
+      const Tensor b64 = bias.to(kFloat64).requires_grad_(true);
+      const Tensor want = gelu(linear(x64, w64, b64), "tanh");
+      const TensorList want_grads = autograd::grad({want}, {x64, w64, b64}, {g.to(kFloat64)});
+      for (bool with_grad : {false, true}) {
+        Tensor xd = x.to(kCuda).detach().requires_grad_(with_grad);
+        Tensor wd = w.to(kCuda).detach().requires_grad_(with_grad);
+        Tensor bd = bias.to(kCuda).detach().requires_grad_(with_grad);
+        const int64_t fused_before = cuda::gemm_stats().fused_gelus;
+        const Tensor y = linear_gelu(xd, wd, bd, "tanh");
+        expect_close(y, want.detach(), tol, "output");
+        const int64_t fused = cuda::gemm_stats().fused_gelus - fused_before;
+        // The epilogue where it applies: bf16 at aligned widths (float32 may have no algorithm
+        // and fall back), never for misaligned widths.
+        if (dtype == kBFloat16 && in == 768)
+          EXPECT_EQ(fused, 1) << "cuBLASLt took no GELU epilogue algorithm";
+        else if (in != 768)
+          EXPECT_EQ(fused, 0);
+        if (!with_grad) continue;
+        const TensorList got = autograd::grad({y}, {xd, wd, bd}, {g.to(kCuda)});
+        expect_close(got[0], want_grads[0], tol, "dx");
+        expect_close(got[1], want_grads[1], tol, "dweight");
+        expect_close(got[2], want_grads[2], tol, "dbias");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -45,7 +45,7 @@ TEST(Profiler, TableListsEveryOpAndBackwardNodeTheStepRan) {
     (e.kind == EventKind::kBackward ? nodes : ops).insert(e.name);
   }
   for (const char* op : {"linear", "layer_norm", "cross_entropy", "scaled_dot_product_attention",
-                         "gelu", "embedding", "add"})
+                         "linear_gelu", "embedding", "add"})
     EXPECT_TRUE(ops.count(op)) << op << " not recorded";
   EXPECT_TRUE(nodes.count("MatmulBackward")) << "backward nodes are recorded";
   const std::string table = p.table();

@@ -83,11 +83,17 @@ class ColumnParallelLinear : public nn::Linear {
   ColumnParallelLinear(const Tensor& master_weight, const Tensor& master_bias, GroupPtr group,
                        ColumnParallelOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // The GELU applies to this rank's columns before any gather (it acts elementwise).
+  Tensor forward_gelu(const Tensor& x, std::string_view approximate) override;
   std::string type_name() const override { return "ColumnParallelLinear"; }
   std::string extra_repr() const override;
 
   GroupPtr group;
   ColumnParallelOptions options;
+
+ private:
+  Tensor enter_region(const Tensor& x) const;  // x as this rank's GEMM reads it
+  Tensor gather(const Tensor& y) const;        // the ranks' columns in the master's order
 };
 
 struct RowParallelOptions {
@@ -104,6 +110,8 @@ class RowParallelLinear : public nn::Linear {
   RowParallelLinear(const Tensor& master_weight, const Tensor& master_bias, GroupPtr group,
                     RowParallelOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // The GELU follows the reduction: gelu(forward(x)).
+  Tensor forward_gelu(const Tensor& x, std::string_view approximate) override;
   std::string type_name() const override { return "RowParallelLinear"; }
   std::string extra_repr() const override;
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/core/generator.h"
@@ -31,6 +32,9 @@ class Linear : public UnaryModule {
   // undefined. Parallel layers build their slices this way.
   Linear(Tensor weight, Tensor bias);
   Tensor forward(const Tensor& x) override;
+  // gelu(forward(x), approximate) as one linear_gelu call (a GEMM epilogue on CUDA). Skips
+  // forward hooks; subclasses whose forward does more override it too.
+  virtual Tensor forward_gelu(const Tensor& x, std::string_view approximate);
   // Re-draws weight and bias as at construction.
   void reset_parameters(Generator* gen = nullptr);
   std::string extra_repr() const override;

@@ -93,10 +93,11 @@ void set_allow_tf32(bool allow);
 bool allow_tf32();
 
 // How many GEMMs took each special path since the process started: run on zero-padded copies
-// (a misaligned contiguous dim), and weight gradients whose bias gradient came from the GEMM's
-// epilogue rather than a separate sum. For tests and profiling.
+// (a misaligned contiguous dim), weight gradients whose bias gradient came from the GEMM's
+// epilogue rather than a separate sum, and linear_gelu calls whose GELU did. For tests and
+// profiling.
 struct GemmStats {
-  int64_t padded = 0, fused_row_sums = 0;
+  int64_t padded = 0, fused_row_sums = 0, fused_gelus = 0;
 };
 GemmStats gemm_stats();
 

@@ -11,6 +11,7 @@ from .._C import (  # noqa: F401
     gelu,
     layer_norm,
     linear,
+    linear_gelu,
     log_softmax,
     mse_loss,
     narrow,

@@ -12,6 +12,13 @@ TESSERA_DECLARE_KERNEL(gemm_kernel, void(const Tensor& out, const Tensor& a, con
 // checks), the others run linear as a GEMM and a broadcast add.
 TESSERA_DECLARE_KERNEL(gemm_bias_kernel, void(const Tensor& out, const Tensor& a, const Tensor& b,
                                               const Tensor& bias));
+// out [1, M, N] = gelu_tanh(a [1, M, K] @ b [1, K, N] + bias [N]) and, when defined, pre (out's
+// shape and dtype) = a @ b + bias, the GELU's input for the backward; floating dtypes. CUDA
+// computes both in one cuBLASLt call (GELU_AUX_BIAS, as torch's _addmm_activation) where it has
+// an algorithm; the CPU runs its bias GEMM and a GELU pass. linear_gelu checks for the kernel.
+TESSERA_DECLARE_KERNEL(gemm_bias_gelu_kernel,
+                       void(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b,
+                            const Tensor& bias));
 // out [1, M, N] = a [1, M, K] @ b [1, K, N] with a_sums [M] (contiguous, out's dtype) = the
 // sums of a's rows, taken in the GEMM's epilogue: a linear's weight gradient g^T x together with
 // its bias gradient. Only backends with such an epilogue register it (CUDA: cuBLASLt's BGRADB).

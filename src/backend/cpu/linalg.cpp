@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/common/elementwise_kernels.h"
 #include "backend/common/linalg_kernels.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/creation.h"
@@ -227,8 +228,21 @@ void gemm_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const 
   o.add_(bias);
 }
 
+// linear_gelu's kernel as its two passes (oneDNN's GELU post-op would not give the backward
+// its input): one kernel on every backend keeps linear_gelu's autograd the same everywhere.
+void gemm_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b,
+                    const Tensor& bias) {
+  autograd::NoGradGuard no_grad;
+  const Tensor p = pre.defined() ? pre : empty(out.sizes(), TensorOptions(out.dtype()));
+  gemm_bias(p, a, b, bias);
+  TensorIterator it("linear_gelu");
+  it.add_output(out).add_input(p).build();
+  call_kernel<ElementwiseKernel<fn::GeluTanhFn>>(out.device(), it);
+}
+
 TESSERA_REGISTER_KERNEL(gemm_kernel, DeviceType::CPU, &gemm);
 TESSERA_REGISTER_KERNEL(gemm_bias_kernel, DeviceType::CPU, &gemm_bias);
+TESSERA_REGISTER_KERNEL(gemm_bias_gelu_kernel, DeviceType::CPU, &gemm_bias_gelu);
 
 }  // namespace
 }  // namespace tessera::cpu
