@@ -1,4 +1,5 @@
 #include "tessera/infer/model_loader.h"
+#include "tessera/core/json_parse.h"
 
 #include <filesystem>
 #include <fstream>
@@ -114,7 +115,7 @@ LoadedModel from_safetensors(const fs::path& file) {
 
 std::shared_ptr<models::CausalLM> make_model_from_config(const std::string& json,
                                                          const std::string& kind_hint) {
-  const Json doc = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  const Json doc = parse_json(json);
   const Json* j = doc.is_discarded() ? nullptr : find_config(doc);
   TESSERA_CHECK(j != nullptr, ValueError, kOp,
                 " expected a model config (GPT-2 / LLaMA keys or a Hugging Face config.json), got ",

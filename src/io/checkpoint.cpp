@@ -1,4 +1,5 @@
 #include "tessera/io/checkpoint.h"
+#include "tessera/core/json_parse.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -135,7 +136,7 @@ Json scalars_json(const optim::StateDict& state, const char* what) {
 }
 
 Json state_json(const Checkpoint& ckpt, const fs::path& folder) {
-  Json config = Json::parse(ckpt.config, nullptr, /*allow_exceptions=*/false);
+  Json config = parse_json(ckpt.config);
   TESSERA_CHECK(!config.is_discarded() && config.is_object(), ValueError,
                 "[save_checkpoint] expected config to be a JSON object, got '", ckpt.config, "'");
   Json doc = {{"format", kFormat},
@@ -296,7 +297,7 @@ Checkpoint load_checkpoint(const std::string& folder) {
     bad_checkpoint("expected a checkpoint folder holding ", kStateFile, ", got '", folder, "'");
   detail::MappedFile state_bytes = detail::map_file(state_path.string(), "load_checkpoint");
   const char* text = reinterpret_cast<const char*>(state_bytes.data());
-  Json doc = Json::parse(text, text + state_bytes.size(), nullptr, /*allow_exceptions=*/false);
+  Json doc = parse_json(std::string_view(text, state_bytes.size()));
   if (doc.is_discarded() || !doc.is_object())
     bad_checkpoint("expected a JSON object in '", state_path.string(), "', got ",
                    doc.is_discarded() ? "invalid JSON (corrupt file?)" : doc.type_name());

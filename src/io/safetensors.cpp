@@ -1,4 +1,5 @@
 #include "tessera/io/safetensors.h"
+#include "tessera/core/json_parse.h"
 
 #include <algorithm>
 #include <bit>
@@ -114,7 +115,7 @@ SafetensorsFile parse(const uint8_t* data, size_t size, const Storage* storage,
              " remaining bytes (at most 100 MB), got ", header_bytes,
              " (truncated or not safetensors?)");
   const char* header = reinterpret_cast<const char*>(data + 8);
-  Json doc = Json::parse(header, header + header_bytes, nullptr, /*allow_exceptions=*/false);
+  Json doc = parse_json(std::string_view(header, header_bytes));
   if (doc.is_discarded() || !doc.is_object())
     bad_file(source, "expected a JSON object header, got ",
              doc.is_discarded() ? "invalid JSON" : doc.type_name());
@@ -280,7 +281,7 @@ void save_state_dict(const std::string& path, const nn::TensorDict& state,
 nn::TensorDict load_state_dict(const std::string& path, Metadata* metadata) {
   SafetensorsFile file = load_safetensors(path);
   if (const std::string* text = file.metadata.find(kAliasesKey)) {
-    Json aliases = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    Json aliases = parse_json(*text);
     if (aliases.is_discarded() || !aliases.is_object())
       bad_file(path, "expected a JSON object in __metadata__[\"", kAliasesKey, "\"], got ", *text);
     for (const auto& [alias, target] : aliases.items()) {

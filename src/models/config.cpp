@@ -1,4 +1,5 @@
 #include "tessera/models/config.h"
+#include "tessera/core/json_parse.h"
 
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -18,7 +19,7 @@ std::string join(const std::vector<std::string>& names) {
 }
 
 Json parse_object(std::string_view text, std::string_view op) {
-  Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Json doc = parse_json(text);
   TESSERA_CHECK(!doc.is_discarded() && doc.is_object(), ValueError, "[", op,
                 "] expected a JSON object, got '", text, "'");
   return doc;

@@ -2,9 +2,11 @@
 // tokenizer_config.json, with the special tokens it refers to.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.h"
+#include "tessera/core/json_parse.h"
 #include "tessera/serve/openai.h"
 
 namespace tessera::serve {
@@ -16,7 +18,7 @@ Json read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   TESSERA_CHECK(in.good(), ValueError, "[load_chat_template] expected a readable file, got ",
                 path.string());
-  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const Json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}));
   TESSERA_CHECK(!j.is_discarded(), ValueError, "[load_chat_template] expected JSON in ",
                 path.string());
   return j;
@@ -62,7 +64,7 @@ std::shared_ptr<const ChatTemplate> load_chat_template(const std::string& templa
     TESSERA_CHECK(in.good(), ValueError, "[load_chat_template] expected a readable file, got ",
                   template_file);
     source.assign(std::istreambuf_iterator<char>(in), {});
-    const Json j = Json::parse(source, nullptr, /*allow_exceptions=*/false);
+    const Json j = parse_json(source);
     if (j.is_object() && j.contains("chat_template")) source = config_template(j, template_file);
   } else if (config.is_object() && config.contains("chat_template")) {
     source = config_template(config, config_path.string());

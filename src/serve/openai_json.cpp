@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "serve/openai_json.h"
+#include "tessera/core/json_parse.h"
 
 namespace tessera::serve::detail {
 
@@ -45,8 +46,10 @@ std::vector<int32_t> encode(const tokenizers::Tokenizer& tok, const std::string&
 }
 
 Json parse_object(std::string_view body, const std::set<std::string>& known) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw ApiError(400, "could not parse the request body as JSON");
+  Json j = parse_json(body);
+  if (j.is_discarded())
+    throw ApiError(400, "could not parse the request body as JSON (nested at most " +
+                            std::to_string(kMaxJsonDepth) + " deep)");
   if (!j.is_object())
     throw ApiError(400, std::string("expected a JSON object, got ") + type_name(j));
   for (const auto& [key, value] : j.items())

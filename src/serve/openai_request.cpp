@@ -191,8 +191,8 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
                                    " tokens. However, your prompt has ", P,
                                    " tokens, leaving no room for a completion."));
 
-  // max_tokens: at least 1 and within the context left after the prompt; the default (16) is
-  // capped to that room.
+  // max_tokens: at least 1 and within the context left after the prompt. Its default is that
+  // room for chat (OpenAI's and vLLM's) and 16 for legacy completions, capped to the room.
   const char* mt = f.get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   const std::optional<int64_t> max_tokens = f.integer(mt, 1, INT32_MAX);
   const int64_t room = limits.max_model_len - P;
@@ -202,7 +202,9 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
                                    " tokens. However, you requested ", P + *max_tokens, " tokens (",
                                    P, " in the prompt, ", *max_tokens, " in the completion)."));
   infer::StoppingCriteria& stopping = r.params.stopping;
-  stopping.max_tokens = max_tokens.value_or(std::min<int64_t>(16, room));
+  const int64_t default_max =
+      endpoint == Endpoint::ChatCompletions ? room : std::min<int64_t>(16, room);
+  stopping.max_tokens = max_tokens.value_or(default_max);
 
   infer::SamplingParams& sp = r.params.sampling;
   sp.temperature = f.number("temperature", 0.0, 2.0, 1.0);

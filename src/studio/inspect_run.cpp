@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tessera/core/error.h"
+#include "tessera/core/json_parse.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/studio/inspect.h"
 
@@ -30,8 +31,7 @@ Json read_run(const std::string& path, int64_t after) {
     throw ValueError("[studio.runs] expected after >= 0, got " + std::to_string(after));
   const fs::path dir(path);
   Json out = {{"path", path}, {"config", nullptr}, {"metrics", Json::array()}};
-  if (fs::exists(dir / "config.json"))
-    out["config"] = Json::parse(slurp(dir / "config.json"), nullptr, /*exceptions=*/false);
+  if (fs::exists(dir / "config.json")) out["config"] = parse_json(slurp(dir / "config.json"));
 
   // Only whole lines: the trainer may be halfway through writing the last one.
   std::ifstream in(dir / "metrics.jsonl", std::ios::binary);
@@ -40,7 +40,7 @@ Json read_run(const std::string& path, int64_t after) {
   while (in.peek() != EOF && std::getline(in, line)) {
     if (in.eof()) break;  // no newline yet
     if (n++ < after) continue;
-    Json record = Json::parse(line, nullptr, false);
+    Json record = parse_json(line);
     if (record.is_object()) out["metrics"].push_back(std::move(record));
   }
   out["next"] = std::max(n, after);
@@ -48,7 +48,7 @@ Json read_run(const std::string& path, int64_t after) {
   out["samples"] = Json::array();
   std::ifstream samples(dir / "samples.jsonl", std::ios::binary);
   while (std::getline(samples, line)) {
-    Json record = Json::parse(line, nullptr, false);
+    Json record = parse_json(line);
     if (record.is_object()) out["samples"].push_back(std::move(record));
   }
   out["checkpoints"] = Json::array();

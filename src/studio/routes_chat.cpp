@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "api.h"
+#include "tessera/core/json_parse.h"
 
 namespace tessera::studio {
 
@@ -89,7 +90,7 @@ Json stream_reply(const Json& service, const Json& request, std::atomic<bool>& c
       const std::string event = buffer.substr(0, end);
       buffer.erase(0, end + 2);
       if (!event.starts_with("data: ") || event == "data: [DONE]") continue;
-      const Json j = Json::parse(event.substr(6), nullptr, false);
+      const Json j = parse_json(event.substr(6));
       if (!j.is_object() || !j.contains("choices") || j["choices"].empty()) continue;
       const Json& ch = j["choices"][0];
       const std::string delta = ch.value("delta", Json::object()).value("content", "");
@@ -110,7 +111,7 @@ Json stream_reply(const Json& service, const Json& request, std::atomic<bool>& c
   };
   auto res = c.send(req);
   if (status != 0 && status != 200) {
-    const Json body = Json::parse(buffer, nullptr, false);
+    const Json body = parse_json(buffer);
     error = "the service answered " + std::to_string(status) + ": " +
             (body.is_object() && body.contains("error") ? body["error"].value("message", "")
                                                         : buffer.substr(0, 200));

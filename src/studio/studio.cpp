@@ -1,5 +1,6 @@
 // The studio's server: authentication, JSON errors and the helpers the route files share.
 #include "tessera/studio/studio.h"
+#include "tessera/core/json_parse.h"
 
 #include <filesystem>
 #include <limits>
@@ -39,7 +40,7 @@ void reply(httplib::Response& res, const Json& body, int status) {
 }
 
 Json body_object(const httplib::Request& req, const std::string& where) {
-  Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  Json body = parse_json(req.body);
   if (!body.is_object())
     throw HttpError(
         400, "[" + where + "] expected a JSON object body, got '" + req.body.substr(0, 60) + "'");

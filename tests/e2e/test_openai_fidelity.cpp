@@ -82,6 +82,9 @@ TEST(OpenAIParse, NewFields) {
   EXPECT_EQ(r.best_of, 1);
 
   r = parse(*s, Endpoint::ChatCompletions, {{"messages", kChat}, {"logprobs", false}});
+  // Without max_tokens chat may use the rest of the context (OpenAI, vLLM); completions get 16.
+  EXPECT_EQ(r.params.stopping.max_tokens, 256 - static_cast<int64_t>(r.prompt.size()));
+  EXPECT_EQ(parse(*s, Endpoint::Completions, {{"prompt", "Once"}}).params.stopping.max_tokens, 16);
   EXPECT_EQ(r.logprobs, -1);
   EXPECT_EQ(r.params.logprobs, -1) << "no logprobs computed when not asked";
   // best_of ranks by logprob: the engine computes them even when the reply shows none.

@@ -173,6 +173,9 @@ TEST(Server, BadInputsGet4xxErrorsAndTheServerKeepsServing) {
       {"oversized body", "/v1/completions",
        "{\"prompt\": \"" + std::string(100 * 1024, 'a') + "\"}", "secret", 413, ""},
       {"unknown route", "/v1/nope", R"({"input": "a"})", "secret", 404, ""},
+      {"JSON nested 30000 deep", "/v1/completions",
+       "{\"prompt\": " + std::string(30000, '[') + std::string(30000, ']') + "}", "secret", 400,
+       ""},
   };
   for (const Case& c : cases) {
     auto [status, body] = post(ts, c.path, c.body, c.key);

@@ -174,6 +174,9 @@ TEST(Safetensors, CorruptFilesThrowValueError) {
   expect_bad(handmade(entry("BOOL", "[2]", "[0,2]"), std::string("\x01\x02", 2)), "0 or 1");
   expect_bad(handmade(R"({"__metadata__":{"k":1}})", ""), "string values");
   expect_bad(handmade(R"({"x":5})", ""), "dtype, shape, data_offsets");
+  // Nested deep enough that printing it (in the error message) would overflow the stack.
+  const std::string deep(200000, '[');
+  expect_bad(handmade(R"({"x":)" + deep + std::string(200000, ']') + "}", ""), "JSON object");
   EXPECT_TESSERA_ERROR(io::load_safetensors("/nonexistent/x.safetensors"), RuntimeError,
                        "[load_safetensors]");
 }

@@ -1,6 +1,7 @@
 // Core: dtypes and promotion, storage sharing, views and strides, allocator counters, printing.
 #include <gtest/gtest.h>
 
+#include "tessera/core/json_parse.h"
 #include "tessera/tessera.h"
 
 namespace tessera {
@@ -27,6 +28,17 @@ TEST(DType, ScalarsAndZeroDimTensorsPromoteWithLowerPriority) {
   EXPECT_EQ((ones({2}, kBool) + 1).dtype(), kInt64);
   EXPECT_EQ(dtype_from_string("bf16"), kBFloat16);
   EXPECT_THROW(dtype_from_string("float8"), ValueError);
+}
+
+TEST(JsonParse, TextNestedTooDeepIsDiscardedLikeInvalidJson) {
+  EXPECT_EQ(parse_json(R"({"a": [1, {"b": "]]]["}]})")["a"][1]["b"], "]]][");
+  EXPECT_TRUE(parse_json("{not json").is_discarded());
+  const auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  EXPECT_FALSE(parse_json(nested(kMaxJsonDepth)).is_discarded());
+  EXPECT_TRUE(parse_json(nested(kMaxJsonDepth + 1)).is_discarded());
+  EXPECT_TRUE(parse_json(nested(1000000)).is_discarded());  // dump() would overflow the stack
+  // Brackets inside strings (escaped quotes too) do not count.
+  EXPECT_TRUE(json_nesting_within("[\"" + std::string(1000, '[') + "\\\"\"]", 2));
 }
 
 TEST(Half, RoundTripsAndRoundsToNearestEven) {

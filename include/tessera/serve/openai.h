@@ -6,17 +6,17 @@
 //
 // Requests: model (one of the served names, else 404 model_not_found; absent: the first),
 // prompt (a string, a token id array, or a one-element array of either) or messages
-// ([{role, content}], content a string or [{type: "text", text}]), max_tokens (default 16;
-// max_completion_tokens on chat is an alias that wins), temperature, top_p, top_k, min_p,
-// repetition_penalty, presence_penalty, frequency_penalty, seed, stop (a string or up to 4),
-// stop_token_ids, ignore_eos, stream, stream_options.include_usage, n (1..128) and best_of
-// (n..128, not with stream: the n of best_of samples with the highest cumulative logprob),
-// user, response_format ({"type": "text"} only: json_object / json_schema get a 400 naming
-// it, there is no constrained decoding), and logprobs: on chat logprobs: true with
-// top_logprobs 0..20, on completions logprobs: 0..20 (legacy shape). Logprobs are the model's
-// raw log_softmax, before temperature and the other sampling filters (vLLM's default).
-// echo is false only. Unknown fields are rejected, as OpenAI does. With a seed, choice i
-// samples with seed + i, so n choices differ and each is reproducible.
+// ([{role, content}], content a string or [{type: "text", text}]), max_tokens (default 16 for
+// completions, the rest of the context for chat; max_completion_tokens on chat is an alias
+// that wins), temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
+// frequency_penalty, seed, stop (a string or up to 4), stop_token_ids, ignore_eos, stream,
+// stream_options.include_usage, n (1..128) and best_of (n..128, not with stream: the n of best_of
+// samples with the highest cumulative logprob), user, response_format ({"type": "text"} only:
+// json_object / json_schema get a 400 naming it, there is no constrained decoding), and logprobs:
+// on chat logprobs: true with top_logprobs 0..20, on completions logprobs: 0..20 (legacy shape).
+// Logprobs are the model's raw log_softmax, before temperature and the other sampling filters
+// (vLLM's default). echo is false only. Unknown fields are rejected, as OpenAI does. With a seed,
+// choice i samples with seed + i, so n choices differ and each is reproducible.
 //
 // Chat prompts use the model's Hugging Face chat template when it has one (ChatTemplate below,
 // `tessera serve --chat-template`), else the plain template: "<role>: <content>\n" per
