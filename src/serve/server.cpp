@@ -49,9 +49,13 @@ Server::Server(std::shared_ptr<infer::AsyncEngine> engine, ServerConfig config)
   s.routes();
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  // Streams still open are aborted in the engine, which may outlive the server.
+  impl_->cancel_live();
+  stop();
+}
 
-const Metrics& Server::metrics() const { return impl_->metrics; }
+const Metrics& Server::metrics() const { return *impl_->metrics; }
 
 int Server::bind() {
   Impl& s = *impl_;
@@ -71,11 +75,18 @@ int Server::bind() {
 
 void Server::run() {
   if (!impl_->bound) bind();
-  impl_->http.listen_after_bind();
+  if (!impl_->stop_requested) impl_->http.listen_after_bind();
 }
 
 void Server::stop() {
-  if (impl_->http.is_running()) impl_->http.stop();
+  Impl& s = *impl_;
+  if (s.stop_requested.exchange(true)) return;
+  if (s.http.is_running())
+    s.http.stop();
+  else if (s.listen_fd >= 0)
+    // httplib's stop() does nothing before its accept loop runs (a SIGTERM during startup was
+    // lost): a shut-down socket ends that loop at its first accept instead.
+    ::shutdown(s.listen_fd, SHUT_RDWR);
 }
 
 int64_t Server::in_flight() const { return impl_->in_flight; }
@@ -183,7 +194,7 @@ void Server::Impl::routes() {
     static const std::set<std::string> known{
         "/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/embeddings",
         "/tokenize",       "/detokenize",          "/health",    "/metrics"};
-    metrics.count_request(known.count(req.path) ? req.path : "other", res.status);
+    metrics->count_request(known.count(req.path) ? req.path : "other", res.status);
   });
 
   // Load balancers stop routing here once a shutdown has begun.
@@ -194,7 +205,7 @@ void Server::Impl::routes() {
       send_json(res, 200, R"({"status":"ok"})");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(engine->stats()), "text/plain; version=0.0.4");
+    res.set_content(metrics->render(engine->stats()), "text/plain; version=0.0.4");
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, models_json(config.model_names, unix_time(), limits.max_model_len));

@@ -101,7 +101,7 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
     std::lock_guard<std::mutex> lock(live_mutex);
     live.erase(id);
   });
-  metrics.count_tokens(static_cast<int64_t>(r.prompt.size()), 0);
+  metrics->count_tokens(static_cast<int64_t>(r.prompt.size()), 0);
   CompletionState state;
   state.id = (ep == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id++);
   state.created = unix_time();
@@ -162,8 +162,9 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
         }
         return true;
       },
-      [cancel](bool success) {
-        if (!success) cancel();
+      // httplib reports a stream cut by stop() as a success: what is unfinished is cancelled.
+      [cancel, channel](bool success) {
+        if (!success || !channel->all_done()) cancel();
       });
 }
 
@@ -173,8 +174,8 @@ bool Server::Impl::submit(const CompletionRequest& r, RequestChannel& channel,
     // ids is read only by this thread until the request is registered in live.
     for (size_t c = 0; c < static_cast<size_t>(r.best_of); ++c)
       channel.ids.push_back(engine->submit(r.prompt, r.choice_params(static_cast<int64_t>(c)),
-                                           [keep, c, this](const infer::RequestOutput& out) {
-                                             return keep->push(c, out, metrics);
+                                           [keep, c, m = metrics](const infer::RequestOutput& out) {
+                                             return keep->push(c, out, *m);
                                            }));
     return true;
   } catch (const Error& e) {  // the engine's own validation

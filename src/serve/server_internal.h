@@ -88,6 +88,12 @@ struct RequestChannel {
     return !cancelled;
   }
 
+  // Whether every choice's finishing output is queued.
+  bool all_done() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return open == 0;
+  }
+
   // Ends the unfinished choices with an Abort output (the engine's outputs for them are dropped
   // from now on); false when all had already finished.
   bool cancel_for_shutdown() {
@@ -127,11 +133,13 @@ struct Server::Impl {
   ServerConfig config;
   ModelLimits limits;
   const tokenizers::Tokenizer* tokenizer;
-  Metrics metrics;
+  // Shared with the engine's callbacks: the engine may outlive the server.
+  std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   httplib::Server http;
   std::atomic<int64_t> in_flight{0};
   std::atomic<int64_t> next_id{0};
   bool bound = false;
+  std::atomic<bool> stop_requested{false};
   int listen_fd = -1;  // the last socket httplib configured: the listening one after bind
   // Requests submitted to the engine and not yet answered (by their first choice's id), for
   // shutdown() to cancel.

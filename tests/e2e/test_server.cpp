@@ -3,11 +3,14 @@
 // output the request gets alone (infer::generate, static cache); a KV cache too small for the
 // load forces preemptions and still every request is right; every kind of bad input gets a 4xx
 // in OpenAI's error shape and the server then serves a good request; a client that disconnects
-// mid-stream has its request aborted and its blocks freed.
+// mid-stream, or a stop() with a stream open, has its request aborted and its blocks freed; stop()
+// ends run() wherever startup stands.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -218,9 +221,8 @@ TEST(Server, BadInputsGet4xxErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(ts.client().Get("/health")->status, 200) << "/health needs no key";
 }
 
-TEST(Server, ClientDisconnectingMidStreamFreesItsBlocks) {
-  STORIES_OR_SKIP(s);
-  // A model slow enough that a long request is still running when its client leaves.
+// A model slow enough that a long request is still running when its client leaves.
+std::unique_ptr<models::Llama> slow_model() {
   models::LlamaConfig c;
   c.vocab_size = 512;
   c.dim = 256;
@@ -230,16 +232,23 @@ TEST(Server, ClientDisconnectingMidStreamFreesItsBlocks) {
   c.hidden_dim = 512;
   c.max_seq_len = 4096;
   manual_seed(1);
-  models::Llama model(c);
-  TestServer ts(model, s->tokenizer, {});
-  const int64_t max_tokens = 4000;
+  return std::make_unique<models::Llama>(c);
+}
+
+constexpr int64_t kLongRequestTokens = 4000;
+const Json kLongStream = {
+    {"prompt", "Once"}, {"max_tokens", kLongRequestTokens}, {"ignore_eos", true}, {"stream", true}};
+
+TEST(Server, ClientDisconnectingMidStreamFreesItsBlocks) {
+  STORIES_OR_SKIP(s);
+  std::unique_ptr<models::Llama> model = slow_model();
+  TestServer ts(*model, s->tokenizer, {});
+  const int64_t max_tokens = kLongRequestTokens;
   httplib::Client client = ts.client();
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
-  req.body =
-      Json({{"prompt", "Once"}, {"max_tokens", max_tokens}, {"ignore_eos", true}, {"stream", true}})
-          .dump();
+  req.body = kLongStream.dump();
   int events = 0;
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     for (size_t i = 0; i + 1 < n; ++i) events += data[i] == '\n' && data[i + 1] == '\n';
@@ -255,6 +264,61 @@ TEST(Server, ClientDisconnectingMidStreamFreesItsBlocks) {
   EXPECT_EQ(ts.metric("tessera_kv_blocks_used"), 0);
   EXPECT_LT(ts.metric("tessera_generation_tokens_total"), max_tokens)
       << "the request was aborted, not run to its end";
+}
+
+TEST(Server, StopWithAStreamOpenAbortsItsRequestInTheEngine) {
+  STORIES_OR_SKIP(s);
+  std::unique_ptr<models::Llama> model = slow_model();
+  auto ts = std::make_unique<TestServer>(*model, s->tokenizer, infer::EngineConfig{});
+  std::shared_ptr<infer::AsyncEngine> engine = ts->engine;
+  std::atomic<int> events{0};
+  testing::StreamResult result;
+  std::thread client([&] {
+    testing::StreamOptions opt;
+    opt.on_event = [&] { ++events; };
+    result = testing::stream_completion(ts->port, kLongStream, opt);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (events < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GE(events, 3) << result.error;
+  // httplib ends a stream cut by stop() as if it had succeeded: the request must still be
+  // aborted before run() returns, not left generating for an engine that outlives the server.
+  ts->stop();
+  const infer::EngineStats stats = engine->stats();
+  EXPECT_EQ(stats.num_running + stats.num_waiting, 0);
+  EXPECT_EQ(stats.blocks_used, 0);
+  client.join();
+  EXPECT_FALSE(result.done) << "the stream was cut, it cannot have finished";
+  ts.reset();
+  // The engine lives on: a request straight to it is served (no callback of the gone server runs).
+  std::promise<infer::FinishReason> finished;
+  infer::GenerationParams p;
+  p.stopping.max_tokens = 2;
+  engine->submit({1}, p, [&](const infer::RequestOutput& out) {
+    if (out.finished()) finished.set_value(out.finish_reason);
+    return true;
+  });
+  EXPECT_EQ(finished.get_future().get(), infer::FinishReason::Length);
+}
+
+TEST(Server, StopAtAnyPointOfStartupEndsRun) {
+  STORIES_OR_SKIP(s);
+  auto engine = std::make_shared<infer::AsyncEngine>(
+      std::make_unique<infer::Engine>(*s->model, infer::EngineConfig{}, s->tokenizer));
+  serve::ServerConfig sc;
+  sc.port = 0;
+  sc.model_names = {"test-model"};
+  // A signal may arrive before run(), as it starts listening, or once it serves: run() returns.
+  for (int i = 0; i < 12; ++i) {
+    serve::Server server(engine, sc);
+    server.bind();
+    if (i == 0) server.stop();
+    std::thread runner([&] { server.run(); });
+    std::this_thread::sleep_for(std::chrono::microseconds(i * i * 100));
+    server.stop();
+    runner.join();
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -40,15 +41,17 @@ struct TestServer {
     server = std::make_unique<serve::Server>(engine, sc);
     port = server->bind();
     thread = std::thread([this] { server->run(); });
-    // Serving once /health answers (stop() before the loop starts would not stop it).
+    // Serving once /health answers.
     for (int i = 0; i < 500; ++i) {
       if (auto res = client().Get("/health"); res && res->status == 200) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  ~TestServer() {
+  ~TestServer() { stop(); }
+  // Stops the server and waits for run() to return.
+  void stop() {
     server->stop();
-    thread.join();
+    if (thread.joinable()) thread.join();
   }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port);
@@ -106,6 +109,7 @@ struct StreamOptions {
   // > 0: a receive buffer this small and a pause per read, so the server's writes block.
   int slow_rcvbuf = 0;
   std::chrono::milliseconds slow_pause{0};
+  std::function<void()> on_event;  // called after each event is parsed
 };
 
 // Streams a /v1/completions or /v1/chat/completions request (body["stream"] must be true).
@@ -153,6 +157,7 @@ inline StreamResult stream_completion(int port, const nlohmann::json& body,
         for (const nlohmann::json& t : ch["token_ids"]) r.tokens.push_back(t.get<int32_t>());
         if (!ch["finish_reason"].is_null()) r.finish_reason = ch["finish_reason"];
       }
+      if (opt.on_event) opt.on_event();
       if (opt.hang_up_after > 0 && r.events >= opt.hang_up_after) return false;
     }
     return true;

@@ -66,9 +66,11 @@ class Server {
 
   // Binds the listening socket and returns its port; RuntimeError when it cannot.
   int bind();
-  // Serves until stop(), binding first if needed.
+  // Serves until stop(), binding first if needed; returns at once if stop() came first.
   void run();
-  // Stops run() (from another thread) at once, cutting open streams; safe to call more than once.
+  // Stops run() (from another thread, before or after it started) at once, cutting open streams
+  // and aborting their requests in the engine; safe to call more than once. Destroy the server
+  // only after run() has returned.
   void stop();
   // Graceful stop (from another thread): refuses new completions (503), waits up to grace for
   // those in flight, cancels the rest, then stop(). Returns once they have all ended. A call
