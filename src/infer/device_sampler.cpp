@@ -67,13 +67,16 @@ Tensor sample_rows(const Tensor& logits, std::span<const RowSampling> rows) {
   Tensor probs = softmax(logits.to(kFloat64) / c.temperature, 1);
 
   // top-k and top-p over the stable descending order (the host's order_by_prob): rank r stays
-  // when r < k and the mass of the ranks before it is below top_p. Unfiltered rows keep all.
+  // when r < k and the mass of the ranks before it is below top_p of the top-k ranks' mass.
+  // Unfiltered rows keep all.
   if (std::any_of(rows.begin(), rows.end(),
                   [V](const RowSampling& r) { return is_filtered(r, V); })) {
     auto [sorted, order] = sort(probs, 1, /*descending=*/true);
     const Tensor mass_before = cumsum(sorted, 1) - sorted;
     const Tensor rank = cast(token_ids(V, device), kFloat64);
-    const Tensor keep_ranked = logical_or(logical_and(rank < c.top_k, mass_before < c.top_p),
+    const Tensor in_top_k = rank < c.top_k;
+    const Tensor top_k_mass = sum(where(in_top_k, sorted, zeros_like(sorted)), {1}, true);
+    const Tensor keep_ranked = logical_or(logical_and(in_top_k, mass_before < c.top_p * top_k_mass),
                                           c.filtered == Scalar(0.0));
     const Tensor keep = scatter(zeros_like(probs), 1, order, cast(keep_ranked, kFloat64));
     probs = probs * keep;

@@ -74,11 +74,14 @@ std::vector<double> sampling_probs(const Tensor& logits, const SamplingOptions& 
   if ((options.top_k > 0 && static_cast<size_t>(options.top_k) < V) || options.top_p < 1.0) {
     const std::vector<int32_t> order = order_by_prob(probs);
     size_t keep = options.top_k > 0 ? std::min(V, static_cast<size_t>(options.top_k)) : V;
-    // Nucleus: the most likely tokens until their mass reaches top_p (the crossing token kept).
+    // Nucleus: the most likely tokens until their mass reaches top_p (the crossing token kept),
+    // as a share of what top-k kept (renormalised between the two, as HF's and vLLM's are).
+    double kept_mass = 0.0;
+    for (size_t r = 0; r < keep; ++r) kept_mass += probs[order[r]];
     double mass = 0.0;
     for (size_t r = 0; r < keep; ++r) {
       mass += probs[order[r]];
-      if (mass >= options.top_p) {
+      if (mass >= options.top_p * kept_mass) {
         keep = r + 1;
         break;
       }

@@ -65,6 +65,8 @@ TEST(Sampling, TopKAndTopPKeepTheMostLikelyTokens) {
   expect_probs(models::sampling_probs(logits, {.top_p = 0.1}), {0, 1, 0, 0});
   // Both: top-k first, then the nucleus of what is left (0.5 + 0.3 + 0.15 limited to 2).
   expect_probs(models::sampling_probs(logits, {.top_k = 2, .top_p = 0.95}), {0, 0.625, 0, 0.375});
+  // top-p is a share of the top-k mass: 0.625 of the two kept reaches 0.6 alone (HF, vLLM).
+  expect_probs(models::sampling_probs(logits, {.top_k = 2, .top_p = 0.6}), {0, 1, 0, 0});
   // Ties at the top-k boundary keep the lower id.
   expect_probs(models::sampling_probs(tensor({1.f, 3.f, 3.f, 3.f}), {.top_k = 2}),
                {0, 0.5, 0.5, 0});
