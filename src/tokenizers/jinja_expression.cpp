@@ -2,7 +2,10 @@
 // of jinja_expression.h.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tessera/core/error.h"
@@ -55,8 +58,20 @@ std::vector<Tok> lex(const std::string& src) {
       while (j < src.size() && (std::isdigit(static_cast<unsigned char>(src[j])) || src[j] == '.'))
         ++j;
       const std::string n = src.substr(i, j - i);
-      out.push_back({Tok::Num, n,
-                     n.find('.') == std::string::npos ? Json(std::stoll(n)) : Json(std::stod(n))});
+      Json value;
+      if (n.find('.') == std::string::npos) {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+        if (ec != std::errc()) fail("integer literal " + n + " out of the int64 range in: " + src);
+        value = v;
+      } else {
+        double v = 0.0;
+        const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+        if (ec != std::errc() || end != n.data() + n.size())
+          fail("malformed number " + n + " in: " + src);
+        value = v;
+      }
+      out.push_back({Tok::Num, n, value});
       i = j;
     } else if (c == '\'' || c == '"') {
       std::string s;
@@ -89,8 +104,17 @@ std::vector<Tok> lex(const std::string& src) {
 
 namespace {
 
-// Recursive descent that evaluates as it parses (templates are tiny; both sides of and/or are
-// evaluated, which is safe because lookups of missing things give undefined, not errors).
+// Jinja's ==: undefined equals only undefined (nlohmann's discarded compares unequal to all,
+// itself included, and != too).
+bool equal(const Json& a, const Json& b) {
+  if (a.is_discarded() || b.is_discarded()) return a.is_discarded() && b.is_discarded();
+  return a == b;
+}
+
+// Recursive descent that evaluates as it parses (templates are tiny). An operand whose value may
+// go unused (the right side of and/or, either side of a ternary) is evaluated tentatively: its
+// evaluation errors (raise_exception, 'a' + 1) count only if its value is taken, as in Jinja
+// where it is not evaluated at all. Syntax errors count always.
 class Eval {
  public:
   Eval(const std::string& src, const Json& scope) : src_(src), toks_(lex(src)), scope_(scope) {}
@@ -119,21 +143,48 @@ class Eval {
     return toks_[pos_++].text;
   }
 
+  // Throws what, or records it (the first one) while evaluating tentatively; undefined then.
+  Json value_error(const std::string& what) {
+    if (tentative_ == 0) fail(what);
+    if (!error_) error_ = what;
+    return kUndefined;
+  }
+  // operand() evaluated tentatively; error receives its first evaluation error, if any.
+  template <class Operand>
+  Json tentatively(Operand operand, std::optional<std::string>& error) {
+    std::optional<std::string> outer = std::move(error_);
+    error_.reset();
+    ++tentative_;
+    Json v = operand();
+    --tentative_;
+    error = std::move(error_);
+    error_ = std::move(outer);
+    return v;
+  }
+  // A tentative operand's value, taken: its error now counts.
+  Json taken(Json v, const std::optional<std::string>& error) {
+    return error ? value_error(*error) : v;
+  }
+
   Json ternary() {
-    Json v = or_expr();
-    if (!accept("if")) return v;
-    const Json cond = or_expr();
-    Json other = accept("else") ? ternary() : kUndefined;
-    return truthy(cond) ? v : other;
+    std::optional<std::string> v_error, other_error;
+    Json v = tentatively([&] { return or_expr(); }, v_error);
+    if (!accept("if")) return taken(std::move(v), v_error);
+    const bool cond = truthy(or_expr());
+    Json other = kUndefined;
+    if (accept("else")) other = tentatively([&] { return ternary(); }, other_error);
+    return cond ? taken(std::move(v), v_error) : taken(std::move(other), other_error);
   }
   Json or_expr() { return logical(true); }
-  // a or b / a and b (or binds looser): Python's value rules, the operand that decided.
+  // a or b / a and b (or binds looser): Python's value rules, the operand that decided; the
+  // right one is not needed once the left decided.
   Json logical(bool is_or) {
     auto operand = [&] { return is_or ? logical(false) : not_expr(); };
     Json v = operand();
     while (accept(is_or ? "or" : "and")) {
-      Json r = operand();
-      v = truthy(v) == is_or ? v : r;
+      std::optional<std::string> error;
+      Json r = tentatively(operand, error);
+      if (truthy(v) != is_or) v = taken(std::move(r), error);
     }
     return v;
   }
@@ -179,9 +230,9 @@ class Eval {
         const Json r = concat();
         const std::string o = op;
         if (o == "==")
-          v = v == r;
+          v = equal(v, r);
         else if (o == "!=")
-          v = v != r;
+          v = !equal(v, r);
         else if (o == "<")
           v = v < r;
         else if (o == ">")
@@ -206,14 +257,12 @@ class Eval {
         if (v.is_string() && r.is_string()) {
           v = v.get<std::string>() + r.get<std::string>();
         } else if (v.is_number() && r.is_number()) {
-          v = v.is_number_integer() && r.is_number_integer()
-                  ? Json(v.get<int64_t>() + r.get<int64_t>())
-                  : Json(v.get<double>() + r.get<double>());
+          v = arith(v, r, '+');
         } else if (v.is_array() && r.is_array()) {
           v.insert(v.end(), r.begin(), r.end());
         } else {
-          fail("cannot add " + std::string(v.type_name()) + " and " + r.type_name() +
-               " in: " + src_);
+          v = value_error("cannot add " + std::string(v.type_name()) + " and " + r.type_name() +
+                          " in: " + src_);
         }
       } else if (accept("-")) {
         v = arith(v, multiplicative(), '-');
@@ -224,16 +273,30 @@ class Eval {
   }
   Json arith(const Json& a, const Json& b, char op) {
     if (!a.is_number() || !b.is_number())
-      fail(std::string("expected numbers around '") + op + "' in: " + src_);
-    if (a.is_number_integer() && b.is_number_integer()) {
+      return value_error(std::string("expected numbers around '") + op + "' in: " + src_);
+    if (a.is_number_integer() && b.is_number_integer() && op != '/') {
       const int64_t x = a.get<int64_t>(), y = b.get<int64_t>();
-      if ((op == '%' || op == 'd') && y == 0) fail("division by zero in: " + src_);
-      if (op == '-') return x - y;
-      if (op == '*') return x * y;
-      if (op == '%') return ((x % y) + y) % y;  // Python's sign rule
-      if (op == 'd') return static_cast<int64_t>(std::floor(static_cast<double>(x) / y));
+      if ((op == '%' || op == 'd') && y == 0) return value_error("division by zero in: " + src_);
+      int64_t r = 0;
+      bool overflow = false;
+      if (op == '+') overflow = __builtin_add_overflow(x, y, &r);
+      if (op == '-') overflow = __builtin_sub_overflow(x, y, &r);
+      if (op == '*') overflow = __builtin_mul_overflow(x, y, &r);
+      if (op == '%' || op == 'd') {
+        // Python's floor rules: the remainder takes the divisor's sign. INT64_MIN % -1 traps.
+        const int64_t rem = y == -1 ? 0 : x % y;
+        const bool adjust = rem != 0 && (rem < 0) != (y < 0);
+        if (op == '%') r = adjust ? rem + y : rem;  // opposite signs: no overflow
+        if (op == 'd') {
+          overflow = y == -1 && x == INT64_MIN;
+          r = y == -1 ? (overflow ? 0 : -x) : x / y - adjust;
+        }
+      }
+      if (overflow) return value_error("integer overflow in: " + src_);
+      return r;
     }
     const double x = a.get<double>(), y = b.get<double>();
+    if (op == '+') return x + y;
     if (op == '-') return x - y;
     if (op == '*') return x * y;
     if (op == '%') return std::fmod(x, y);
@@ -317,7 +380,7 @@ class Eval {
       const Json r = index(v, a[0]);
       return r.is_discarded() && a.size() > 1 ? a[1] : r;
     }
-    fail("unsupported method '" + m + "' in: " + src_);
+    return value_error("unsupported method '" + m + "' in: " + src_);
   }
   Json filter(const Json& v, const std::string& f) {
     if (f == "trim") return strip(to_text(v), true, true);
@@ -368,7 +431,7 @@ class Eval {
       if (t.text == "none" || t.text == "None") return nullptr;
       if (t.text == "raise_exception" && accept("(")) {
         const std::vector<Json> a = args();
-        fail("template error: " + (a.empty() ? std::string() : to_text(a[0])));
+        return value_error("template error: " + (a.empty() ? std::string() : to_text(a[0])));
       }
       auto it = scope_.find(t.text);
       return it == scope_.end() ? kUndefined : *it;
@@ -406,6 +469,8 @@ class Eval {
   std::vector<Tok> toks_;
   const Json& scope_;
   size_t pos_ = 0;
+  int tentative_ = 0;                 // depth of tentative evaluation
+  std::optional<std::string> error_;  // the first error of the innermost tentative operand
 };
 
 }  // namespace

@@ -57,7 +57,8 @@ std::vector<Piece> split(const std::string& src) {
     } else if (block) {  // lstrip_blocks: only spaces/tabs back to the line start
       size_t k = text.size();
       while (k > 0 && (text[k - 1] == ' ' || text[k - 1] == '\t')) --k;
-      if (k == 0 || text[k - 1] == '\n') text.erase(k);
+      // A tag ends the text before it: only the source's start begins a line there.
+      if ((k == 0 && i == 0) || (k > 0 && text[k - 1] == '\n')) text.erase(k);
     }
     add_text(text);
     if (kind == '{') pieces.push_back({Piece::Expr, strip(inner, true, true)});

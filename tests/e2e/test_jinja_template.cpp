@@ -106,6 +106,31 @@ TEST(JinjaTemplate, ExpressionsAndStatements) {
   EXPECT_EQ(render("a  {{- 'b' -}}  c"), "abc");
   EXPECT_EQ(render("{# note #}x\n  {% if true %}\ny\n  {% endif %}\nz"), "x\ny\nz");
   EXPECT_EQ(render("{{ undefined_name }}|{{ none }}"), "|None");
+  // lstrip_blocks strips only back to a line start, not back to the tag before.
+  EXPECT_EQ(render("{{ 'a' }}  {% if true %}b{% endif %}"), "a  b");
+  // Undefined equals only undefined (u != 'x' was False).
+  EXPECT_EQ(render("{{ u != 'x' }} {{ u == 'x' }} {{ u == v }} {{ u == none }}"),
+            "True False True False");
+  // Python's integer floor division and modulo, to the ends of int64.
+  EXPECT_EQ(render("{{ -7 // 2 }} {{ 7 // -2 }} {{ 7 % -3 }} {{ -7 % 3 }} {{ 7 / 2 }}"),
+            "-4 -4 -2 2 3.5");
+  EXPECT_EQ(render("{{ -9223372036854775807 - 1 }} {{ (-9223372036854775807 - 1) % -1 }}"),
+            "-9223372036854775808 0");
+}
+
+TEST(JinjaTemplate, OperandsAJinjaTemplateWouldNotEvaluateRaiseNothing) {
+  // and / or stop at the operand that decides; a ternary evaluates only the branch it takes.
+  EXPECT_EQ(render("{{ x is defined and x.startswith('a') }}"), "False");
+  EXPECT_EQ(render("{{ true or raise_exception('no') }}"), "True");
+  EXPECT_EQ(render("{{ raise_exception('no') if false else 'ok' }}"), "ok");
+  EXPECT_EQ(render("{{ 'yes' if true else 'a' + 1 }}"), "yes");
+  EXPECT_EQ(render("[{{ 'a' + 1 if false }}]"), "[]");
+  EXPECT_EQ(render("{{ (false and 1 // 0) or 'fine' }}"), "fine");
+  // Taken, they raise; a syntax error raises wherever it is.
+  EXPECT_THROW(render("{{ raise_exception('bad') if true }}"), ValueError);
+  EXPECT_THROW(render("{{ false or 'a' + 1 }}"), ValueError);
+  EXPECT_THROW(render("{{ 0 if false else (raise_exception('x') if true) }}"), ValueError);
+  EXPECT_THROW(render("{{ true or (1 + }}"), ValueError);
 }
 
 TEST(JinjaTemplate, ErrorsAreValueErrors) {
@@ -115,6 +140,12 @@ TEST(JinjaTemplate, ErrorsAreValueErrors) {
   EXPECT_THROW(render("{{ 'a' + 1 }}"), ValueError);
   EXPECT_THROW(render("{{ raise_exception('bad') }}"), ValueError);
   EXPECT_THROW(render("{{ x | nofilter }}"), ValueError);
+  // Integer overflow and out-of-range literals (they were undefined behaviour, SIGFPE, or
+  // std::out_of_range escaping).
+  EXPECT_THROW(render("{{ 9223372036854775807 + 1 }}"), ValueError);
+  EXPECT_THROW(render("{{ (-9223372036854775807 - 1) // -1 }}"), ValueError);
+  EXPECT_THROW(render("{{ 4294967296 * 4294967296 }}"), ValueError);
+  EXPECT_THROW(render("{{ 99999999999999999999 }}"), ValueError);
 }
 
 }  // namespace
