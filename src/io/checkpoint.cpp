@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 #include <utility>
 
 #include "tessera/io/atomic_file.h"
@@ -88,7 +90,10 @@ void publish(const fs::path& temp, const fs::path& final) {
   int err = errno;
   if (err == EEXIST || err == ENOTEMPTY) {
     if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, final.c_str(), RENAME_EXCHANGE) == 0) {
-      fs::remove_all(temp);  // now the old checkpoint
+      // temp now holds the old checkpoint; the new one is published, so a failure here only
+      // leaves a temp folder that remove_interrupted_writes sweeps later.
+      std::error_code ec;
+      fs::remove_all(temp, ec);
       return;
     }
     err = errno;
@@ -154,15 +159,30 @@ Json state_json(const Checkpoint& ckpt, const fs::path& folder) {
   return doc;
 }
 
-// doc[key] as T, or ValueError naming the field.
+// Whether v is an integer T holds (nlohmann's get<T> casts floats and wraps negatives).
+template <class T>
+bool holds_integer(const Json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= std::numeric_limits<T>::max();
+  if (!v.is_number_integer()) return false;
+  const int64_t i = v.get<int64_t>();
+  return std::is_signed_v<T> && i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+         i <= static_cast<int64_t>(std::numeric_limits<T>::max());
+}
+
+// doc[key] as T (a string or an integer type), or ValueError naming the field.
 template <class T>
 T field(const Json& doc, const char* key, const fs::path& file) {
-  try {
-    return doc.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    bad_checkpoint("expected field '", key, "' of the right type in '", file.string(), "', got ",
-                   doc.contains(key) ? doc.at(key).dump() : "none");
-  }
+  const Json* v = doc.is_object() && doc.contains(key) ? &doc.at(key) : nullptr;
+  bool ok;
+  if constexpr (std::is_same_v<T, std::string>)
+    ok = v && v->is_string();
+  else
+    ok = v && holds_integer<T>(*v);
+  if (!ok)
+    bad_checkpoint("expected field '", key, "' to be ",
+                   std::is_same_v<T, std::string> ? "a string" : "an integer in range", " in '",
+                   file.string(), "', got ", v ? v->dump() : "none");
+  return v->get<T>();
 }
 
 // doc[key], an object of numbers, as a scalars-only state.
@@ -188,7 +208,9 @@ void verify_file(const fs::path& folder, const char* name, const Json& files) {
   const Json& record = files.at(name);
   const auto bytes = field<uint64_t>(record, "bytes", folder / kStateFile);
   const auto crc = field<std::string>(record, "crc32c", folder / kStateFile);
-  if (!fs::exists(path)) bad_checkpoint("expected file '", path.string(), "', got none");
+  if (!fs::is_regular_file(path))
+    bad_checkpoint("expected file '", path.string(), "', got ",
+                   fs::exists(path) ? "something else" : "none");
   const uint64_t actual_bytes = fs::file_size(path);
   if (actual_bytes != bytes)
     bad_checkpoint("expected ", bytes, " bytes in '", path.string(), "' (checksum mismatch), got ",

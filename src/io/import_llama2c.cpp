@@ -67,6 +67,10 @@ std::shared_ptr<models::Llama> load_llama2c(const std::string& path) {
       ValueError, "[", op, "] expected plausible sizes in '", path, "', got dim ", dim,
       ", hidden_dim ", hidden, ", n_layers ", L, ", vocab_size ", V, ", seq_len ", seq);
   const int64_t D = dim / H, kv_dim = KV * D;
+  // Version 1 files carry no RoPE tables, so nothing else bounds the tables the model builds.
+  TESSERA_CHECK(seq * D <= (int64_t{1} << 28), ValueError, "[", op, "] expected seq_len * ",
+                "head_dim <= 2^28 in '", path, "' (the RoPE tables), got seq_len ", seq,
+                " and head_dim ", D);
 
   // Shapes in file order, by name; the layer weights are stacked over layers.
   std::map<std::string, Shape> shapes = {

@@ -70,14 +70,23 @@ std::shared_ptr<models::GPT2> load_llmc_gpt2(const std::string& path) {
                 ", vocab_size ", V, ", num_layers ", L, ", num_heads ", NH, ", channels ", C,
                 ", padded_vocab_size ", Vp);
   const DType dtype = h[1] == kVersionFp32 ? kFloat32 : kBFloat16;
-  // Each size is below 2^31, so these sums of products of at most 3 cannot overflow int64
-  // unless L * C * C does; check that first.
+  // Each size is below 2^31, so no tensor's product of at most 3 overflows int64 unless
+  // L * C * C does; check that first.
   TESSERA_CHECK(L * C < (int64_t{1} << 40) && C < (int64_t{1} << 20), ValueError, "[", op,
                 "] expected plausible sizes in '", path, "', got num_layers ", L, ", channels ", C);
   const std::vector<LlmcTensor> layout = llmc_layout(Vp, maxT, L, C);
-  int64_t numel = 0;
-  for (const LlmcTensor& t : layout) numel += shape_numel(t.shape);
-  const uint64_t expected = kHeaderBytes + static_cast<uint64_t>(numel) * itemsize(dtype);
+  // Each tensor's size fits int64, their sum in bytes may not: checked.
+  uint64_t expected = kHeaderBytes;
+  bool overflow = false;
+  for (const LlmcTensor& t : layout) {
+    uint64_t bytes = 0;
+    overflow |= __builtin_mul_overflow(static_cast<uint64_t>(shape_numel(t.shape)), itemsize(dtype),
+                                       &bytes);
+    overflow |= __builtin_add_overflow(expected, bytes, &expected);
+  }
+  TESSERA_CHECK(!overflow, ValueError, "[", op, "] expected sizes in '", path,
+                "' that describe fewer than 2^64 bytes, got max_seq_len ", maxT, ", num_layers ", L,
+                ", channels ", C, ", padded_vocab_size ", Vp);
   TESSERA_CHECK(file.size() == expected, ValueError, "[", op, "] expected ", expected,
                 " bytes in '", path, "' for the sizes in its header, got ", file.size());
 

@@ -76,16 +76,22 @@ Entry parse_entry(const std::string& name, const Json& info, uint64_t data_bytes
     bad_file(source, "expected a dtype among F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL for tensor '",
              name, "', got ", dtype.dump());
   if (!shape.is_array()) bad_file(source, "expected a shape array for '", name, "', got ", shape);
-  uint64_t numel = 1;
+  // The product of the dims, zeros counted as ones: the largest stride plus one, which must fit
+  // int64 even when a zero dim leaves the tensor empty.
+  uint64_t extent = 1;
+  bool empty = false;
   for (const Json& d : shape) {
     // Dims beyond 2^62 cannot index real data; the bound keeps every product below checked.
     if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 62))
       bad_file(source, "expected non-negative integer dims for '", name, "', got ", shape.dump());
     e.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
-    if (__builtin_mul_overflow(numel, d.get<uint64_t>(), &numel))
-      bad_file(source, "expected a shape whose size fits in 64 bits for '", name, "', got ",
+    empty |= d.get<uint64_t>() == 0;
+    if (__builtin_mul_overflow(extent, std::max<uint64_t>(d.get<uint64_t>(), 1), &extent) ||
+        extent > static_cast<uint64_t>(INT64_MAX))
+      bad_file(source, "expected a shape whose size fits in 63 bits for '", name, "', got ",
                shape.dump());
   }
+  const uint64_t numel = empty ? 0 : extent;
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned())
     bad_file(source, "expected data_offsets [begin, end] for '", name, "', got ", offsets.dump());

@@ -14,6 +14,9 @@ namespace {
 
 // Bounds the memo of piece encodings; a long run over varied text would grow it without end.
 constexpr size_t kMaxCacheEntries = 1 << 16;
+// Longer pieces are not cached (as HF tokenizers' BPE cache): the entry cap alone let a stream
+// of long distinct words hold gigabytes.
+constexpr size_t kMaxCachedPieceBytes = 256;
 
 std::string read_file(const std::string& path, std::string_view op) {
   std::ifstream in(path, std::ios::binary);
@@ -134,7 +137,8 @@ void GPT2Tokenizer::encode_into(std::string_view text, std::vector<int32_t>& out
 }
 
 void GPT2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
-  {
+  const bool cached = piece.size() <= kMaxCachedPieceBytes;
+  if (cached) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     const auto it = cache_.find(std::string(piece));
     if (it != cache_.end()) {
@@ -152,6 +156,7 @@ void GPT2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& o
     return detail::PairMerge{-static_cast<double>(it->second.rank), it->second.merged};
   });
   out.insert(out.end(), ids.begin(), ids.end());
+  if (!cached) return;
   std::lock_guard<std::mutex> lock(cache_mutex_);
   if (cache_.size() >= kMaxCacheEntries) cache_.clear();
   cache_.emplace(std::string(piece), std::move(ids));

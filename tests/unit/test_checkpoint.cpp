@@ -197,6 +197,38 @@ TEST(Checkpoint, MissingOrMalformedScalarStatesAreValueErrors) {
   EXPECT_TRUE(io::load_checkpoint(folder.string()).grad_scaler.scalars.empty());
 }
 
+// nlohmann's get<uint64_t> cast 1e300 (undefined) and wrapped -1: integer fields take integers
+// in their type's range only; a data file that is a folder is named, not a filesystem_error.
+TEST(Checkpoint, IntegerFieldsOutOfRangeAndFoldersForFilesAreValueErrors) {
+  testing::TempDir dir;
+  const fs::path folder = one_step_checkpoint(dir);
+  const fs::path state = folder / "state.json";
+  auto expect_bad_field = [&](const char* key, const nlohmann::json& value) {
+    edit_state(state, [&](nlohmann::json& doc) {
+      doc["step"] = 1;
+      doc["rng"] = {{"seed", 7}, {"offset", 0}};
+      nlohmann::json& parent = std::string(key) == "step" ? doc : doc["rng"];
+      parent[key] = value;
+    });
+    testing::expect_error<ValueError>(
+        [&] { io::load_checkpoint(folder.string()); }, "load_checkpoint",
+        std::string("expected field '") + key + "' to be an integer in range");
+  };
+  expect_bad_field("seed", 1e300);
+  expect_bad_field("seed", -1);
+  expect_bad_field("offset", 2.5);
+  expect_bad_field("step", "1");
+  edit_state(state, [](nlohmann::json& doc) {
+    doc["step"] = 1;
+    doc["rng"] = {{"seed", 7}, {"offset", 18446744073709551615ull}};
+  });
+  EXPECT_EQ(io::load_checkpoint(folder.string()).rng[1], 18446744073709551615ull);
+  fs::remove(folder / "optimizer.safetensors");
+  fs::create_directory(folder / "optimizer.safetensors");
+  testing::expect_error<ValueError>([&] { io::load_checkpoint(folder.string()); },
+                                    "load_checkpoint", "got something else");
+}
+
 io::Checkpoint small_checkpoint(int64_t step, float value) {
   io::Checkpoint c;
   c.step = step;

@@ -163,6 +163,11 @@ TEST(ImportLlmc, Bf16AndMalformedFiles) {
   b = bytes;
   b[6 * 4] = 15;  // channels 15 with 2 heads
   expect_bad(b, "channels % num_heads");
+  b = bytes;
+  // Plausible one by one, these sizes make the tensors' bytes sum past 2^64 (it wrapped).
+  const int32_t huge[] = {(1 << 20) - 1, 1, (1 << 20) - 1};  // num_layers, num_heads, channels
+  std::memcpy(b.data() + 4 * 4, huge, sizeof(huge));
+  expect_bad(b, "fewer than 2^64 bytes");
 }
 
 // ---- llama2.c ----
@@ -286,6 +291,13 @@ TEST(ImportLlama2c, MalformedFiles) {
   b = RawLlama(true).v1();
   b[4] = 2;
   expect_bad(b, "version 1 (fp32)");
+  // A version 1 file has no RoPE tables, so its seq_len alone sized them (2^23 * 1024 floats).
+  b = RawLlama(true).v1();
+  const int32_t long_heads[] = {1 << 10, 24, 2, 1, 1};  // dim, hidden_dim, layers, heads, kv
+  std::memcpy(b.data() + 8, long_heads, sizeof(long_heads));
+  const int32_t seq = 1 << 23;
+  std::memcpy(b.data() + 8 + 6 * 4, &seq, sizeof(seq));
+  expect_bad(b, "seq_len * head_dim <= 2^28");
   EXPECT_TESSERA_ERROR(io::load_llama2c(dir.file("missing.bin")), RuntimeError, "[load_llama2c]");
 }
 

@@ -161,6 +161,8 @@ TEST(Safetensors, CorruptFilesThrowValueError) {
   expect_bad(handmade(entry("F8_E4M3", "[2]", "[0,2]"), "xx"), "dtype");
   expect_bad(handmade(entry("F32", "[-2]", "[0,8]"), f32x2), "non-negative integer dims");
   expect_bad(handmade(entry("F32", "[2.5]", "[0,8]"), f32x2), "non-negative integer dims");
+  // Empty, yet its strides would overflow int64.
+  expect_bad(handmade(entry("F32", "[0,4611686018427387904,4]", "[0,0]"), ""), "fits in 63 bits");
   expect_bad(handmade(entry("F32", "[3]", "[0,8]"), f32x2), "spanning 12 bytes");
   expect_bad(handmade(entry("F32", "[2]", "[8,0]"), f32x2), "spanning 8 bytes");
   expect_bad(handmade(entry("F32", "[2]", "[0]"), f32x2), "data_offsets [begin, end]");
