@@ -105,14 +105,11 @@ Tensor ColumnParallelLinear::enter_region(const Tensor& x) const {
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
-  return gather(
-      linear(enter_region(x), weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt));
+  return gather(linear(enter_region(x), weight, optional_bias()));
 }
 
 Tensor ColumnParallelLinear::forward_gelu(const Tensor& x, std::string_view approximate) {
-  return gather(linear_gelu(enter_region(x), weight,
-                            bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
-                            approximate));
+  return gather(linear_gelu(enter_region(x), weight, optional_bias(), approximate));
 }
 
 Tensor ColumnParallelLinear::gather(const Tensor& y) const {

@@ -59,13 +59,10 @@ void Linear::reset_parameters(Generator* gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
-  return linear(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt);
-}
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, optional_bias()); }
 
 Tensor Linear::forward_gelu(const Tensor& x, std::string_view approximate) {
-  return linear_gelu(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
-                     approximate);
+  return linear_gelu(x, weight, optional_bias(), approximate);
 }
 
 std::string Linear::extra_repr() const {

@@ -19,6 +19,11 @@ TESSERA_DECLARE_KERNEL(gemm_bias_kernel, void(const Tensor& out, const Tensor& a
 TESSERA_DECLARE_KERNEL(gemm_bias_gelu_kernel,
                        void(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b,
                             const Tensor& bias));
+// gemm_bias_gelu unfused: bias_gemm(p, a, b, bias) into pre (or a scratch when undefined), then
+// the device's GELU kernel from p into out (no intermediate tensor).
+using BiasGemm = void (*)(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
+void gemm_bias_then_gelu(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b,
+                         const Tensor& bias, BiasGemm bias_gemm);
 // out [1, M, N] = a [1, M, K] @ b [1, K, N] with a_sums [M] (contiguous, out's dtype) = the
 // sums of a's rows, taken in the GEMM's epilogue: a linear's weight gradient g^T x together with
 // its bias gradient. Only backends with such an epilogue register it (CUDA: cuBLASLt's BGRADB).

@@ -233,11 +233,7 @@ void gemm_bias(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const 
 void gemm_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b,
                     const Tensor& bias) {
   autograd::NoGradGuard no_grad;
-  const Tensor p = pre.defined() ? pre : empty(out.sizes(), TensorOptions(out.dtype()));
-  gemm_bias(p, a, b, bias);
-  TensorIterator it("linear_gelu");
-  it.add_output(out).add_input(p).build();
-  call_kernel<ElementwiseKernel<fn::GeluTanhFn>>(out.device(), it);
+  gemm_bias_then_gelu(out, pre, a, b, bias, gemm_bias);
 }
 
 TESSERA_REGISTER_KERNEL(gemm_kernel, DeviceType::CPU, &gemm);

@@ -404,7 +404,6 @@ void gemm_row_sums(const Tensor& out, const Tensor& a, const Tensor& b, const Te
 void gemm_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b,
                     const Tensor& bias) {
   autograd::NoGradGuard no_grad;
-  const DType dt = out.dtype();
   const auto va = transposed_view(a, false), vb = transposed_view(b, false);
   const bool as_is = epilogue_fits(out, a, va, vb) &&
                      (!pre.defined() || out.size(2) % 8 == 0);  // cuBLASLt's aux ld rule
@@ -413,15 +412,12 @@ void gemm_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& a, const
     g_fused_gelus.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  Tensor p = pre.defined() ? pre : empty(out.sizes(), TensorOptions(dt).with_device(out.device()));
-  if (dt == kFloat64) {  // no bias epilogue in float64
-    gemm_with_bias(p, a, b, Tensor());
-    p.add_(bias);
-  } else {
-    gemm_with_bias(p, a, b, bias);
-  }
-  Tensor o = out;
-  o.copy_(gelu(p, "tanh"));
+  gemm_bias_then_gelu(out, pre, a, b, bias, [](const Tensor& p, const Tensor& x, const Tensor& w,
+                                                 const Tensor& add) {
+    if (p.dtype() != kFloat64) return gemm_with_bias(p, x, w, add);
+    gemm_with_bias(p, x, w, Tensor());  // no bias epilogue in float64
+    Tensor(p).add_(add);
+  });
 }
 
 TESSERA_REGISTER_KERNEL(gemm_kernel, DeviceType::CUDA, &gemm);
