@@ -88,6 +88,7 @@ void AsyncEngine::loop() {
           RequestOutput out;
           out.request_id = id;
           out.finish_reason = FinishReason::Abort;
+          out.error = e.what();
           ready.emplace_back(std::move(out), std::move(cb));
         }
         callbacks_.clear();

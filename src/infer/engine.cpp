@@ -117,7 +117,10 @@ const std::vector<RequestOutput>& Engine::step() {
   const SchedulerOutput& plan = scheduler_->schedule();
   for (Sequence* seq : plan.dropped) {
     Request& r = *requests_.at(seq->id);
-    RequestOutput out{seq->id, {}, {}, FinishReason::None, seq->prompt_len, seq->num_output(), {}};
+    RequestOutput out;
+    out.request_id = seq->id;
+    out.prompt_tokens = seq->prompt_len;
+    out.completion_tokens = seq->num_output();
     finish(r, FinishReason::Length, out);
     outputs_.push_back(std::move(out));
   }
@@ -177,13 +180,12 @@ const std::vector<RequestOutput>& Engine::step() {
     // A stop token ends the text without adding its own (OpenAI's and vLLM's completions leave
     // out GPT-2's "<|endoftext|>"); its id stays in the token ids.
     const bool stop_token = seq.stopping.is_stop_token(token);
-    RequestOutput out{seq.id,
-                      {token},
-                      stop_token ? std::string() : r.text.push(token),
-                      FinishReason::None,
-                      seq.prompt_len,
-                      seq.num_output(),
-                      {}};
+    RequestOutput out;
+    out.request_id = seq.id;
+    out.new_tokens = {token};
+    out.text = stop_token ? std::string() : r.text.push(token);
+    out.prompt_tokens = seq.prompt_len;
+    out.completion_tokens = seq.num_output();
     if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
       out.logprobs.push_back(token_logprobs(logits.subspan(i * V, V), token, r.logprobs));
     if (stop_token || r.text.stopped())

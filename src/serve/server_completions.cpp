@@ -22,6 +22,11 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
+// A request the engine failed (a bug: requests are validated on submit) gets a 500, as vLLM's.
+ApiError engine_failure(const std::string& what) {
+  return ApiError(500, "the engine failed the request: " + what, "", "server_error");
+}
+
 // Where each choice of a request stands, beside what its response shows.
 struct ChoiceProgress {
   int32_t last_token = -1;  // for the leading space of the next logprob token
@@ -116,9 +121,13 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
 
   if (!r.stream) {
     // Each choice ends with exactly one finishing output (the engine's or a shutdown's Abort).
+    std::string failure;
     for (size_t open = choices; open > 0;)
-      for (const RequestChannel::Output& o : channel->take(kPollInterval))
+      for (const RequestChannel::Output& o : channel->take(kPollInterval)) {
         open -= apply(state, progress, o, *tokenizer, /*accumulate=*/true);
+        if (!o.out.error.empty()) failure = o.out.error;
+      }
+    if (!failure.empty()) return send_error(res, engine_failure(failure));
     if (channel->cancelled_by_shutdown)
       return send_error(res, ApiError(503, "the server shut down before the request finished", "",
                                       "server_error", "shutting_down"));
@@ -138,6 +147,14 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
        tok = tokenizer, first = std::vector<char>(choices, 1),
        open = choices](size_t, httplib::DataSink& sink) mutable {
         for (const RequestChannel::Output& o : channel->take(kPollInterval)) {
+          if (!o.out.error.empty()) {  // an error event then [DONE], as vLLM streams one
+            cancel();
+            const std::string events = "data: " + error_json(engine_failure(o.out.error)) + "\n\n" +
+                                       std::string(kStreamDone);
+            if (!sink.write(events.data(), events.size())) return false;
+            sink.done();
+            return true;
+          }
           const bool done = apply(state, progress, o, *tok, /*accumulate=*/false);
           if (!done && o.out.text.empty() && o.out.new_tokens.empty()) continue;
           std::string events = stream_event(ep, state, o.choice, first[o.choice]);

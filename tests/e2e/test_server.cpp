@@ -12,6 +12,7 @@
 #include <chrono>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -319,6 +320,57 @@ TEST(Server, StopAtAnyPointOfStartupEndsRun) {
     server.stop();
     runner.join();
   }
+}
+
+// The stories tokenizer, failing (throwing) on generated tokens while armed: the engine's step
+// then fails every running request.
+class FailingTokenizer : public tokenizers::Tokenizer {
+ public:
+  explicit FailingTokenizer(std::shared_ptr<tokenizers::Tokenizer> inner)
+      : inner_(std::move(inner)) {}
+  std::string token_to_string(int32_t id, int32_t prev) const override {
+    if (armed) throw RuntimeError("[FailingTokenizer] armed to fail");
+    return inner_->token_to_string(id, prev);
+  }
+  int64_t vocab_size() const override { return inner_->vocab_size(); }
+  std::optional<int32_t> bos_id() const override { return inner_->bos_id(); }
+  std::optional<int32_t> eos_id() const override { return inner_->eos_id(); }
+  std::string_view name() const override { return "FailingTokenizer"; }
+  std::atomic<bool> armed{false};
+
+ protected:
+  void encode_into(std::string_view text, std::vector<int32_t>& out) const override {
+    const std::vector<int32_t> ids = inner_->encode(text);
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+
+ private:
+  std::shared_ptr<tokenizers::Tokenizer> inner_;
+};
+
+// A failed engine step answered 200 with finish_reason "abort": it is a 500 (vLLM's), and a
+// stream gets an error event then [DONE]; the server serves on.
+TEST(Server, AnEngineFailureIsA500OrAStreamErrorEvent) {
+  STORIES_OR_SKIP(s);
+  auto tokenizer = std::make_shared<FailingTokenizer>(s->tokenizer);
+  TestServer ts(*s->model, tokenizer, {});
+  const std::string body = R"({"prompt": [1, 5], "max_tokens": 4, "temperature": 0})";
+  tokenizer->armed = true;
+  auto [status, error] = post(ts, "/v1/completions", body);
+  EXPECT_EQ(status, 500) << error.dump();
+  EXPECT_EQ(error["error"].value("type", ""), "server_error");
+  EXPECT_NE(error["error"].value("message", "").find("armed to fail"), std::string::npos);
+  Json stream = Json::parse(body);
+  stream["stream"] = true;
+  const StreamResult r = testing::stream_completion(ts.port, stream);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.api_error.find("armed to fail"), std::string::npos) << r.api_error;
+  EXPECT_TRUE(r.done);
+  EXPECT_TRUE(r.tokens.empty());
+  tokenizer->armed = false;
+  auto [ok, answer] = post(ts, "/v1/completions", body);
+  EXPECT_EQ(ok, 200) << answer.dump();
+  EXPECT_EQ(answer["choices"][0]["token_ids"].size(), 4u);
 }
 
 }  // namespace

@@ -102,6 +102,7 @@ struct StreamResult {
   int events = 0;
   std::string object;  // the events' "object" ("text_completion", "chat.completion.chunk")
   std::string error;   // transport error or malformed event, empty when none
+  std::string api_error;  // the message of an error event (OpenAI's shape), empty when none
 };
 
 struct StreamOptions {
@@ -146,6 +147,10 @@ inline StreamResult stream_completion(int port, const nlohmann::json& body,
       }
       ++r.events;
       const nlohmann::json j = nlohmann::json::parse(payload, nullptr, false);
+      if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+        r.api_error = j["error"].value("message", "");
+        continue;
+      }
       if (!j.is_object() || !j.contains("choices")) {
         r.error = "malformed event: " + payload;
         return false;

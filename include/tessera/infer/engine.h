@@ -51,6 +51,8 @@ struct RequestOutput {
   int64_t completion_tokens = 0;  // so far
   // One per new token when the request asked for logprobs (GenerationParams::logprobs >= 0).
   std::vector<TokenLogprob> logprobs;
+  // With an Abort: why the engine failed the request (empty for a client's or shutdown's abort).
+  std::string error;
   bool finished() const { return finish_reason != FinishReason::None; }
 };
 
