@@ -50,8 +50,9 @@ Tensor grad_norm(const TensorList& params, double norm_type) {
     if (const std::vector<TensorList> groups = fused_groups(grads); !groups.empty())
       return fused_two_norm(groups, dtype);
   }
+  // Gathered on the first gradient's device (torch's), so gradients may live on several.
   TensorList norms;
-  for (const Tensor& g : grads) norms.push_back(norm(g, norm_type).to(dtype));
+  for (const Tensor& g : grads) norms.push_back(norm(g, norm_type).to(dtype).to(grads[0].device()));
   return norm(stack(norms), norm_type);
 }
 
@@ -73,7 +74,7 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
     }
     return total;
   }
-  for (Tensor g : grads) g.mul_(coef.to(g.dtype()));
+  for (Tensor g : grads) g.mul_(coef.to(g.device()).to(g.dtype()));
   return total;
 }
 

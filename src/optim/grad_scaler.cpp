@@ -24,13 +24,25 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
 }
 
 Tensor GradScaler::scale(const Tensor& loss) const {
-  return options_.enabled ? loss * scale_ : loss;
+  if (!options_.enabled) return loss;
+  const bool half = loss.dtype() == kFloat16 || loss.dtype() == kBFloat16;
+  return (half ? loss.to(kFloat32) : loss) * scale_;
+}
+
+bool GradScaler::found_inf() const {
+  for (const auto& [optimizer, state] : optimizers_)
+    if (state.found_inf) return true;
+  return false;
 }
 
 void GradScaler::unscale_(Optimizer& optimizer) {
   if (!options_.enabled) return;
-  TESSERA_CHECK(!unscaled_, RuntimeError,
-                "[GradScaler.unscale_] expected one call per step, got a second before update()");
+  OptimizerState& state = optimizers_[&optimizer];
+  TESSERA_CHECK(!state.stepped, RuntimeError,
+                "[GradScaler.unscale_] expected a call before step(), got one after it");
+  TESSERA_CHECK(!state.unscaled, RuntimeError,
+                "[GradScaler.unscale_] expected one call per optimizer and step, got a second "
+                "before update()");
   autograd::NoGradGuard no_grad;
   TensorList params;
   for (ParamGroup& group : optimizer.param_groups())
@@ -55,8 +67,8 @@ void GradScaler::unscale_(Optimizer& optimizer) {
       g.mul_(1.0 / scale_);
     }
   }
-  found_inf_ = found;
-  unscaled_ = true;
+  state.found_inf = found;
+  state.unscaled = true;
 }
 
 bool GradScaler::step(Optimizer& optimizer) {
@@ -64,23 +76,30 @@ bool GradScaler::step(Optimizer& optimizer) {
     optimizer.step();
     return true;
   }
-  if (!unscaled_) unscale_(optimizer);
-  if (found_inf_) return false;
+  OptimizerState& state = optimizers_[&optimizer];  // std::map: unscale_ keeps it valid
+  TESSERA_CHECK(!state.stepped, RuntimeError,
+                "[GradScaler.step] expected one call per optimizer and step, got a second before "
+                "update()");
+  if (!state.unscaled) unscale_(optimizer);
+  state.stepped = true;
+  if (state.found_inf) return false;
   optimizer.step();
   return true;
 }
 
 void GradScaler::update() {
   if (!options_.enabled) return;
-  if (found_inf_) {
+  TESSERA_CHECK(!optimizers_.empty(), RuntimeError,
+                "[GradScaler.update] expected an unscale_ or step() since the last update(), got "
+                "none (no inf checks were recorded)");
+  if (found_inf()) {
     scale_ *= options_.backoff_factor;
     growth_tracker_ = 0;
   } else if (++growth_tracker_ == options_.growth_interval) {
     scale_ *= options_.growth_factor;
     growth_tracker_ = 0;
   }
-  unscaled_ = false;
-  found_inf_ = false;
+  optimizers_.clear();
 }
 
 StateDict GradScaler::state_dict() const {

@@ -5,6 +5,7 @@
 #include "tessera/dist/zero.h"
 #include "tessera/models/pipeline_stage.h"
 #include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
 #include "tessera/ops/reduce.h"
 #include "tessera/optim/clip_grad.h"
 #include "tessera/runtime/autocast.h"
@@ -12,6 +13,14 @@
 namespace tessera::train {
 
 namespace {
+
+// loss * weight, exactly 0 for a weight of 0: a micro-batch without loss tokens has a NaN mean
+// loss (0 / 0) that must reach neither the logged loss nor the gradients, while its backward
+// still runs (data parallelism synchronises in it).
+Tensor weighted_loss(const Tensor& loss, double weight) {
+  if (weight != 0.0) return loss * weight;
+  return where(isfinite(loss), loss, zeros_like(loss)) * 0.0;
+}
 
 // Opens an autocast guard in `guard` when the options ask for one.
 void maybe_autocast(std::optional<AutocastGuard>& guard, const TrainerOptions& options) {
@@ -181,7 +190,7 @@ double Trainer::run_micro_batches(const std::function<data::Batch()>& next_batch
       accumulator.backward(scaler_ ? scaler_->scale(loss) : loss);
       loss_sum += loss.item<double>();
     } else {
-      const Tensor weighted = loss * weights[micro];
+      const Tensor weighted = weighted_loss(loss, weights[micro]);
       (scaler_ ? scaler_->scale(weighted) : weighted).backward();
       loss_sum += weighted.item<double>();
     }
@@ -203,7 +212,7 @@ double Trainer::run_pipeline(const std::function<data::Batch()>& next_batch,
     Tensor out = pipeline.forward(chunk, batches[micro], input);
     // The executor scales losses by 1 / m; token weights replace that factor.
     return pipeline.executor->is_last_chunk(chunk) && !weights.empty()
-               ? out * (weights[micro] * static_cast<double>(m))
+               ? weighted_loss(out, weights[micro] * static_cast<double>(m))
                : out;
   };
   callbacks.before_backward = [&](int chunk, int64_t micro, bool last) {

@@ -72,6 +72,24 @@ TEST_F(CudaOptimTest, ClipGradNormMatchesTheCpu) {
   }
 }
 
+// Gradients on the CPU and the GPU at once: the per-tensor norms are gathered on the first one's
+// device (stack refused mixed devices) and each is scaled on its own.
+TEST_F(CudaOptimTest, ClipGradNormAcrossDevicesMatchesTheCpu) {
+  Params p = make_params(kFloat32, 5);
+  TensorList mixed{p.cpu[2], p.gpu[3], p.cpu[5]},
+      cpu{p.cpu[2].detach().clone().requires_grad_(), p.cpu[3], p.cpu[5].detach().clone()};
+  cpu[0].set_grad(p.cpu[2].grad().clone());
+  cpu[2].requires_grad_(true).set_grad(p.cpu[5].grad().clone());
+  const double want = optim::clip_grad_norm_(cpu, 1.0).item<double>();
+  EXPECT_NEAR(optim::clip_grad_norm_(mixed, 1.0).item<double>(), want, 1e-5 * want);
+  TensorList mixed_grads, cpu_grads;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    mixed_grads.push_back(mixed[i].grad());
+    cpu_grads.push_back(cpu[i].grad());
+  }
+  expect_close(mixed_grads, cpu_grads, 1e-6, "clipped grad");
+}
+
 TEST_F(CudaOptimTest, GradScalerUnscalesLikeTheCpuInOneLaunchPerDtype) {
   for (DType dtype : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
     Params p = make_params(dtype, 4);

@@ -143,6 +143,42 @@ TEST(GradScaler, StridedGradientsTakeThePerTensorPath) {
   EXPECT_FLOAT_EQ(w.grad().select(0, 1).select(0, 0).item<float>(), 2.0f);  // 4, halved
 }
 
+// torch's two-optimizer pattern: each optimizer is unscaled and checked on its own (the second
+// stepped on gradients still scaled, and its inf went unseen); update() backs off when either
+// found one.
+TEST(GradScaler, EachOptimizerIsUnscaledAndCheckedOnItsOwn) {
+  Fixture a, b;
+  optim::GradScaler scaler({.init_scale = 1024.0});
+  scaler.scale(sum(a.w * a.w) + sum(b.w * b.w)).backward();
+  EXPECT_TRUE(scaler.step(a.opt));
+  EXPECT_TRUE(scaler.step(b.opt));
+  for (Fixture* f : {&a, &b}) {
+    EXPECT_FLOAT_EQ(f->w.data_ptr<float>()[0], 0.8f) << "stepped on the true gradient";
+    EXPECT_FLOAT_EQ(f->w.data_ptr<float>()[1], 1.6f);
+  }
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 1024.0);
+
+  a.opt.zero_grad();
+  b.opt.zero_grad();
+  scaler.scale(sum(a.w) + sum(b.w) * std::numeric_limits<float>::infinity()).backward();
+  EXPECT_TRUE(scaler.step(a.opt));
+  EXPECT_FALSE(scaler.step(b.opt)) << "b's own gradient is not finite";
+  EXPECT_FLOAT_EQ(b.w.data_ptr<float>()[0], 0.8f) << "b untouched";
+  EXPECT_TRUE(scaler.found_inf());
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 512.0);
+  EXPECT_FALSE(scaler.found_inf());
+}
+
+TEST(GradScaler, AFloat16LossIsScaledInFloat32) {
+  Fixture f;
+  optim::GradScaler scaler;  // 65536 is beyond float16's largest, 65504
+  const Tensor scaled = scaler.scale(sum(f.w * f.w).to(kFloat16));
+  EXPECT_EQ(scaled.dtype(), kFloat32);
+  EXPECT_FLOAT_EQ(scaled.item<float>(), 5.0f * 65536.0f);
+}
+
 TEST(GradScaler, RejectsBadOptionsAndASecondUnscale) {
   EXPECT_TESSERA_ERROR(optim::GradScaler({.init_scale = 0.0}), ValueError, "init_scale");
   EXPECT_TESSERA_ERROR(optim::GradScaler({.backoff_factor = 1.5}), ValueError, "backoff_factor");
@@ -150,7 +186,14 @@ TEST(GradScaler, RejectsBadOptionsAndASecondUnscale) {
   optim::GradScaler scaler;
   scaler.scale(sum(f.w)).backward();
   scaler.unscale_(f.opt);
-  EXPECT_TESSERA_ERROR(scaler.unscale_(f.opt), RuntimeError, "one call per step");
+  EXPECT_TESSERA_ERROR(scaler.unscale_(f.opt), RuntimeError, "one call per optimizer and step");
+  scaler.step(f.opt);
+  EXPECT_TESSERA_ERROR(scaler.step(f.opt), RuntimeError, "one call per optimizer and step");
+  scaler.update();
+  EXPECT_TESSERA_ERROR(scaler.update(), RuntimeError, "no inf checks were recorded");
+  scaler.scale(sum(f.w)).backward();
+  scaler.step(f.opt);
+  EXPECT_TESSERA_ERROR(scaler.unscale_(f.opt), RuntimeError, "before step()");
 }
 
 }  // namespace

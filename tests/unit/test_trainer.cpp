@@ -57,6 +57,34 @@ std::vector<double> run(TinyRun& s, train::TrainerOptions options, int64_t rows_
   return losses;
 }
 
+// With token-weighted losses a micro-batch whose targets are all ignored has weight 0 and a NaN
+// mean loss (0 / 0): it adds nothing, so the step's loss and gradients are the other one's (the
+// logged loss was NaN).
+TEST(Trainer, AMicroBatchWithoutLossTokensAddsNothing) {
+  TinyRun ref, s;
+  const Tensor x = s.x.select(0, 0), y = s.y.select(0, 0);
+  const Tensor want = ref.model->loss(x, y);
+  want.backward();
+  optim::SGD sgd(s.model->parameters(), {.lr = 0.0});
+  train::Trainer trainer(
+      *s.model, train::causal_lm_loss(*s.model), sgd, nullptr, nullptr,
+      {.grad_accum = 2, .grad_clip = 0.0, .count_loss_tokens = train::causal_lm_tokens()});
+  const TensorList want_grads = ref.model->parameters();
+  trainer.hooks().after_backward = [&] {
+    const TensorList params = s.model->parameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(allclose(params[i].grad(), want_grads[i].grad(), 1e-5, 1e-7)) << i;
+  };
+  int micro = 0;
+  const double loss =
+      trainer
+          .step([&] {
+            return micro++ == 0 ? data::Batch{x, full_like(y, -1)} : data::Batch{x, y};
+          })
+          .loss;
+  EXPECT_NEAR(loss, want.item<double>(), 1e-6);
+}
+
 TEST(Trainer, AccumulatedMicroBatchesMatchOneLargeBatch) {
   TinyRun a, b;
   const std::vector<double> whole = run(a, {.grad_accum = 1}, 8);

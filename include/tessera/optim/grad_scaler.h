@@ -9,7 +9,11 @@
 //   scaler.unscale_(optimizer);            // optional: clip the true gradients here
 //   scaler.step(optimizer);                // skipped when a gradient is not finite
 //   scaler.update();
+//
+// With several optimizers each is unscaled, checked and stepped on its own; update() backs the
+// scale off when any of them found an inf or nan (torch's per-optimizer states).
 #include <cstdint>
+#include <map>
 
 #include "tessera/core/tensor.h"
 #include "tessera/optim/optimizer.h"
@@ -27,21 +31,23 @@ struct GradScalerOptions {
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
-  // loss * scale (loss itself when disabled).
+  // loss * scale (loss itself when disabled); a 16-bit loss is scaled in float32, as torch's
+  // float32 scale promotes it (65536 overflows float16).
   Tensor scale(const Tensor& loss) const;
   // Divides the gradients of optimizer's parameters by the scale in place and records whether
-  // any is inf or nan. Once per step (RuntimeError on a second call before update()).
+  // any is inf or nan. Once per optimizer and step, before its step() (RuntimeError otherwise).
   void unscale_(Optimizer& optimizer);
-  // unscale_ (if not done yet), then optimizer.step() unless a gradient was not finite.
-  // Returns whether the optimizer stepped.
+  // unscale_ (if not done yet), then optimizer.step() unless one of its gradients was not
+  // finite. Once per optimizer and step. Returns whether the optimizer stepped.
   bool step(Optimizer& optimizer);
-  // Backs the scale off after a skipped step, grows it after growth_interval good ones.
+  // Backs the scale off after a step where any optimizer found an inf or nan, grows it after
+  // growth_interval good ones. RuntimeError when no unscale_ or step() came since the last.
   void update();
 
   double get_scale() const { return scale_; }
   bool is_enabled() const { return options_.enabled; }
-  // Whether the last unscale_ found an inf or nan.
-  bool found_inf() const { return found_inf_; }
+  // Whether an unscale_ since the last update() found an inf or nan.
+  bool found_inf() const;
   int64_t growth_tracker() const { return growth_tracker_; }
   // For checkpoints: the scale and the count of good steps since it last changed.
   StateDict state_dict() const;
@@ -51,8 +57,11 @@ class GradScaler {
   GradScalerOptions options_;
   double scale_;
   int64_t growth_tracker_ = 0;
-  bool unscaled_ = false;
-  bool found_inf_ = false;
+  // This step's optimizers, by address: unscaled (and whether a gradient was not finite), stepped.
+  struct OptimizerState {
+    bool unscaled = false, found_inf = false, stepped = false;
+  };
+  std::map<const Optimizer*, OptimizerState> optimizers_;
 };
 
 }  // namespace tessera::optim
