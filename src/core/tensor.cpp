@@ -67,6 +67,7 @@ void TensorImpl::set_data(Storage storage, Shape sizes, Shape strides, int64_t o
 void TensorImpl::refresh() {
   numel_ = shape_numel(sizes_);
   contiguous_ = true;
+  if (numel_ == 0) return;  // an empty tensor is contiguous whatever its strides (torch's rule)
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (sizes_[i] == 1) continue;

@@ -56,9 +56,12 @@ void check_caches(const Tensor& k_cache, const Tensor& v_cache, const char* op) 
   TESSERA_CHECK(k_cache.dim() == 4 && k_cache.sizes() == v_cache.sizes(), ValueError, "[", op,
                 "] expected k_cache and v_cache of one shape [num_blocks, Hkv, D, bs], got ",
                 k_cache.shape_str(), " and ", v_cache.shape_str());
-  TESSERA_CHECK(k_cache.size(3) % kAttentionKeyChunk == 0, ValueError, "[", op,
-                "] expected a block size that is a multiple of ", kAttentionKeyChunk, ", got ",
-                k_cache.size(3));
+  // Hkv and the block size divide later: zero would trap.
+  TESSERA_CHECK(k_cache.size(1) > 0 && k_cache.size(2) > 0, ValueError, "[", op,
+                "] expected caches with KV heads and a head size, got ", k_cache.shape_str());
+  TESSERA_CHECK(k_cache.size(3) > 0 && k_cache.size(3) % kAttentionKeyChunk == 0, ValueError, "[",
+                op, "] expected a block size that is a positive multiple of ", kAttentionKeyChunk,
+                ", got ", k_cache.size(3));
 }
 
 }  // namespace

@@ -111,6 +111,40 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   requests_.erase(r.seq.id);  // r is gone after this
 }
 
+RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
+                              std::span<const float> logits) {
+  Sequence& seq = r.seq;
+  const int64_t V = runner_.vocab_size();
+  int32_t token;
+  if (!runner_tokens.empty()) {
+    token = runner_tokens[row];
+  } else {
+    const std::span<const float> raw = logits.subspan(row * V, V);
+    std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
+    const std::span<const int32_t> all(seq.tokens);
+    token =
+        sampler_.sample(logits_, seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output()),
+                        all.first(seq.prompt_len), all.subspan(seq.prompt_len));
+  }
+  seq.tokens.push_back(token);
+  // A stop token ends the text without adding its own (OpenAI's and vLLM's completions leave
+  // out GPT-2's "<|endoftext|>"); its id stays in the token ids.
+  const bool stop_token = seq.stopping.is_stop_token(token);
+  RequestOutput out;
+  out.request_id = seq.id;
+  out.new_tokens = {token};
+  out.text = stop_token ? std::string() : r.text.push(token);
+  out.prompt_tokens = seq.prompt_len;
+  out.completion_tokens = seq.num_output();
+  if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
+    out.logprobs.push_back(token_logprobs(logits.subspan(row * V, V), token, r.logprobs));
+  if (stop_token || r.text.stopped())
+    finish(r, FinishReason::Stop, out);
+  else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= runner_.max_seq_len())
+    finish(r, FinishReason::Length, out);
+  return out;
+}
+
 const std::vector<RequestOutput>& Engine::step() {
   outputs_.clear();
   ++num_steps_;
@@ -156,43 +190,24 @@ const std::vector<RequestOutput>& Engine::step() {
   else
     logits = runner_.forward(batch_, *cache_);
 
-  const int64_t V = runner_.vocab_size();
-  const int64_t context = runner_.max_seq_len();
   int64_t row = 0;
   for (const ScheduledSequence& s : plan.scheduled) {
     Sequence& seq = *s.seq;
     seq.num_computed += s.num_new_tokens;
     if (seq.num_computed < seq.num_tokens()) continue;  // a chunked prefill goes on next step
-    const int64_t i = row++;
     Request& r = *requests_.at(seq.id);
-    int32_t token;
-    if (!runner_tokens.empty()) {
-      token = runner_tokens[i];
-    } else {
-      const std::span<const float> raw = logits.subspan(i * V, V);
-      std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
-      const std::span<const int32_t> all(seq.tokens);
-      token =
-          sampler_.sample(logits_, seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output()),
-                          all.first(seq.prompt_len), all.subspan(seq.prompt_len));
+    try {
+      outputs_.push_back(advance(r, row++, runner_tokens, logits));
+    } catch (const std::exception& e) {
+      // Only this request fails (its sampler or tokenizer threw); the others go on.
+      RequestOutput out;
+      out.request_id = seq.id;
+      out.prompt_tokens = seq.prompt_len;
+      out.completion_tokens = seq.num_output();
+      out.error = e.what();
+      finish(r, FinishReason::Abort, out);
+      outputs_.push_back(std::move(out));
     }
-    seq.tokens.push_back(token);
-    // A stop token ends the text without adding its own (OpenAI's and vLLM's completions leave
-    // out GPT-2's "<|endoftext|>"); its id stays in the token ids.
-    const bool stop_token = seq.stopping.is_stop_token(token);
-    RequestOutput out;
-    out.request_id = seq.id;
-    out.new_tokens = {token};
-    out.text = stop_token ? std::string() : r.text.push(token);
-    out.prompt_tokens = seq.prompt_len;
-    out.completion_tokens = seq.num_output();
-    if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
-      out.logprobs.push_back(token_logprobs(logits.subspan(i * V, V), token, r.logprobs));
-    if (stop_token || r.text.stopped())
-      finish(r, FinishReason::Stop, out);
-    else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= context)
-      finish(r, FinishReason::Length, out);
-    outputs_.push_back(std::move(out));
   }
   return outputs_;
 }

@@ -16,8 +16,11 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
                 "[generate] expected a prompt of 1 to ", runner.max_seq_len() - 1,
                 " tokens (the model's context less one), got ", P);
   // Unseeded: a seed from the default generator, so manual_seed makes runs repeatable.
-  const uint64_t seed = params.sampling.seed.value_or(
-      static_cast<uint64_t>(philox(default_generator().seed(), default_generator().reserve(1))[0]));
+  // (Not value_or: its argument would draw from the default generator even when seeded.)
+  const uint64_t seed = params.sampling.seed
+                            ? *params.sampling.seed
+                            : static_cast<uint64_t>(philox(default_generator().seed(),
+                                                           default_generator().reserve(1))[0]);
   // At most the context's room: a huge max_tokens must neither overflow nor reserve memory.
   const int64_t max_new = std::min(params.stopping.max_tokens, runner.max_seq_len() - P);
   const int64_t capacity = P + max_new;

@@ -19,8 +19,9 @@ void SamplingParams::validate() const {
     return ValueError(detail::str("[SamplingParams] expected ", field, " ", want, ", got ", got));
   };
   if (!(min_p >= 0.0 && min_p <= 1.0)) throw bad("min_p", "in [0, 1]", min_p);
-  if (!(repetition_penalty > 0.0 && std::isfinite(repetition_penalty)))
-    throw bad("repetition_penalty", "> 0", repetition_penalty);
+  // Applied in float: a larger one is inf there, and 0 * inf a NaN logit.
+  if (!(repetition_penalty > 0.0 && repetition_penalty <= std::numeric_limits<float>::max()))
+    throw bad("repetition_penalty", "in (0, 3.4e38]", repetition_penalty);
   if (!(presence_penalty >= -2.0 && presence_penalty <= 2.0))
     throw bad("presence_penalty", "in [-2, 2]", presence_penalty);
   if (!(frequency_penalty >= -2.0 && frequency_penalty <= 2.0))

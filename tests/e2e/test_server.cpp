@@ -18,6 +18,7 @@
 
 #include "tessera/infer/generate.h"
 #include "tessera/models/llama.h"
+#include "testing/failing_tokenizer.h"
 #include "testing/server_harness.h"
 
 namespace tessera {
@@ -322,37 +323,11 @@ TEST(Server, StopAtAnyPointOfStartupEndsRun) {
   }
 }
 
-// The stories tokenizer, failing (throwing) on generated tokens while armed: the engine's step
-// then fails every running request.
-class FailingTokenizer : public tokenizers::Tokenizer {
- public:
-  explicit FailingTokenizer(std::shared_ptr<tokenizers::Tokenizer> inner)
-      : inner_(std::move(inner)) {}
-  std::string token_to_string(int32_t id, int32_t prev) const override {
-    if (armed) throw RuntimeError("[FailingTokenizer] armed to fail");
-    return inner_->token_to_string(id, prev);
-  }
-  int64_t vocab_size() const override { return inner_->vocab_size(); }
-  std::optional<int32_t> bos_id() const override { return inner_->bos_id(); }
-  std::optional<int32_t> eos_id() const override { return inner_->eos_id(); }
-  std::string_view name() const override { return "FailingTokenizer"; }
-  std::atomic<bool> armed{false};
-
- protected:
-  void encode_into(std::string_view text, std::vector<int32_t>& out) const override {
-    const std::vector<int32_t> ids = inner_->encode(text);
-    out.insert(out.end(), ids.begin(), ids.end());
-  }
-
- private:
-  std::shared_ptr<tokenizers::Tokenizer> inner_;
-};
-
-// A failed engine step answered 200 with finish_reason "abort": it is a 500 (vLLM's), and a
-// stream gets an error event then [DONE]; the server serves on.
+// A request the engine failed was answered 200 with finish_reason "abort": it is a 500 (vLLM's),
+// and a stream gets an error event then [DONE]; the server serves on.
 TEST(Server, AnEngineFailureIsA500OrAStreamErrorEvent) {
   STORIES_OR_SKIP(s);
-  auto tokenizer = std::make_shared<FailingTokenizer>(s->tokenizer);
+  auto tokenizer = std::make_shared<testing::FailingTokenizer>(s->tokenizer);
   TestServer ts(*s->model, tokenizer, {});
   const std::string body = R"({"prompt": [1, 5], "max_tokens": 4, "temperature": 0})";
   tokenizer->armed = true;

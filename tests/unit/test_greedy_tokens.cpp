@@ -172,6 +172,18 @@ TEST(GreedyTokens, GenerateMatchesTheHostSampler) {
   }
 }
 
+// A seeded generate leaves the default generator alone (value_or drew from it regardless), so
+// unseeded randomness after it does not depend on seeded calls before it.
+TEST(GreedyTokens, SeededGenerateDrawsNothingFromTheDefaultGenerator) {
+  auto model = small_llama();
+  infer::ModelRunner runner(*model);
+  const std::vector<int32_t> prompt = prompt_of(6, runner.vocab_size(), 8);
+  manual_seed(11);
+  const uint64_t offset = default_generator().get_state()[1];
+  infer::generate(runner, prompt, params(4, 0.8));
+  EXPECT_EQ(default_generator().get_state()[1], offset);
+}
+
 TEST(GreedyTokens, GenerateWithAHugeMaxTokensFillsTheContext) {
   // Neither P + max_tokens overflowing nor reserving max_tokens ids: the context bounds both.
   auto model = small_gpt2();

@@ -130,6 +130,8 @@ TEST(InferSampler, RejectsBadParams) {
   p = {};
   p.repetition_penalty = 0;
   check(p, "repetition_penalty");
+  p.repetition_penalty = 1e39;  // inf as a float
+  check(p, "repetition_penalty");
   p = {};
   p.presence_penalty = 3;
   check(p, "presence_penalty");

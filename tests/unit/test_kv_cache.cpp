@@ -215,6 +215,15 @@ TEST(PagedAttention, RejectsBadArguments) {
   EXPECT_TESSERA_ERROR(infer::paged_caching(randn({1, 2, 8}), randn({1, 2, 8}), kc, vc,
                                             tensor(std::vector<int64_t>{32})),
                        IndexError, "[paged_caching] expected slots in [-1, 32)");
+  // Zero KV heads or block size divided by zero (SIGFPE).
+  const Tensor no_heads = zeros({1, 0, 8, 16});
+  EXPECT_TESSERA_ERROR(
+      infer::paged_attention(randn({1, 2, 8}), no_heads, no_heads, tables, lens, starts),
+      ValueError, "expected caches with KV heads");
+  const Tensor no_block = zeros({1, 2, 8, 0});
+  EXPECT_TESSERA_ERROR(
+      infer::paged_attention(randn({1, 4, 8}), no_block, no_block, tables, lens, starts),
+      ValueError, "positive multiple of 16");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // blocks, and request validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "tessera/infer/engine.h"
@@ -13,6 +14,7 @@
 #include "tessera/tessera.h"
 #include "tessera/tokenizers/char_tokenizer.h"
 #include "testing/expect_error.h"
+#include "testing/failing_tokenizer.h"
 
 namespace tessera {
 namespace {
@@ -276,6 +278,42 @@ TEST(Engine, StopsOnTokensStringsAndLength) {
   const size_t at = text.find(text.substr(10, 3));
   EXPECT_EQ(texts[b], text.substr(0, at)) << "text before the stop string, never the string";
   EXPECT_EQ(reasons[b], infer::FinishReason::Stop);
+}
+
+// A request whose step throws (here its tokenizer) ends alone, with an Abort naming the error;
+// the batch goes on (the engine stayed stuck: the sequence had no new token to compute).
+TEST(Engine, ARequestThatFailsEndsAloneWithItsError) {
+  auto model = engine_model();
+  auto chars =
+      std::make_shared<tokenizers::CharTokenizer>("abcdefghijklmnopqrstuvwxyz0123456789.,;!");
+  const std::vector<int32_t> healthy = prompt_of(9, 2);
+  infer::Engine solo(*model, {}, chars);
+  solo.add_request(healthy, params(20));
+  const std::vector<int32_t> want = run_all(solo).begin()->second;
+  // The tokenizer fails after a token the healthy request never has before one of its own.
+  int32_t poison = 0;
+  while (poison == healthy.back() || std::count(want.begin(), want.end(), poison) > 0) ++poison;
+  std::vector<int32_t> poisoned = prompt_of(6, 1);
+  poisoned.back() = poison;
+  auto tok = std::make_shared<testing::FailingTokenizer>(chars, poison);
+  tok->armed = true;
+  infer::Engine engine(*model, {}, tok);
+  const int64_t bad = engine.add_request(poisoned, params(20));
+  const int64_t good = engine.add_request(healthy, params(20));
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  std::map<int64_t, infer::RequestOutput> last;
+  while (engine.has_unfinished())
+    for (const infer::RequestOutput& out : engine.step()) {
+      tokens[out.request_id].insert(tokens[out.request_id].end(), out.new_tokens.begin(),
+                                    out.new_tokens.end());
+      last[out.request_id] = out;
+    }
+  EXPECT_EQ(last[bad].finish_reason, infer::FinishReason::Abort);
+  EXPECT_NE(last[bad].error.find("armed to fail"), std::string::npos) << last[bad].error;
+  EXPECT_EQ(tokens[good], want);
+  EXPECT_EQ(last[good].finish_reason, infer::FinishReason::Length);
+  EXPECT_TRUE(last[good].error.empty());
+  EXPECT_EQ(engine.stats().blocks_used, 0);
 }
 
 TEST(Engine, AbortFreesBlocksAndRequestsAreValidated) {

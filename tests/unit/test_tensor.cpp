@@ -73,6 +73,9 @@ TEST(Tensor, ViewsShareStorageAndStrides) {
   EXPECT_TRUE(c.is_contiguous());
   EXPECT_NE(c.data_ptr(), a.data_ptr());
   EXPECT_TRUE(allclose(c, t));
+  // Empty tensors are contiguous whatever their strides, as torch's (zeros [1, 2, 8, 0] was not).
+  EXPECT_TRUE(zeros({1, 2, 8, 0}).is_contiguous());
+  EXPECT_TRUE(zeros({0, 3}).t().is_contiguous());
 }
 
 TEST(Tensor, ViewRequiresCompatibleStridesReshapeCopies) {

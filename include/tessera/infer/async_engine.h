@@ -32,7 +32,9 @@ class AsyncEngine {
 
   // Queues a request (errors as Engine::add_request) and returns its id.
   int64_t submit(std::vector<int32_t> prompt, const GenerationParams& params, Callback on_output);
-  // Drops a request and frees its blocks; no more outputs are delivered for it.
+  // Drops a request and frees its blocks. No output of a later step is delivered for it; one of
+  // the step in flight may still be, from the engine thread after this returns, so a callback
+  // must keep alive what it touches (capture shared_ptrs, as the server and llm::LLM do).
   void abort(int64_t id);
   // Engine::embed, between steps.
   std::vector<float> embed(std::span<const int32_t> prompt);

@@ -18,6 +18,7 @@
 //     for (const infer::RequestOutput& out : engine.step()) { ... }
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -93,6 +94,10 @@ class Engine {
  private:
   struct Request;
   void finish(Request& r, FinishReason reason, RequestOutput& out);
+  // The output of a request whose sequence samples row `row` of the step: its next token (the
+  // runner's, or drawn from the logits), the text and logprobs it adds, and whether it finished.
+  RequestOutput advance(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
+                        std::span<const float> logits);
 
   EngineConfig config_;
   ModelRunner runner_;
