@@ -279,15 +279,29 @@ Tensor chunk_table(const TensorList& tensors, int64_t* count) {
   return device_table(chunks, tensors[0].device());
 }
 
+// Each chunk's sum of squares into partials[chunk] (a fixed-order block reduction).
 template <class T, class S>
-__global__ void sum_squares_chunks(const Chunk* chunks, S* sums) {
+__global__ void sum_squares_chunks(const Chunk* chunks, S* partials) {
   const Chunk c = chunks[blockIdx.x];
   const T* x = static_cast<const T*>(c.data);
   S acc = 0;
   for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x)
     acc += static_cast<S>(x[i]) * static_cast<S>(x[i]);
-  acc = warp_sum(acc);
-  if (threadIdx.x % kWarp == 0) atomicAdd(sums + c.tensor, acc);
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+// Each tensor's sum of its chunks' partials in chunk order, by the thread of its first chunk (a
+// tensor's chunks are consecutive): the same bits every run, which atomics across blocks were
+// not, so clipped steps and resumed runs repeat exactly.
+template <class S>
+__global__ void add_chunk_partials(const Chunk* chunks, int64_t count, const S* partials,
+                                   S* sums) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= count || (i > 0 && chunks[i - 1].tensor == chunks[i].tensor)) return;
+  S total = 0;
+  for (int64_t j = i; j < count && chunks[j].tensor == chunks[i].tensor; ++j) total += partials[j];
+  sums[chunks[i].tensor] = total;
 }
 
 template <class T, class S>
@@ -328,10 +342,14 @@ void launch_over_chunks(const TensorList& tensors, const char* op, Launch launch
 }
 
 void sum_squares(const TensorList& tensors, const Tensor& sums) {
-  Tensor zeroed = sums;
+  Tensor zeroed = sums;  // empty tensors have no chunk to write theirs
   fill_(zeroed, 0);
   launch_over_chunks(tensors, "sum_squares", [&]<class T, class S>(int64_t blocks, const Chunk* c) {
-    sum_squares_chunks<T, S><<<blocks, kBlockSize, 0, current_stream()>>>(c, sums.data_ptr<S>());
+    const Tensor partials = empty({blocks}, TensorOptions(sums.dtype()).with_device(sums.device()));
+    sum_squares_chunks<T, S>
+        <<<blocks, kBlockSize, 0, current_stream()>>>(c, partials.data_ptr<S>());
+    add_chunk_partials<S><<<grid_size(blocks), kBlockSize, 0, current_stream()>>>(
+        c, blocks, partials.data_ptr<S>(), sums.data_ptr<S>());
   });
 }
 
