@@ -2,6 +2,8 @@
 // and benchmarks (tessera/studio/studio.h), front end included in the binary.
 #include <pthread.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -31,9 +33,7 @@ std::string studio_key(const std::string& option, const std::string& data_dir, b
   static const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 32; ++i) key += hex[rd() % 16];
   std::filesystem::create_directories(data_dir);
-  io::write_file_atomic(file.string(), key + "\n", "studio");
-  std::filesystem::permissions(
-      file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  io::write_file_atomic(file.string(), key + "\n", "studio", 0600);  // never readable by others
   *made = true;
   return key;
 }
@@ -74,12 +74,19 @@ Command add_studio_command(CLI::App& app) {
             if (made)
               std::fprintf(stderr, "studio: API key %s (kept in %s/api_key)\n", o->api_key.c_str(),
                            o->data_dir.c_str());
+            std::atomic<bool> returned{false};
             std::thread watcher([&] {
               int sig = 0;
               sigwait(&stop_signals, &sig);
-              studio.stop();  // services keep running: the next start adopts them
+              // Services keep running: the next start adopts them. A signal before run() listens
+              // finds nothing to stop yet (httplib's stop() is a no-op then): retried.
+              while (!returned) {
+                studio.stop();
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+              }
             });
             studio.run();
+            returned = true;
             pthread_kill(watcher.native_handle(), SIGTERM);
             watcher.join();
             std::fprintf(stderr, "studio: stopped (services left running)\n");

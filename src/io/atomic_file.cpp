@@ -46,7 +46,7 @@ void write_all(int fd, const void* data, size_t nbytes, std::string_view op) {
 }
 
 void write_file_atomic(const std::string& path, const std::function<void(int fd)>& write,
-                       std::string_view op) {
+                       std::string_view op, unsigned mode) {
   std::string tmp_name = path + ".tmp.XXXXXX";
   std::vector<char> tmp(tmp_name.begin(), tmp_name.end());
   tmp.push_back('\0');
@@ -58,7 +58,7 @@ void write_file_atomic(const std::string& path, const std::function<void(int fd)
     write(fd);
     if (::fsync(fd) != 0) fail(op, "fsync", tmp_name, errno);
     // mkstemp creates 0600; readers such as data loaders in other accounts expect 0644.
-    ::fchmod(fd, 0644);
+    ::fchmod(fd, static_cast<mode_t>(mode));
     closed = true;
     if (::close(fd) != 0) fail(op, "close", tmp_name, errno);
   } catch (...) {
@@ -81,9 +81,10 @@ void write_file_atomic(const std::string& path, const std::function<void(int fd)
   }
 }
 
-void write_file_atomic(const std::string& path, std::string_view data, std::string_view op) {
+void write_file_atomic(const std::string& path, std::string_view data, std::string_view op,
+                       unsigned mode) {
   write_file_atomic(
-      path, [&](int fd) { write_all(fd, data.data(), data.size(), op); }, op);
+      path, [&](int fd) { write_all(fd, data.data(), data.size(), op); }, op, mode);
 }
 
 }  // namespace tessera::io

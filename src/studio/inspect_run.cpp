@@ -31,7 +31,11 @@ Json read_run(const std::string& path, int64_t after) {
     throw ValueError("[studio.runs] expected after >= 0, got " + std::to_string(after));
   const fs::path dir(path);
   Json out = {{"path", path}, {"config", nullptr}, {"metrics", Json::array()}};
-  if (fs::exists(dir / "config.json")) out["config"] = parse_json(slurp(dir / "config.json"));
+  if (fs::exists(dir / "config.json")) {
+    // Half-written or corrupt: null (a discarded value would print as <discarded>, not JSON).
+    const Json config = parse_json(slurp(dir / "config.json"));
+    out["config"] = config.is_discarded() ? Json(nullptr) : config;
+  }
 
   // Only whole lines: the trainer may be halfway through writing the last one.
   std::ifstream in(dir / "metrics.jsonl", std::ios::binary);

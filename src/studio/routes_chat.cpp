@@ -162,14 +162,23 @@ void chat(Studio::Impl& s, const httplib::Request& req, httplib::Response& res) 
   res.set_chunked_content_provider(
       "text/event-stream",
       [&s, id, service, request, active](size_t, httplib::DataSink& sink) {
+        // Outside httplib's exception handler: an escaping exception would end the studio, so
+        // a failure (a malformed reply, a busy database) ends the stream with it instead.
         std::string text;
-        Json stats = stream_reply(service, request, *active->cancel, sink, text);
-        const int64_t mid = s.db.insert(
-            "INSERT INTO messages (conversation_id, role, content, stats_json) "
-            "VALUES (?, 'assistant', ?, ?)",
-            {id, text, stats.dump()});
-        const std::string done = sse(
-            {{"done", true}, {"message", s.db.row("SELECT * FROM messages WHERE id = ?", {mid})}});
+        Json message;
+        try {
+          Json stats = stream_reply(service, request, *active->cancel, sink, text);
+          const int64_t mid = s.db.insert(
+              "INSERT INTO messages (conversation_id, role, content, stats_json) "
+              "VALUES (?, 'assistant', ?, ?)",
+              {id, text, stats.dump()});
+          message = s.db.row("SELECT * FROM messages WHERE id = ?", {mid});
+        } catch (const std::exception& e) {
+          message = {{"role", "assistant"},
+                     {"content", text},
+                     {"stats", {{"error", std::string("the reply was not stored: ") + e.what()}}}};
+        }
+        const std::string done = sse({{"done", true}, {"message", message}});
         if (sink.is_writable()) sink.write(done.data(), done.size());
         sink.done();
         return true;
@@ -228,7 +237,20 @@ void add_chat_routes(Studio::Impl& s) {
         }
         reply(res, conversation(s, id));
       });
-  add_delete_route(s, "conversations");
+  s.http.Delete(R"(/api/conversations/(\d+))", [&s](const httplib::Request& req,
+                                                    httplib::Response& res) {
+    const int64_t id = path_id(req);
+    existing(s.db, "conversations", id, "studio.conversations");
+    {
+      // Its reply is stored when it ends: under a reused id it would land in another chat.
+      std::lock_guard<std::mutex> lock(s.chats_mutex);
+      if (s.chats.count(id))
+        throw HttpError(409, "[studio.conversations] expected no reply streaming in conversation " +
+                                 std::to_string(id) + ", got one (stop it first)");
+      s.db.change("DELETE FROM conversations WHERE id = ?", {id});
+    }
+    reply(res, {{"deleted", id}});
+  });
   s.http.Post(R"(/api/conversations/(\d+)/chat)",
               [&s](const httplib::Request& req, httplib::Response& res) { chat(s, req, res); });
   // The stop button: the generation ends at its next token, and `serve` frees its KV blocks.

@@ -40,7 +40,11 @@ bool still_serving(const Json& row) {
 // it runs, what its /health answers.
 Json refreshed(Studio::Impl& s, Json row) {
   if (row["state"] == "running" && !still_serving(row)) {
-    s.db.change("UPDATE services SET state = 'exited', pid = 0 WHERE id = ?", {row["id"]});
+    // Only the process this row saw: a start() since (another thread) recorded a new one.
+    if (s.db.change("UPDATE services SET state = 'exited', pid = 0 "
+                    "WHERE id = ? AND state = 'running' AND pid = ?",
+                    {row["id"], row["pid"]}) == 0)
+      return refreshed(s, service_row(s, row["id"].get<int64_t>()));
     row["state"] = "exited";
     row["pid"] = 0;
   }
@@ -87,8 +91,8 @@ Json start(Studio::Impl& s, int64_t id) {
   return refreshed(s, service_row(s, id));
 }
 
-Json stop(Studio::Impl& s, int64_t id) {
-  std::lock_guard<std::mutex> lock(s.services_mutex);
+// stop() with services_mutex held.
+Json stop_locked(Studio::Impl& s, int64_t id) {
   Json row = refreshed(s, service_row(s, id));
   if (row["state"] == "running")
     stop_process(static_cast<int>(row["pid"].get<int64_t>()), kStopGrace);
@@ -97,14 +101,31 @@ Json stop(Studio::Impl& s, int64_t id) {
   return refreshed(s, service_row(s, id));
 }
 
+Json stop(Studio::Impl& s, int64_t id) {
+  std::lock_guard<std::mutex> lock(s.services_mutex);
+  return stop_locked(s, id);
+}
+
+// Whether a serve option is one the studio sets itself (serve keeps an option's last value, so
+// a user's --host would expose the key-less serve API beyond the loopback).
+bool studio_owned(const std::string& arg) {
+  static const char* kOwned[] = {
+      "--model", "--host", "--port", "--tokenizer", "--served-model-name", "--api-key"};
+  const std::string name = arg.substr(0, arg.find('='));
+  return std::find(std::begin(kOwned), std::end(kOwned), name) != std::end(kOwned);
+}
+
 Json checked_args(const Json& body) {
   const Json args = body.value("args", Json::array());
   bool ok = args.is_array() && args.size() <= 32;
-  for (const Json& a : args) ok = ok && a.is_string() && a.get<std::string>().starts_with("--");
+  for (const Json& a : args)
+    ok = ok && a.is_string() && a.get<std::string>().starts_with("--") &&
+         !studio_owned(a.get<std::string>());
   if (!ok)
     throw HttpError(400,
                     "[studio.services] expected 'args' to be a list of --options for "
-                    "tessera serve, got " +
+                    "tessera serve other than --model, --host, --port, --tokenizer, "
+                    "--served-model-name and --api-key (the studio sets them), got " +
                         args.dump().substr(0, 80));
   return args;
 }
@@ -165,7 +186,9 @@ void add_service_routes(Studio::Impl& s) {
               });
   s.http.Delete(R"(/api/services/(\d+))",
                 [&s](const httplib::Request& req, httplib::Response& res) {
-                  stop(s, path_id(req));
+                  // One step: a start() in between would leave a process without a row.
+                  std::lock_guard<std::mutex> lock(s.services_mutex);
+                  stop_locked(s, path_id(req));
                   s.db.change("DELETE FROM services WHERE id = ?", {path_id(req)});
                   reply(res, {{"deleted", path_id(req)}});
                 });

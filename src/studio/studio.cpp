@@ -13,6 +13,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Request bodies (benchmark uploads are the largest, a few MB).
+constexpr size_t kMaxBodyBytes = size_t{64} << 20;
+
 bool changes_state(const std::string& method) {
   return method != "GET" && method != "HEAD" && method != "OPTIONS";
 }
@@ -107,6 +110,8 @@ Studio::Studio(StudioConfig config) : impl_(std::make_unique<Impl>(std::move(con
   Impl& s = *impl_;
   // Streams hold a worker each for their whole length: more workers than the default 8.
   s.http.new_task_queue = [] { return new httplib::ThreadPool(32); };
+  // httplib reads any body whole (routed or not, before the login check): bounded.
+  s.http.set_payload_max_length(kMaxBodyBytes);
   s.http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     if (!req.path.starts_with("/api/") || !changes_state(req.method) || req.path == "/api/login")
       return httplib::Server::HandlerResponse::Unhandled;
@@ -132,6 +137,8 @@ Studio::Studio(StudioConfig config) : impl_(std::make_unique<Impl>(std::move(con
           // The database reports duplicates as constraint failures.
           message = e.what();
           status = message.find("constraint failed") != std::string::npos ? 409 : 400;
+        } catch (const nlohmann::json::exception& e) {  // a field of the wrong JSON type
+          status = 400, message = e.what();
         } catch (const std::exception& e) {
           message = e.what();
         }

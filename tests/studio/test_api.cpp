@@ -68,6 +68,8 @@ TEST(StudioApi, BadInputGetsClearJsonErrors) {
   auto run = s.post("/api/runs", {{"path", "/no/such/run"}});
   EXPECT_EQ(run.status, 400);
   EXPECT_EQ(s.get("/api/runs/1?after=x").status, 404);  // no run 1: checked first
+  // A field of the wrong JSON type is the client's error (nlohmann's type_error was a 500).
+  EXPECT_EQ(s.call("POST", "/api/login", Json{{"api_key", 1}}, "").status, 400);
 }
 
 TEST(StudioApi, AcceleratorsShowTheirMeasuredHardwareFigures) {

@@ -179,7 +179,15 @@ TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
   TESSERA_SHARED_DATA_OR_SKIP(text, "tinyshakespeare.txt");
   const std::string dir = testing::fresh_dir("chat");
   TestStudio s(dir);
-  const Json svc = started_service(s, add_model(s, slow_model(dir, text), "", "slow"));
+  const Json model = add_model(s, slow_model(dir, text), "", "slow");
+  // The studio's own serve flags cannot be overridden (serve keeps an option's last value: a
+  // --host would expose the key-less serve API beyond the loopback).
+  for (const char* arg : {"--host=0.0.0.0", "--port", "--model=/x", "--api-key=k"})
+    EXPECT_EQ(s.post("/api/services", {{"name", "bad"}, {"model_id", model["id"]}, {"args", {arg}}})
+                  .status,
+              400)
+        << arg;
+  const Json svc = started_service(s, model);
   const int64_t sid = svc["id"];
   auto conv =
       s.post("/api/conversations", {{"title", "t"},
@@ -210,10 +218,13 @@ TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
                 .status,
             200);
   std::atomic<bool> stopped{false};
+  std::atomic<int> deleting{0};
   const ChatStream cut = chat(s, cid, {{"content", "Tell a long story"}}, [&] {
+    deleting = s.call("DELETE", "/api/conversations/" + std::to_string(cid)).status;
     stopped = s.post("/api/conversations/" + std::to_string(cid) + "/stop").body["stopped"];
   });
   EXPECT_TRUE(stopped);
+  EXPECT_EQ(deleting, 409) << "a conversation whose reply streams is not deleted";
   ASSERT_FALSE(cut.done.is_null());
   EXPECT_EQ(cut.done["stats"]["finish_reason"], "cancelled");
   EXPECT_LT(cut.done["stats"]["tokens"].get<int64_t>(), max_tokens);
