@@ -76,8 +76,10 @@ py::array to_numpy(const Tensor& t) {
                 "[numpy] expected a dtype numpy has, got bfloat16 (use t.float())");
   std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
   for (int64_t s : t.strides()) strides.push_back(s * static_cast<int64_t>(t.element_size()));
-  // The array's base owns a handle to the tensor, so the storage lives as long as the array.
-  py::capsule owner(new Tensor(t), [](void* p) { delete static_cast<Tensor*>(p); });
+  // The array's base owns the storage itself, not the tensor: the tensor's memory may be
+  // swapped later (x.data = y, an out= write that resizes) while the array still reads it.
+  py::capsule owner(new Storage(t.impl()->storage()),
+                    [](void* p) { delete static_cast<Storage*>(p); });
   return py::array(py::dtype(std::string(dtype_name(t.dtype()))), shape, strides, t.data_ptr(),
                    owner);
 }
@@ -200,12 +202,13 @@ Tensor from_dlpack(py::object obj) {
 // ---- copying constructors ----
 
 // Values of a Python number / nested sequence as a numpy array with torch's default dtypes
-// (Python floats become float32, ints int64).
-py::array python_values(py::handle data) {
+// (Python floats become float32, ints int64); with a dtype to be converted to, floats stay
+// float64, so a float64 tensor gets the exact values (torch converts from the Python double).
+py::array python_values(py::handle data, std::optional<DType> converted_to = std::nullopt) {
   py::module_ np = py::module_::import("numpy");
   py::array arr = np.attr("asarray")(data);
   std::string kind(1, arr.dtype().kind());
-  if (kind == "f") return np.attr("asarray")(arr, "float32");
+  if (kind == "f") return np.attr("asarray")(arr, converted_to ? "float64" : "float32");
   if (kind == "i" || kind == "u") return np.attr("asarray")(arr, "int64");
   TESSERA_CHECK(kind == "b", TypeError,
                 "[tensor] expected numbers or nested sequences of numbers, got values of numpy "
@@ -216,6 +219,8 @@ py::array python_values(py::handle data) {
 
 Tensor make_tensor(py::handle data, std::optional<py::handle> dtype,
                    std::optional<py::handle> device, bool requires_grad) {
+  const std::optional<DType> want =
+      dtype && !dtype->is_none() ? std::optional<DType>(to_dtype(*dtype)) : std::nullopt;
   Tensor t;
   if (py::isinstance<Tensor>(data))
     t = data.cast<Tensor>().detach();
@@ -224,10 +229,10 @@ Tensor make_tensor(py::handle data, std::optional<py::handle> dtype,
   else if (py::hasattr(data, "__dlpack__"))
     t = to_tensor(data);
   else
-    t = from_numpy(python_values(data));
+    t = from_numpy(python_values(data, want));
   autograd::NoGradGuard ng;
   t = t.clone();
-  if (dtype && !dtype->is_none()) t = t.to(to_dtype(*dtype));
+  if (want) t = t.to(*want);
   if (device && !device->is_none()) t = t.to(to_device(*device));
   if (requires_grad) t.requires_grad_(true);
   return t;
@@ -247,7 +252,7 @@ Tensor to_tensor(py::handle h, std::optional<DType> dtype) {
     if (py::hasattr(obj, "detach")) obj = obj.attr("detach")();
     t = from_dlpack(obj);
   } else {
-    t = from_numpy(python_values(h));
+    t = from_numpy(python_values(h, dtype));
   }
   return dtype && *dtype != t.dtype() ? t.to(*dtype) : t;
 }

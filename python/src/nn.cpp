@@ -58,6 +58,8 @@ void module_setattr(py::object self, py::str name, py::object value) {
       m.replace_parameter(key, t);  // weight tying, re-initialisation
     else
       m.register_parameter(key, t, t.requires_grad());
+  } else if (py::isinstance<Tensor>(value) && m.named_buffers(false).contains(key)) {
+    m.replace_buffer(key, value.cast<Tensor>());  // state_dict() and to() follow the new one
   } else if (py::isinstance<nn::Module>(value)) {
     auto child = value.cast<std::shared_ptr<nn::Module>>();
     if (m.named_children().contains(key))
@@ -298,7 +300,14 @@ void bind_module(py::module_& nn_m) {
             m.to(to_device(a));
         };
         for (py::handle a : args) take(a);
-        for (auto [k, v] : kwargs) take(v);
+        for (auto [k, v] : kwargs) {
+          const std::string key = py::str(k);
+          if (key == "non_blocking" || key == "copy") continue;  // flags, not targets
+          TESSERA_CHECK(key == "device" || key == "dtype", TypeError,
+                        "[Module.to] expected keywords device, dtype, non_blocking or copy, got '",
+                        key, "'");
+          if (!v.is_none()) take(v);
+        }
         return self;
       });
   const std::pair<const char*, DType> casts[] = {

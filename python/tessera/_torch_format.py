@@ -40,7 +40,17 @@ def _to_tessera(array, dtype_name):
 def _rebuild_tensor(storage, offset, size, stride, requires_grad=False, *_):
     array, dtype_name = storage
     itemsize = array.dtype.itemsize
-    view = np.lib.stride_tricks.as_strided(array[offset:], shape=tuple(size),
+    # as_strided trusts its arguments: out-of-range ones from the file would read past the
+    # storage (a crash or other memory), so they are checked against it first.
+    size, stride = tuple(size), tuple(stride)
+    if (not isinstance(offset, int) or offset < 0 or len(size) != len(stride)
+            or any(not isinstance(v, int) or v < 0 for v in size + stride)):
+        raise ValueError(f"[load] expected a non-negative offset, sizes and strides, got "
+                         f"offset {offset}, size {size}, stride {stride}")
+    if 0 not in size and offset + sum((n - 1) * s for n, s in zip(size, stride)) >= len(array):
+        raise ValueError(f"[load] expected a tensor within its storage of {len(array)} elements, "
+                         f"got offset {offset}, size {size}, stride {stride}")
+    view = np.lib.stride_tricks.as_strided(array[offset:], shape=size,
                                            strides=tuple(s * itemsize for s in stride))
     t = _to_tessera(view.copy(), dtype_name)
     return t.requires_grad_(True) if requires_grad else t

@@ -161,3 +161,12 @@ def test_index_errors():
         t[::-1]
     with pytest.raises(TypeError, match="expected int, slice"):
         t["a"]
+
+
+def test_a_huge_step_takes_the_first_element():
+    # (e - b + step - 1) / step and stride * step overflowed int64.
+    import sys
+    x = tessera.arange(5)
+    assert x[::sys.maxsize].tolist() == [0]
+    assert x[1::sys.maxsize].tolist() == [1]
+    assert x[::2].tolist() == [0, 2, 4]

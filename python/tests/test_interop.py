@@ -122,3 +122,20 @@ def test_tensor_copies_and_as_tensor_shares():
     x = tessera.ones(2)
     assert tessera.as_tensor(x) is not None and tessera.as_tensor(x).data_ptr() == x.data_ptr()
     assert tessera.tensor(x).data_ptr() != x.data_ptr()
+
+
+def test_python_floats_keep_float64_precision():
+    # They were rounded through float32 even when float64 was asked for.
+    assert tessera.tensor([0.1], dtype=tessera.float64).item() == 0.1
+    assert tessera.tensor(1e-50, dtype=tessera.float64).item() == 1e-50
+    assert tessera.as_tensor([1e40], dtype=tessera.float64).item() == 1e40
+    assert tessera.tensor([0.1]).dtype == tessera.float32  # torch's default dtype
+
+
+def test_numpy_array_keeps_its_memory_when_the_tensor_gets_new_memory():
+    o = tessera.zeros(4)
+    a = o.numpy()
+    tessera.add(tessera.ones(8), 1, out=o)  # resized: o moves to new memory
+    a[:] = 7  # the array's memory is still alive (it was freed with o's old storage)
+    assert a.tolist() == [7.0] * 4
+    assert o.tolist() == [2.0] * 8

@@ -34,6 +34,23 @@ def test_attributes_register_in_torch_order():
     assert "Parameter containing" in repr(b.scale)
 
 
+def test_reassigning_a_buffer_replaces_it():
+    b = Block()
+    b.steps = b.steps + 5  # torch replaces the registered buffer; it was a Python attribute only
+    assert b.state_dict()["steps"].tolist() == [5.0]
+    b.to(tessera.float64)
+    assert b.steps.dtype == tessera.float64 and b.state_dict()["steps"].dtype == tessera.float64
+
+
+def test_to_takes_flags_as_flags():
+    b = Block()
+    b.to("cpu", non_blocking=False)  # False was taken as a device (cuda:0)
+    b.to(dtype=tessera.float64, non_blocking=True)
+    assert b.scale.dtype == tessera.float64 and b.scale.device.type == "cpu"
+    with pytest.raises(TypeError, match="Module.to"):
+        b.to(memory_format=1)
+
+
 def test_forward_call_and_gradients():
     b = Block()
     out = b(tessera.ones(2, 4))

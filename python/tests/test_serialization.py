@@ -111,3 +111,14 @@ def test_torch_files_with_code_are_refused(tmp_path):
 def test_unsupported_objects_are_type_errors():
     with pytest.raises(TypeError, match=r"\[tessera.save\] expected .* got ndarray"):
         tessera.save({"a": np.zeros(2)}, io.BytesIO())
+
+
+def test_torch_file_tensor_outside_its_storage_is_a_value_error():
+    # as_strided trusts its arguments: a crafted file read past the storage.
+    from tessera._torch_format import _rebuild_tensor
+    storage = (np.zeros(4, np.float32), "float32")
+    assert _rebuild_tensor(storage, 1, (3,), (1,)).tolist() == [0.0, 0.0, 0.0]
+    for offset, size, stride in [(2, (4,), (1,)), (0, (2,), (4,)), (-1, (2,), (1,)),
+                                 (0, (2,), (-1,)), (0, (2, 2), (1,))]:
+        with pytest.raises(ValueError, match="load"):
+            _rebuild_tensor(storage, offset, size, stride)

@@ -110,6 +110,15 @@ Tensor& Module::replace_parameter(const std::string& name, Tensor tensor) {
   return *slot = std::move(tensor);
 }
 
+Tensor& Module::replace_buffer(const std::string& name, Tensor tensor) {
+  Tensor* slot = buffers_.find(name);
+  TESSERA_CHECK(slot != nullptr, ValueError, "[replace_buffer] expected a buffer of ", type_name(),
+                ", got '", name, "' (buffers: ", buffers_.keys(), ")");
+  TESSERA_CHECK(tensor.defined(), ValueError, "[replace_buffer] expected a defined tensor for '",
+                name, "', got an undefined one");
+  return *slot = std::move(tensor);
+}
+
 void Module::add_child(std::string name, std::shared_ptr<Module> module) {
   check_new_name(name, "register_module");
   TESSERA_CHECK(module != nullptr, ValueError, "[register_module] expected a module for '", name,

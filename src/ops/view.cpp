@@ -196,10 +196,11 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
     return std::clamp<int64_t>(v, 0, size);
   };
   int64_t b = start ? clampi(*start) : 0, e = end ? clampi(*end) : size;
-  int64_t len = e > b ? (e - b + step - 1) / step : 0;
+  // Written so a huge step (x[::sys.maxsize]) overflows neither the length nor the stride.
+  const int64_t len = e > b ? (e - b - 1) / step + 1 : 0;
   Shape sizes = x.sizes(), strides = x.strides();
   sizes[d] = len;
-  strides[d] *= step;
+  if (len > 1) strides[d] *= step;  // below size * stride then
   Tensor out = make_view(x, sizes, strides, x.storage_offset() + b * x.strides()[d]);
   return record_view(x, out, "SliceBackward", [in = x.sizes(), d, b, e, step](const Tensor& g) {
     return view_backward_scatter(g, in, [=](const Tensor& t) { return slice(t, d, b, e, step); });

@@ -101,6 +101,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Re-points an existing parameter at another tensor, e.g. weight tying:
   //   lm_head->weight = lm_head->replace_parameter("weight", wte->weight);
   Tensor& replace_parameter(const std::string& name, Tensor tensor);
+  // Re-points an existing buffer at another tensor (Python's self.running_mean = ...).
+  Tensor& replace_buffer(const std::string& name, Tensor tensor);
   // Swaps an existing child for another module (adapters, LoRA); returns the new one.
   template <class M>
   std::shared_ptr<M> replace_module(const std::string& name, std::shared_ptr<M> module) {
