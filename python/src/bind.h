@@ -43,9 +43,10 @@ Shape shape_from_args(const py::args& args, const char* op);
 // dtype / device from a Python value (tessera.dtype, "float32"; tessera.device, "cpu").
 DType to_dtype(py::handle h);
 Device to_device(py::handle h);
-// TensorOptions from creation kwargs (dtype, device, requires_grad); unknown keys raise TypeError.
+// TensorOptions from creation kwargs (dtype, device, requires_grad) over the defaults given;
+// unknown keys raise TypeError.
 TensorOptions options_from_kwargs(const py::kwargs& kwargs, const char* op,
-                                  DType default_dtype = kFloat32);
+                                  DType default_dtype = kFloat32, Device default_device = kCPU);
 
 // Any tensor-like value as a tessera Tensor: a Tensor itself, an object with __dlpack__ (torch,
 // numpy >= 1.22, zero-copy), a numpy array (zero-copy) or nested sequences / numbers (copied).

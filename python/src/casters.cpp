@@ -73,8 +73,9 @@ Device to_device(py::handle h) {
   return Device(std::string(py::str(h)));
 }
 
-TensorOptions options_from_kwargs(const py::kwargs& kwargs, const char* op, DType default_dtype) {
-  TensorOptions o(default_dtype);
+TensorOptions options_from_kwargs(const py::kwargs& kwargs, const char* op, DType default_dtype,
+                                  Device default_device) {
+  TensorOptions o = TensorOptions(default_dtype).with_device(default_device);
   for (auto [key, value] : kwargs) {
     std::string k = py::str(key);
     if (k == "dtype") {

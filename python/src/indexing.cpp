@@ -3,6 +3,8 @@
 // (select/slice/unsqueeze); advanced indices are folded into one linear index over the indexed
 // dims, so the gather is a single index_select (and the assignment a single scatter), both
 // differentiable.
+#include <pybind11/numpy.h>
+
 #include "bind.h"
 
 namespace tessera::python {
@@ -44,8 +46,11 @@ TensorList nonzero(const Tensor& mask) {
 }
 
 bool is_index_tensor_like(py::handle h) {
-  return py::isinstance<Tensor>(h) || py::isinstance<py::list>(h) ||
-         py::hasattr(h, "__array_interface__");
+  if (py::isinstance<Tensor>(h) || py::isinstance<py::list>(h) || py::isinstance<py::array>(h))
+    return true;
+  // A numpy integer scalar has __array_interface__ too, but indexes as an int (a view), as in
+  // torch.
+  return !PyIndex_Check(h.ptr()) && py::hasattr(h, "__array_interface__");
 }
 
 Tensor as_index_tensor(py::handle h) {

@@ -169,8 +169,8 @@ void bind_creation(py::module_& m) {
     m.def(
         name,
         [f, op](const Tensor& x, const py::kwargs& kw) {
-          TensorOptions o = options_from_kwargs(kw, op, x.dtype());
-          Tensor out = f(x, o.dtype);
+          TensorOptions o = options_from_kwargs(kw, op, x.dtype(), x.device());
+          Tensor out = f(x, o.dtype).to(o.device);
           return o.requires_grad ? out.requires_grad_(true) : out;
         },
         py::arg("input"));
@@ -178,8 +178,8 @@ void bind_creation(py::module_& m) {
   m.def(
       "full_like",
       [](const Tensor& x, const Scalar& value, const py::kwargs& kw) {
-        TensorOptions o = options_from_kwargs(kw, "full_like", x.dtype());
-        Tensor out = full_like(x, value, o.dtype);
+        TensorOptions o = options_from_kwargs(kw, "full_like", x.dtype(), x.device());
+        Tensor out = full_like(x, value, o.dtype).to(o.device);
         return o.requires_grad ? out.requires_grad_(true) : out;
       },
       py::arg("input"), py::arg("fill_value"));

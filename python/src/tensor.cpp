@@ -265,7 +265,7 @@ void bind_conversions(py::class_<Tensor>& cls) {
   }
   // new_*: creation with self's dtype and device unless given.
   auto like = [](const Tensor& t, const py::kwargs& kw, const char* op) {
-    return options_from_kwargs(kw, op, t.dtype()).with_device(t.device());
+    return options_from_kwargs(kw, op, t.dtype(), t.device());
   };
   cls.def("new_zeros",
           [like](const Tensor& t, const py::args& size, const py::kwargs& kw) {
@@ -286,7 +286,7 @@ void bind_conversions(py::class_<Tensor>& cls) {
           },
           py::arg("size"), py::arg("fill_value"))
       .def("new_tensor", [](const Tensor& t, py::handle data, const py::kwargs& kw) {
-        TensorOptions o = options_from_kwargs(kw, "new_tensor", t.dtype());
+        TensorOptions o = options_from_kwargs(kw, "new_tensor", t.dtype(), t.device());
         Tensor out = to_tensor(data, o.dtype).clone().to(o.device);
         if (o.requires_grad) out.requires_grad_(true);
         return out;

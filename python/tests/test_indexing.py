@@ -170,3 +170,12 @@ def test_a_huge_step_takes_the_first_element():
     assert x[::sys.maxsize].tolist() == [0]
     assert x[1::sys.maxsize].tolist() == [1]
     assert x[::2].tolist() == [0, 2, 4]
+
+
+def test_a_numpy_integer_indexes_as_an_int():
+    # It went through index_select (a copy), so writes through the result were lost.
+    x = tessera.zeros(3, 2)
+    x[np.int64(1)].fill_(1.0)
+    assert x.tolist() == [[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]]
+    assert x[np.int32(-1)].tolist() == [0.0, 0.0]
+    assert x[np.array([0, 1])].shape == (2, 2)  # arrays stay index tensors

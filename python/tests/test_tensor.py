@@ -194,3 +194,17 @@ def test_math_matches_python():
     assert tessera.nn.functional.gelu(x).item() == pytest.approx(
         0.5 * 0.5 * (1 + math.erf(0.5 / math.sqrt(2)))
     )
+
+
+@pytest.mark.skipif(tessera.cuda.is_available(), reason="checks the request reaches the device")
+def test_new_and_like_creation_honour_a_device_argument():
+    # device= was ignored (the result stayed on self's device); here it reaches the missing CUDA
+    # backend.
+    t = tessera.ones(2)
+    for make in (lambda: t.new_zeros(3, device="cuda"), lambda: t.new_tensor([1.0], device="cuda"),
+                 lambda: tessera.zeros_like(t, device="cuda"),
+                 lambda: tessera.full_like(t, 2.0, device="cuda")):
+        with pytest.raises(RuntimeError, match="allocator"):
+            make()
+    assert t.new_zeros(3, device="cpu").tolist() == [0.0] * 3
+    assert tessera.zeros_like(t, device="cpu").tolist() == [0.0] * 2
