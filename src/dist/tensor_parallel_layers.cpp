@@ -105,11 +105,11 @@ Tensor ColumnParallelLinear::enter_region(const Tensor& x) const {
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
-  return gather(linear(enter_region(x), weight, optional_bias()));
+  return gather(linear(enter_region(x), weight, if_defined(bias)));
 }
 
 Tensor ColumnParallelLinear::forward_gelu(const Tensor& x, std::string_view approximate) {
-  return gather(linear_gelu(enter_region(x), weight, optional_bias(), approximate));
+  return gather(linear_gelu(enter_region(x), weight, if_defined(bias), approximate));
 }
 
 Tensor ColumnParallelLinear::gather(const Tensor& y) const {

@@ -89,16 +89,11 @@ DeviceRunner::Linear DeviceRunner::fused(const Layout::Linear& l) const {
 
 Tensor DeviceRunner::norm(const Norm& n, const Tensor& x) const {
   if (d_.rms_norm) return rms_norm(x, n.weight, d_.eps);
-  return layer_norm(x, {d_.dim}, n.weight,
-                    n.bias.defined() ? std::optional<Tensor>(n.bias) : std::nullopt, d_.eps);
-}
-
-std::optional<Tensor> DeviceRunner::optional_bias(const Linear& l) {
-  return l.bias.defined() ? std::optional<Tensor>(l.bias) : std::nullopt;
+  return layer_norm(x, {d_.dim}, n.weight, if_defined(n.bias), d_.eps);
 }
 
 Tensor DeviceRunner::linear(const Tensor& x, const Linear& l) {
-  return tessera::linear(x, l.weight, optional_bias(l));
+  return tessera::linear(x, l.weight, if_defined(l.bias));
 }
 
 // The index kernel itself, not index_select: the op would read the indices back to range-check
@@ -262,7 +257,7 @@ Tensor DeviceRunner::logits(const StepBatch& batch, const KVCache& cache) {
       const Tensor ff = linear(h, L.fc1);
       act = swiglu(ff.narrow(1, 0, d_.hidden), ff.narrow(1, d_.hidden, d_.hidden));
     } else {  // the GELU in fc1's GEMM epilogue
-      act = linear_gelu(h, L.fc1.weight, optional_bias(L.fc1), "tanh");
+      act = linear_gelu(h, L.fc1.weight, if_defined(L.fc1.bias), "tanh");
     }
     x.add_(linear(act, L.fc2));
   }

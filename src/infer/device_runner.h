@@ -7,7 +7,6 @@
 // registered kernels and library ops are called, so it runs on the CPU too (the tests' way to
 // check it without a GPU).
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -55,7 +54,6 @@ class DeviceRunner {
   Tensor weight(const Tensor& t, const char* what) const;
   Linear fused(const models::InferenceLayout::Linear& l) const;
   Tensor norm(const Norm& n, const Tensor& x) const;
-  static std::optional<Tensor> optional_bias(const Linear& l);
   static Tensor linear(const Tensor& x, const Linear& l);
   // table rows at the staged int32 indices [offset, offset + n): [n, table.size(1)].
   Tensor rows(const Tensor& table, int64_t offset, int64_t n) const;

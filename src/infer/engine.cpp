@@ -111,6 +111,19 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   requests_.erase(r.seq.id);  // r is gone after this
 }
 
+namespace {
+
+// An output of seq with its counts so far and nothing new yet.
+RequestOutput output_of(const Sequence& seq) {
+  RequestOutput out;
+  out.request_id = seq.id;
+  out.prompt_tokens = seq.prompt_len;
+  out.completion_tokens = seq.num_output();
+  return out;
+}
+
+}  // namespace
+
 RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
                               std::span<const float> logits) {
   Sequence& seq = r.seq;
@@ -130,12 +143,9 @@ RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> 
   // A stop token ends the text without adding its own (OpenAI's and vLLM's completions leave
   // out GPT-2's "<|endoftext|>"); its id stays in the token ids.
   const bool stop_token = seq.stopping.is_stop_token(token);
-  RequestOutput out;
-  out.request_id = seq.id;
+  RequestOutput out = output_of(seq);
   out.new_tokens = {token};
   out.text = stop_token ? std::string() : r.text.push(token);
-  out.prompt_tokens = seq.prompt_len;
-  out.completion_tokens = seq.num_output();
   if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
     out.logprobs.push_back(token_logprobs(logits.subspan(row * V, V), token, r.logprobs));
   if (stop_token || r.text.stopped())
@@ -151,10 +161,7 @@ const std::vector<RequestOutput>& Engine::step() {
   const SchedulerOutput& plan = scheduler_->schedule();
   for (Sequence* seq : plan.dropped) {
     Request& r = *requests_.at(seq->id);
-    RequestOutput out;
-    out.request_id = seq->id;
-    out.prompt_tokens = seq->prompt_len;
-    out.completion_tokens = seq->num_output();
+    RequestOutput out = output_of(*seq);
     finish(r, FinishReason::Length, out);
     outputs_.push_back(std::move(out));
   }
@@ -200,10 +207,7 @@ const std::vector<RequestOutput>& Engine::step() {
       outputs_.push_back(advance(r, row++, runner_tokens, logits));
     } catch (const std::exception& e) {
       // Only this request fails (its sampler or tokenizer threw); the others go on.
-      RequestOutput out;
-      out.request_id = seq.id;
-      out.prompt_tokens = seq.prompt_len;
-      out.completion_tokens = seq.num_output();
+      RequestOutput out = output_of(seq);
       out.error = e.what();
       finish(r, FinishReason::Abort, out);
       outputs_.push_back(std::move(out));

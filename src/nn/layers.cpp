@@ -59,10 +59,10 @@ void Linear::reset_parameters(Generator* gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, optional_bias()); }
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, if_defined(bias)); }
 
 Tensor Linear::forward_gelu(const Tensor& x, std::string_view approximate) {
-  return linear_gelu(x, weight, optional_bias(), approximate);
+  return linear_gelu(x, weight, if_defined(bias), approximate);
 }
 
 std::string Linear::extra_repr() const {
@@ -123,8 +123,7 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  auto opt = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
-  return layer_norm(x, normalized_shape, opt(weight), opt(bias), eps);
+  return layer_norm(x, normalized_shape, if_defined(weight), if_defined(bias), eps);
 }
 
 std::string LayerNorm::extra_repr() const {
@@ -143,9 +142,7 @@ RMSNorm::RMSNorm(int64_t dim, double eps, bool elementwise_affine) : dim(dim), e
   if (elementwise_affine) weight = register_parameter("weight", ones({dim}));
 }
 
-Tensor RMSNorm::forward(const Tensor& x) {
-  return rms_norm(x, weight.defined() ? std::optional<Tensor>(weight) : std::nullopt, eps);
-}
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, if_defined(weight), eps); }
 
 std::string RMSNorm::extra_repr() const {
   return tessera::detail::str("(", dim, ",), eps=", eps,

@@ -83,8 +83,7 @@ bool flash_supported(const Tensor& q, const Tensor& k, const Tensor& v,
   // float32 at any head dim.
   const bool dtype_ok = dev == DeviceType::CPU
                             ? q.dtype() == kFloat32
-                            : (q.dtype() == kBFloat16 || q.dtype() == kFloat16) &&
-                                  flash_attention_head_dim(q.size(3));
+                            : is_16bit_float(q.dtype()) && flash_attention_head_dim(q.size(3));
   return !attn_mask && sc > 0 && dtype_ok && q.size(3) == v.size(3) && q.numel() > 0 &&
          k.numel() > 0 && has_kernel<flash_attention_kernel>(dev) &&
          has_kernel<flash_attention_backward_kernel>(dev);

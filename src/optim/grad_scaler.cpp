@@ -25,8 +25,7 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
 
 Tensor GradScaler::scale(const Tensor& loss) const {
   if (!options_.enabled) return loss;
-  const bool half = loss.dtype() == kFloat16 || loss.dtype() == kBFloat16;
-  return (half ? loss.to(kFloat32) : loss) * scale_;
+  return (is_16bit_float(loss.dtype()) ? loss.to(kFloat32) : loss) * scale_;
 }
 
 bool GradScaler::found_inf() const {

@@ -27,7 +27,7 @@ bool parse_indexed_key(const std::string& key, std::string_view prefix, int64_t&
 }  // namespace
 
 DType state_dtype(DType param_dtype) {
-  return param_dtype == kFloat16 || param_dtype == kBFloat16 ? kFloat32 : param_dtype;
+  return is_16bit_float(param_dtype) ? kFloat32 : param_dtype;
 }
 
 void Optimizer::check_option(bool ok, const char* what, double value) const {

@@ -60,7 +60,7 @@ AutocastGuard::AutocastGuard(DeviceType device, DType dtype, bool enabled)
     : device_(device),
       prev_enabled_(autocast_enabled(device)),
       prev_dtype_(autocast_dtype(device)) {
-  TESSERA_CHECK(dtype == kBFloat16 || dtype == kFloat16, ValueError,
+  TESSERA_CHECK(is_16bit_float(dtype), ValueError,
                 "[autocast] expected dtype bfloat16 or float16, got ", dtype);
   t_autocast.state.enabled[index(device)] = enabled;
   t_autocast.state.dtype[index(device)] = dtype;
@@ -111,7 +111,7 @@ bool widens_itself(std::span<const Tensor* const> inputs) {
   for (const Tensor* t : inputs) {
     if (!t->defined() || !is_floating(t->dtype())) continue;
     ++floating;
-    narrow += t->dtype() == kBFloat16 || t->dtype() == kFloat16;
+    narrow += is_16bit_float(t->dtype());
   }
   return floating == 1 && narrow == 1;
 }

@@ -82,8 +82,8 @@ Trainer::Trainer(nn::Module& model, LossFn loss, optim::Optimizer& optimizer,
   TESSERA_CHECK(options_.grad_clip >= 0, ValueError, "[Trainer] expected grad_clip >= 0, got ",
                 options_.grad_clip);
   if (options_.autocast_dtype)
-    TESSERA_CHECK(*options_.autocast_dtype == kBFloat16 || *options_.autocast_dtype == kFloat16,
-                  ValueError, "[Trainer] expected autocast dtype bfloat16 or float16, got ",
+    TESSERA_CHECK(is_16bit_float(*options_.autocast_dtype), ValueError,
+                  "[Trainer] expected autocast dtype bfloat16 or float16, got ",
                   *options_.autocast_dtype);
   for (const Tensor& p : model_.parameters())
     if (p.requires_grad()) params_.push_back(p);

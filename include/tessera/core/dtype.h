@@ -43,6 +43,8 @@ inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_
 constexpr bool is_floating(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
 }
+// bfloat16 or float16: the dtypes autocast computes in and that reductions widen.
+constexpr bool is_16bit_float(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 constexpr bool is_integral(DType t, bool include_bool = false) {
   return (t == DType::Bool && include_bool) ||
          (t != DType::Bool && !is_floating(t));

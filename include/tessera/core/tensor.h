@@ -209,4 +209,9 @@ Tensor operator>=(const Tensor& a, const Scalar& b);
 // Normalises a possibly negative dim into [0, ndim); throws IndexError naming op otherwise.
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op);
 
+// t as an op's optional tensor argument (a bias, a norm's weight): nullopt when undefined.
+inline std::optional<Tensor> if_defined(const Tensor& t) {
+  return t.defined() ? std::optional<Tensor>(t) : std::nullopt;
+}
+
 }  // namespace tessera

@@ -42,12 +42,6 @@ class Linear : public UnaryModule {
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out]; undefined when built without bias
-
- protected:
-  // bias as linear's optional argument.
-  std::optional<Tensor> optional_bias() const {
-    return bias.defined() ? std::optional<Tensor>(bias) : std::nullopt;
-  }
 };
 
 // Rows of weight [num_embeddings, embedding_dim] ~ N(0, 1) picked by integer indices; the

@@ -59,9 +59,7 @@ class OpScope {
   // Tensor input i as the op must use it: autocast's cast of it, or the input itself.
   const Tensor& arg(size_t i) const { return cast_[i].defined() ? cast_[i] : *inputs_[i]; }
   // Optional tensor input i the same way (nullopt when the input was nullopt).
-  std::optional<Tensor> optional_arg(size_t i) const {
-    return arg(i).defined() ? std::optional<Tensor>(arg(i)) : std::nullopt;
-  }
+  std::optional<Tensor> optional_arg(size_t i) const { return if_defined(arg(i)); }
   // Autocast asks this kFloat32Widening op to widen its 16-bit input itself and return float32.
   bool widen_to_float32() const { return widen_; }
 

@@ -22,9 +22,8 @@ inline constexpr bool kWidensOnLoad = std::is_same_v<Fn, AddFn> || std::is_same_
 // float32 and the other 16-bit, and out is float32 or, for a 16-bit target written in place
 // (a), that target's dtype.
 constexpr bool widens_on_load(DType out, DType a, DType b) {
-  auto half = [](DType t) { return t == kBFloat16 || t == kFloat16; };
-  if (a == kFloat32 && half(b)) return out == kFloat32;
-  if (half(a) && b == kFloat32) return out == kFloat32 || out == a;
+  if (a == kFloat32 && is_16bit_float(b)) return out == kFloat32;
+  if (is_16bit_float(a) && b == kFloat32) return out == kFloat32 || out == a;
   return false;
 }
 

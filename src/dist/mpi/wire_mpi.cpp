@@ -10,7 +10,7 @@
 
 namespace tessera::dist::detail {
 
-bool reduces_in_float32(DType t) { return t == kFloat16 || t == kBFloat16; }
+bool reduces_in_float32(DType t) { return is_16bit_float(t); }
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
