@@ -235,6 +235,9 @@ TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
     if (running != 0.0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(running, 0.0);
+  // A step already running when the abort landed may still add its token (AsyncEngine::abort);
+  // after it, nothing more may come.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const double generated = metric(s, sid, "tessera_generation_tokens_total");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(metric(s, sid, "tessera_generation_tokens_total"), generated);
