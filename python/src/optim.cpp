@@ -132,6 +132,9 @@ void bind_optimizers(py::module_& m) {
                                  out.append(GroupView{o, i});
                                return out;
                              })
+      .def("_initial_lrs", &Optimizer::initial_lrs,
+           "Each group's lr before any scheduler (torch's group['initial_lr']).")
+      .def("_set_initial_lrs", &Optimizer::set_initial_lrs, py::arg("lrs"))
       .def("add_param_group",
            [](Optimizer& o, const py::dict& d) { o.add_param_group(group_of(d)); })
       .def_property_readonly("defaults",
@@ -221,9 +224,19 @@ void bind_schedulers(py::module_& m) {
                  });
            }),
            py::arg("optimizer"), py::arg("schedule"), py::keep_alive<1, 2>())
-      .def("step", &LRScheduler::step)
+      .def(
+          "step",
+          [](LRScheduler& s, std::optional<int64_t> epoch) {
+            if (epoch)
+              s.step(*epoch);
+            else
+              s.step();
+          },
+          py::arg("epoch") = py::none())
       .def("get_last_lr", &LRScheduler::last_lr)
-      .def_property_readonly("last_epoch", &LRScheduler::last_step)
+      .def_property("last_epoch", &LRScheduler::last_step, &LRScheduler::set_last_step)
+      .def_property_readonly("optimizer", &LRScheduler::optimizer,
+                             py::return_value_policy::reference)
       .def_property_readonly("base_lrs", &LRScheduler::base_lrs)
       .def("state_dict", [](const LRScheduler& s) { return flat_state_to_python(s.state_dict()); })
       .def("load_state_dict",

@@ -229,8 +229,11 @@ def test_timeout_raises_distributed_error():
     with pytest.raises(dist.DistributedError, match="recv") as info:
         work.wait()
     assert isinstance(info.value, RuntimeError)
-    del work  # the receive stays posted; the matching send completes it
-    dist.send(tessera.ones(2), dst=rank, group=group, tag=77)
+    # The receive stays posted: a later message on the group would pair with it, so the group is
+    # refused from now on (as NCCL aborts its communicator); other groups go on.
+    del work
+    with pytest.raises(dist.DistributedError, match="failed after a timeout in recv"):
+        dist.send(tessera.ones(2), dst=rank, group=group, tag=77)
     dist.barrier()
 
 

@@ -93,6 +93,17 @@ def test_sequential_warmup_then_cosine_matches_torch():
     expect_same_schedule(make)
 
 
+def test_sequential_of_the_cpp_schedules_matches_torch():
+    # The C++-bound LambdaLR and StepLR had no .optimizer, a read-only last_epoch and no
+    # step(epoch), and each took the lr of the schedule built before it as its base.
+    def make(m, o):
+        warm = m.LambdaLR(o, lambda t: (t + 1) / 5)
+        decay = m.StepLR(o, step_size=4, gamma=0.5)
+        return m.SequentialLR(o, [warm, decay], milestones=[5])
+
+    expect_same_schedule(make)
+
+
 def test_reduce_on_plateau_matches_torch():
     losses = [1.0, 0.9, 0.95, 0.93, 0.92, 0.91, 0.905, 0.9049, 0.95, 0.96, 0.97, 0.5] * 3
     for mode, threshold_mode in [("min", "rel"), ("min", "abs"), ("max", "rel")]:

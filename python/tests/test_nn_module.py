@@ -126,6 +126,13 @@ def test_state_dict_round_trip_and_strictness():
         b.load_state_dict(state)
     report = b.load_state_dict(state, strict=False)
     assert report.missing_keys == ["scale"] and report.unexpected_keys == ["extra"]
+    # torch raises on a shape mismatch even when not strict (it was silently left unloaded).
+    state["fc.weight"] = tessera.zeros(1, 1)
+    before = b.fc.bias.tolist()
+    state["fc.bias"] = b.fc.bias.detach() + 1
+    with pytest.raises(ValueError, match="fc.weight: expected"):
+        b.load_state_dict(state, strict=False)
+    assert b.fc.bias.tolist() == before  # nothing was loaded
 
 
 def test_train_eval_to_and_apply():

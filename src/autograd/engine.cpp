@@ -20,12 +20,15 @@ namespace {
 // Nesting depth of backward passes on this thread, and the callbacks of the outermost one.
 thread_local int t_backward_depth = 0;
 thread_local std::vector<std::function<void()>> t_callbacks;
+thread_local uint64_t t_passes = 0;  // outermost passes begun on this thread
 
 // Counts a pass; the outermost one runs the queued callbacks when it completes and drops them
 // when it throws.
 class BackwardPassScope {
  public:
-  BackwardPassScope() { ++t_backward_depth; }
+  BackwardPassScope() {
+    if (t_backward_depth++ == 0) ++t_passes;
+  }
   ~BackwardPassScope() {
     if (--t_backward_depth == 0) t_callbacks.clear();
   }
@@ -224,6 +227,8 @@ void queue_callback(std::function<void()> fn) {
       "[autograd.queue_callback] expected a call during a backward pass, got one outside");
   t_callbacks.push_back(std::move(fn));
 }
+
+uint64_t backward_pass_id() { return t_backward_depth > 0 ? t_passes : 0; }
 
 void backward(const TensorList& tensors, const TensorList& grad_tensors, bool retain_graph,
               bool create_graph) {

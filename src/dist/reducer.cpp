@@ -118,7 +118,8 @@ void Reducer::fill_slot(int64_t i) {
 
 void Reducer::on_grad_ready(int64_t index) {
   if (!require_sync) return;  // no_sync: gradients only accumulate
-  if (!in_backward_) start_backward();
+  // A pass that threw midway never ran finish_backward: a new one starts afresh.
+  if (!in_backward_ || pass_ != autograd::backward_pass_id()) start_backward();
   TESSERA_CHECK(!ready_[index], RuntimeError,
                 "[DistributedDataParallel] expected each parameter's gradient once per backward, "
                 "got '",
@@ -131,6 +132,11 @@ void Reducer::on_grad_ready(int64_t index) {
 }
 
 void Reducer::start_backward() {
+  // What an abandoned pass launched completes first (on every rank that got as far): it reads
+  // and writes the buckets this pass fills.
+  if (in_backward_) wait_all();
+  if (!rebuilt_) arrivals_.clear();
+  pass_ = autograd::backward_pass_id();
   in_backward_ = true;
   ready_.assign(params_.size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b)

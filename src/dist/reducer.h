@@ -73,6 +73,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 
   // The backward in progress.
   bool in_backward_ = false;
+  uint64_t pass_ = 0;              // autograd::backward_pass_id() of the pass in_backward_ is about
   std::vector<char> ready_;        // per parameter
   std::vector<int64_t> pending_;   // per bucket: parameters not ready yet
   size_t next_launch_ = 0;         // buckets launch in index order

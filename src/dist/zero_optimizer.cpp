@@ -95,27 +95,30 @@ void gather_buckets(ProcessGroup& group, const std::vector<ZeroOptimizer::Piece>
   for (size_t b = 0; b < full.size(); ++b) take(static_cast<int64_t>(b), full[b]);
 }
 
-// Rank 0's names on every rank.
-std::vector<std::string> broadcast_names(ProcessGroup& group, const std::set<std::string>& names) {
+// Every rank's names, on every rank (a rank may own no piece that has a buffer, say rank 0 whose
+// pieces are all outside the optimizer's groups, or an amsgrad group's).
+std::vector<std::string> union_names(ProcessGroup& group, const std::set<std::string>& names) {
   std::string joined;
   for (const std::string& n : names) joined += n + "\n";
-  Tensor length = scalar_tensor(static_cast<int64_t>(joined.size()), TensorOptions(kInt64));
-  group.broadcast(length, 0)->wait();
-  Tensor bytes = zeros({length.item<int64_t>()}, TensorOptions(kUInt8));
-  if (group.rank() == 0) std::copy(joined.begin(), joined.end(), bytes.data_ptr<uint8_t>());
-  group.broadcast(bytes, 0)->wait();
-  std::vector<std::string> out;
+  Tensor longest = scalar_tensor(static_cast<int64_t>(joined.size()), TensorOptions(kInt64));
+  group.all_reduce(longest, ReduceOp::Max)->wait();
+  const int64_t width = longest.item<int64_t>();
+  Tensor mine = zeros({width}, TensorOptions(kUInt8));
+  std::copy(joined.begin(), joined.end(), mine.data_ptr<uint8_t>());
+  Tensor all = zeros({width * group.size()}, TensorOptions(kUInt8));
+  group.all_gather(all, mine)->wait();
+  std::set<std::string> out;
   std::string current;
-  for (int64_t k = 0; k < bytes.numel(); ++k) {
-    const char c = static_cast<char>(bytes.data_ptr<uint8_t>()[k]);
+  for (int64_t k = 0; k < all.numel(); ++k) {
+    const char c = static_cast<char>(all.data_ptr<uint8_t>()[k]);
     if (c == '\n') {
-      out.push_back(current);
+      out.insert(current);
       current.clear();
-    } else {
+    } else if (c != 0) {
       current += c;
     }
   }
-  return out;
+  return {out.begin(), out.end()};
 }
 
 }  // namespace
@@ -135,6 +138,12 @@ ZeroOptimizer::ZeroOptimizer(DistributedDataParallel& ddp, std::vector<optim::Pa
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
+
+void ZeroOptimizer::add_param_group(optim::ParamGroup) {
+  throw NotImplementedError(
+      "[ZeroOptimizer.add_param_group] expected the groups at construction, got a new one: the "
+      "shards are cut once from DDP's buckets (make a new ZeroOptimizer over every group)");
+}
 
 void ZeroOptimizer::update(const Tensor&, const Tensor&, const optim::Options&,
                            optim::ParamState&) {
@@ -244,8 +253,7 @@ optim::StateDict ZeroOptimizer::state_dict() const {
     for (const auto& [name, _] : s->buffers) local_names.insert(name);
   }
   ddp_.group().all_reduce(steps, ReduceOp::Max)->wait();
-  // Rank 0 owns the start of every bucket, so its buffer names are everyone's.
-  const std::vector<std::string> names = broadcast_names(ddp_.group(), local_names);
+  const std::vector<std::string> names = union_names(ddp_.group(), local_names);
   const double* step = steps.data_ptr<double>();
   for (size_t i = 0; i < params.size(); ++i)
     if (index.group[i] >= 0 && step[i] > 0)

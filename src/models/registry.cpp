@@ -15,7 +15,16 @@ using Json = nlohmann::json;
 
 template <class T>
 T get_or(const Json& j, const char* key, T fallback) {
-  return j.contains(key) && !j[key].is_null() ? j[key].get<T>() : fallback;
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  try {
+    return j[key].get<T>();
+  } catch (const Json::exception&) {
+    throw ValueError(tessera::detail::str("[load_model] expected config key '", key, "' to be a ",
+                                          std::is_same_v<T, std::string> ? "string"
+                                          : std::is_same_v<T, bool>      ? "boolean"
+                                                                         : "number",
+                                          ", got ", j[key].dump().substr(0, 60)));
+  }
 }
 
 // The keys of j that Config knows (from its own to_json), so from_json's unknown-key check does
@@ -54,6 +63,16 @@ std::string llama_from_hf(const std::string& hf_json) {
   c.n_kv_heads = get_or<int64_t>(j, "num_key_value_heads", c.n_heads);
   c.hidden_dim = get_or<int64_t>(j, "intermediate_size", c.hidden_dim);
   c.max_seq_len = get_or<int64_t>(j, "max_position_embeddings", c.max_seq_len);
+  // Sliding-window attention (Mistral v0.1: 4096 of 32768) equals full attention within the
+  // window, which this model implements: the context is capped there so results stay exact.
+  const int64_t window = get_or<int64_t>(j, "sliding_window", 0);
+  if (window > 0 && get_or<bool>(j, "use_sliding_window", true))
+    c.max_seq_len = std::min(c.max_seq_len, window);
+  const int64_t head_dim = get_or<int64_t>(j, "head_dim", 0);
+  TESSERA_CHECK(head_dim == 0 || head_dim * c.n_heads == c.dim, ValueError,
+                "[load_model] expected head_dim = hidden_size / num_attention_heads (",
+                c.n_heads > 0 ? c.dim / c.n_heads : 0, "), got head_dim ", head_dim,
+                " (a decoupled head size is not implemented)");
   c.norm_eps = get_or<double>(j, "rms_norm_eps", c.norm_eps);
   c.rope_theta = get_or<double>(j, "rope_theta", c.rope_theta);
   c.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false);

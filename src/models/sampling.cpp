@@ -124,13 +124,7 @@ std::vector<int32_t> generate(CausalLM& model, std::vector<int32_t> prompt, int6
   TESSERA_CHECK(max_new_tokens >= 0, ValueError, "[generate] expected max_new_tokens >= 0, got ",
                 max_new_tokens);
   check_sampling_options(options);
-  // Eval mode (no dropout) for the loop, the caller's mode restored however it ends.
-  struct EvalScope {
-    CausalLM& model;
-    bool was_training = model.is_training();
-    ~EvalScope() { model.train(was_training); }
-  } eval_scope{model};
-  model.eval();
+  nn::EvalModeGuard eval_mode(model);
   autograd::InferenceMode inference;
   for (int64_t n = 0; n < max_new_tokens; ++n) {
     // Without a KV cache, every step re-reads the window that fits the model's context.

@@ -198,6 +198,34 @@ const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
   return layers_[i];
 }
 
+namespace {
+// Points the entries of list that held old at replacement.
+template <class M>
+void repoint(std::vector<std::shared_ptr<M>>& list, const Module* old,
+             const std::shared_ptr<M>& replacement) {
+  for (auto& entry : list)
+    if (entry.get() == old) entry = replacement;
+}
+}  // namespace
+
+void Sequential::swap_child(const std::string& name, std::shared_ptr<Module> module) {
+  auto layer = std::dynamic_pointer_cast<UnaryModule>(module);
+  TESSERA_CHECK(module == nullptr || layer != nullptr, TypeError,
+                "[Sequential] expected a unary module (one tensor in, one out) for '", name,
+                "', got ", module->type_name());
+  const std::shared_ptr<Module>* old = named_children().find(name);
+  const Module* before = old ? old->get() : nullptr;
+  Module::swap_child(name, std::move(module));
+  repoint(layers_, before, layer);
+}
+
+void ModuleList::swap_child(const std::string& name, std::shared_ptr<Module> module) {
+  const std::shared_ptr<Module>* old = named_children().find(name);
+  const Module* before = old ? old->get() : nullptr;
+  Module::swap_child(name, module);
+  repoint(modules_, before, module);
+}
+
 ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules) {
   for (const auto& m : modules) append(m);
 }

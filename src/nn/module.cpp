@@ -221,7 +221,8 @@ TensorDict Module::state_dict() const {
   return out;
 }
 
-LoadStateDictReport Module::load_state_dict(const TensorDict& state, bool strict) {
+LoadStateDictReport Module::load_state_dict(const TensorDict& state, bool strict,
+                                            bool skip_mismatched_shapes) {
   TensorDict own = persistent_tensors();  // not detached: we write into them
   LoadStateDictReport report;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
@@ -238,7 +239,9 @@ LoadStateDictReport Module::load_state_dict(const TensorDict& state, bool strict
   for (const auto& [key, _] : state) {
     if (!own.contains(key)) report.unexpected_keys.push_back(key);
   }
-  TESSERA_CHECK(!strict || report.ok(), ValueError, "[load_state_dict] expected the keys of ",
+  const bool keys_ok = !strict || (report.missing_keys.empty() && report.unexpected_keys.empty());
+  const bool shapes_ok = skip_mismatched_shapes || report.mismatched_keys.empty();
+  TESSERA_CHECK(keys_ok && shapes_ok, ValueError, "[load_state_dict] expected the keys of ",
                 type_name(), " with matching shapes, got ", report.str());
   autograd::NoGradGuard no_grad;
   for (auto& [dst, src] : copies) dst.copy_(src);

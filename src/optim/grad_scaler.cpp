@@ -36,6 +36,11 @@ bool GradScaler::found_inf() const {
 
 void GradScaler::unscale_(Optimizer& optimizer) {
   if (!options_.enabled) return;
+  TESSERA_CHECK(optimizer.steps_param_grads(), ValueError,
+                "[GradScaler.unscale_] expected an optimizer that steps its parameters' .grad, "
+                "got ",
+                optimizer.name(),
+                " (it steps gradients that loss scaling does not reach): use bfloat16 autocast");
   OptimizerState& state = optimizers_[&optimizer];
   TESSERA_CHECK(!state.stepped, RuntimeError,
                 "[GradScaler.unscale_] expected a call before step(), got one after it");

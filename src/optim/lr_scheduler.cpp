@@ -6,20 +6,21 @@
 
 namespace tessera::optim {
 
-LRScheduler::LRScheduler(Optimizer& optimizer, Schedule schedule)
-    : optimizer_(optimizer), schedule_(std::move(schedule)) {
-  for (const ParamGroup& g : optimizer_.param_groups()) base_lrs_.push_back(g.options.at("lr"));
-  apply();
+LRScheduler::LRScheduler(Optimizer& optimizer, Schedule schedule, Ratio chain)
+    : optimizer_(optimizer), schedule_(std::move(schedule)), chain_(std::move(chain)) {
+  base_lrs_ = optimizer_.initial_lrs();
+  apply(/*chained=*/true);
 }
 
-void LRScheduler::apply() {
+void LRScheduler::apply(bool chained) {
   std::vector<ParamGroup>& groups = optimizer_.param_groups();
   TESSERA_CHECK(groups.size() == base_lrs_.size(), ValueError,
                 "[LRScheduler] expected the optimizer's ", base_lrs_.size(), " param groups, got ",
                 groups.size(), " (groups added after the scheduler?)");
   last_lr_.clear();
   for (size_t g = 0; g < groups.size(); ++g) {
-    double lr = schedule_(last_step_, base_lrs_[g], g);
+    const double lr = chained && chain_ ? groups[g].options.at("lr") * chain_(last_step_)
+                                        : schedule_(last_step_, base_lrs_[g], g);
     groups[g].options.at("lr") = lr;
     last_lr_.push_back(lr);
   }
@@ -27,7 +28,12 @@ void LRScheduler::apply() {
 
 void LRScheduler::step() {
   ++last_step_;
-  apply();
+  apply(/*chained=*/true);
+}
+
+void LRScheduler::step(int64_t step) {
+  last_step_ = step;
+  apply(/*chained=*/false);
 }
 
 void LRScheduler::set_base_lrs(std::vector<double> base_lrs) {
@@ -35,7 +41,7 @@ void LRScheduler::set_base_lrs(std::vector<double> base_lrs) {
                 "[LRScheduler.set_base_lrs] expected ", base_lrs_.size(),
                 " base lrs (one per param group), got ", base_lrs.size());
   base_lrs_ = std::move(base_lrs);
-  apply();
+  apply(/*chained=*/false);
 }
 
 StateDict LRScheduler::state_dict() const {
@@ -60,7 +66,7 @@ void LRScheduler::load_state_dict(const StateDict& state) {
   }
   base_lrs_ = std::move(base_lrs);
   last_step_ = static_cast<int64_t>(state.scalars.at("last_step"));
-  apply();
+  apply(/*chained=*/false);
 }
 
 LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> factor)
@@ -90,10 +96,14 @@ LRScheduler::Schedule warmup_cosine(int64_t warmup, int64_t max_steps, double mi
 }  // namespace
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
-    : LRScheduler(optimizer, [step_size = checked_step_size(step_size), gamma](
-                                 int64_t step, double base_lr, size_t) {
-        return base_lr * std::pow(gamma, static_cast<double>(step / step_size));
-      }) {}
+    : LRScheduler(
+          optimizer,
+          [step_size = checked_step_size(step_size), gamma](int64_t step, double base_lr, size_t) {
+            return base_lr * std::pow(gamma, static_cast<double>(step / step_size));
+          },
+          [step_size, gamma](int64_t step) {
+            return step > 0 && step % step_size == 0 ? gamma : 1.0;
+          }) {}
 
 WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t max_steps,
                                double min_lr)

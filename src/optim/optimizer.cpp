@@ -34,7 +34,20 @@ void Optimizer::check_option(bool ok, const char* what, double value) const {
   TESSERA_CHECK(ok, ValueError, "[", name_, "] expected ", what, ", got ", value);
 }
 
-void Optimizer::add_param_group(ParamGroup group) {
+const std::vector<double>& Optimizer::initial_lrs() {
+  for (size_t g = initial_lrs_.size(); g < groups_.size(); ++g)
+    initial_lrs_.push_back(groups_[g].options.at("lr"));
+  return initial_lrs_;
+}
+
+void Optimizer::set_initial_lrs(std::vector<double> lrs) {
+  TESSERA_CHECK(lrs.size() == groups_.size(), ValueError, "[", name_,
+                ".set_initial_lrs] expected one lr per param group (", groups_.size(), "), got ",
+                lrs.size());
+  initial_lrs_ = std::move(lrs);
+}
+
+void Optimizer::insert_group(ParamGroup group) {
   std::unordered_set<const TensorImpl*> known;
   for (const ParamGroup& g : groups_) {
     for (const Tensor& p : g.params) known.insert(p.impl());
@@ -68,7 +81,7 @@ void Optimizer::add_initial_groups(std::vector<ParamGroup> groups) {
   size_t count = 0;
   for (ParamGroup& g : groups) {
     count += g.params.size();
-    add_param_group(std::move(g));
+    insert_group(std::move(g));
   }
   TESSERA_CHECK(count > 0, ValueError, "[", name_, "] expected at least one parameter, got none");
 }

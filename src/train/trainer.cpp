@@ -123,6 +123,21 @@ StepResult Trainer::step() {
 }
 
 StepResult Trainer::step(const std::function<data::Batch()>& next_batch) {
+  try {
+    return run_step(next_batch);
+  } catch (...) {
+    clear_gradients();
+    if (scaler_) scaler_->discard_step();
+    throw;
+  }
+}
+
+void Trainer::clear_gradients() {
+  optimizer_.zero_grad();
+  for (Tensor& p : params_) p.set_grad(Tensor());
+}
+
+StepResult Trainer::run_step(const std::function<data::Batch()>& next_batch) {
   StepResult result;
   result.lr = optimizer_.param_groups()[0].options.at("lr");
   const int64_t micro_steps = options_.grad_accum;
@@ -158,7 +173,7 @@ StepResult Trainer::step(const std::function<data::Batch()>& next_batch) {
   } else {
     optimizer_.step();
   }
-  optimizer_.zero_grad();
+  clear_gradients();
   if (scheduler_) scheduler_->step();
   ++step_;
   // The mean over micro-batches and ranks; token-weighted losses already sum to group size times
@@ -225,11 +240,16 @@ double Trainer::run_pipeline(const std::function<data::Batch()>& next_batch,
 }
 
 double Trainer::evaluate(data::DataLoader& loader, int64_t max_batches) {
-  const bool was_training = model_.is_training();
-  model_.eval();
   double sum = 0.0;
   int64_t rows = 0;
   {
+    nn::EvalModeGuard eval_mode(model_);
+    // Reads from the start, and leaves the loader where it stood (it may be the training one).
+    struct PositionGuard {
+      data::DataLoader& loader;
+      data::DataLoaderState before = loader.state();
+      ~PositionGuard() { loader.load_state(before); }
+    } position{loader};
     autograd::NoGradGuard no_grad;
     std::optional<AutocastGuard> autocast;
     maybe_autocast(autocast, options_);
@@ -259,7 +279,6 @@ double Trainer::evaluate(data::DataLoader& loader, int64_t max_batches) {
       sum = pipeline.executor->run(static_cast<int64_t>(batches.size()), callbacks);
     }
   }
-  if (was_training) model_.train();
   const std::vector<double> totals =
       sum_over_ranks(data_parallel_group(), {sum, static_cast<double>(rows)});
   sum = totals[0];

@@ -141,6 +141,34 @@ TEST(DDP, AnUnusedParameterIsNamedOrReducedAsZero) {
   EXPECT_TRUE(allclose(m.unused.grad(), zeros({2}), 0.0, 0.0));
 }
 
+// A backward that threw midway (an OOM the loop skips, here a failing hook on every rank) dropped
+// DDP's end-of-pass callback: every later backward failed with "got 'a' twice".
+TEST(DDP, ABackwardThatThrewLeavesTheNextOneWorking) {
+  auto group = world();
+  struct TwoParams : nn::Module {
+    Tensor a = register_parameter("a", ones({3}));
+    Tensor b = register_parameter("b", ones({3}));
+  } m;
+  DistributedDataParallel ddp(m, group);
+  bool fail = true;
+  const double scale = group->rank() + 1.0;
+  auto backward = [&] {
+    Tensor y = m.b * 2.0;
+    y.register_hook([&](const Tensor&) -> Tensor {
+      if (fail) throw RuntimeError("[test] a failing hook");
+      return Tensor();
+    });
+    sum(y * m.a * scale).backward();  // a's gradient arrives, then the hook throws
+  };
+  EXPECT_THROW(backward(), RuntimeError);
+  m.zero_grad();
+  fail = false;
+  backward();
+  const double mean_scale = (group->size() + 1) / 2.0;
+  EXPECT_TRUE(allclose(m.a.grad(), full({3}, 2.0 * mean_scale)));
+  EXPECT_TRUE(allclose(m.b.grad(), full({3}, 2.0 * mean_scale)));
+}
+
 TEST(DDP, TokenWeightedLossesAverageOverAllRanksTokens) {
   // Rank r ignores the first r targets of each row, so ranks hold different token counts; the
   // gradient must be that of the mean over every rank's tokens (one process, one batch).

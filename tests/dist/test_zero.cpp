@@ -26,6 +26,20 @@ TEST_P(Zero, MatchesZeroStageZeroOverTwentyStepsWithClipping) {
   EXPECT_LE(opt->shard_numel(), total / world()->size() + 64 * 1024);
 }
 
+// Loss scaling unscaled the parameters' .grad, which ZeRO does not step (it reads DDP's buckets):
+// the steps ran on gradients still scaled by 65536. New groups were accepted and never stepped.
+TEST_P(Zero, RefusesLossScalingAndNewGroups) {
+  DataParallelRun sharded(zero(GetParam()));
+  optim::GradScaler scaler;
+  try {
+    scaler.unscale_(*sharded.optimizer);
+    FAIL() << "unscaled a ZeRO optimizer";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("got ZeroOptimizer"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(sharded.optimizer->add_param_group({{ones({2})}}), NotImplementedError);
+}
+
 TEST_P(Zero, StateDictIsTheUnshardedOptimizersAndResumesExactly) {
   DataParallelRun plain({.accum = 2, .group = world()});
   plain.train(10);

@@ -58,6 +58,23 @@ TEST(ModelRegistry, ReadsHuggingFaceConfigs) {
   EXPECT_EQ(l.n_kv_heads, 2);
   EXPECT_EQ(l.hidden_dim, 128);
   EXPECT_EQ(family_of_hf_type("bert"), nullptr);
+
+  // Mistral v0.1's sliding window: exact as full attention up to the window, so the context is
+  // capped there (it was ignored); Qwen2 lists one it does not use.
+  const std::string base = R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 32)";
+  auto with = [&](const std::string& extra) {
+    return LlamaConfig::from_json(llama->config_from_hf(base + extra + "}"));
+  };
+  EXPECT_EQ(with(R"(, "sliding_window": 16)").max_seq_len, 16);
+  EXPECT_EQ(with(R"(, "sliding_window": 16, "use_sliding_window": false)").max_seq_len, 32);
+  EXPECT_EQ(with(R"(, "sliding_window": null)").max_seq_len, 32);
+  EXPECT_EQ(with(R"(, "head_dim": 16)").dim, 64);
+  // A decoupled head size, or a wrongly typed value, is a clear error (not a shape mismatch at
+  // load, or nlohmann's type_error).
+  EXPECT_TESSERA_ERROR(with(R"(, "head_dim": 32)"), ValueError, "expected head_dim");
+  EXPECT_TESSERA_ERROR(LlamaConfig::from_json(llama->config_from_hf(R"({"vocab_size": "100"})")),
+                       ValueError, "expected config key 'vocab_size' to be a number");
 }
 
 TEST(ModelRegistry, UnknownFamilyNamesTheRegisteredOnes) {

@@ -167,7 +167,11 @@ TEST(NnModule, StrictAndNonStrictLoadReports) {
   // A failed strict load changes nothing.
   EXPECT_TRUE(allclose(model->h->at<Block>(0)->attn->c_proj->weight, before));
 
-  nn::LoadStateDictReport report = model->load_state_dict(sd, /*strict=*/false);
+  // A shape mismatch throws even when not strict (torch), unless skipped (a new head).
+  EXPECT_THROW(model->load_state_dict(sd, /*strict=*/false), ValueError);
+  EXPECT_TRUE(allclose(model->h->at<Block>(0)->attn->c_proj->weight, before));
+  nn::LoadStateDictReport report =
+      model->load_state_dict(sd, /*strict=*/false, /*skip_mismatched_shapes=*/true);
   EXPECT_FALSE(report.ok());
   EXPECT_EQ(report.missing_keys, std::vector<std::string>{"ln_f.bias"});
   EXPECT_EQ(report.unexpected_keys, std::vector<std::string>{"extra.weight"});
@@ -345,6 +349,30 @@ TEST(NnLayers, ContainersAndRepr) {
             "    (1): ReLU()\n"
             "  )\n"
             ")");
+}
+
+// replace_module on a container swapped the registered child only: forward, [] and iteration
+// kept the old module while parameters() and state_dict() showed the new one.
+TEST(NnLayers, ReplacingAContainersChildReachesItsForwardAndIndexing) {
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(std::make_shared<Linear>(2, 2));
+  seq->push_back(std::make_shared<nn::ReLU>());
+  auto identity = std::make_shared<nn::ReLU>();
+  seq->replace_module("0", identity);  // Linear -> ReLU
+  EXPECT_EQ((*seq)[0].get(), identity.get());
+  const Tensor x = tensor(std::vector<float>{-1.0f, 2.0f});
+  EXPECT_TRUE(allclose((*seq)(x), tensor(std::vector<float>{0.0f, 2.0f})));
+  EXPECT_TRUE(seq->parameters().empty());
+  auto not_unary = std::make_shared<nn::ModuleList>();
+  EXPECT_TESSERA_ERROR(seq->replace_module("1", not_unary), TypeError, "[Sequential]");
+  EXPECT_EQ((*seq)[1]->type_name(), "ReLU");  // a refused swap changes nothing
+
+  auto list = std::make_shared<nn::ModuleList>();
+  list->push_back(std::make_shared<Linear>(2, 2));
+  auto replacement = std::make_shared<Linear>(2, 4);
+  list->replace_module("0", replacement);
+  EXPECT_EQ(list->at<Linear>(0).get(), replacement.get());
+  EXPECT_EQ(list->begin()->get(), replacement.get());
 }
 
 TEST(NnInit, GainsFansAndDistributions) {

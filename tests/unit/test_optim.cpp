@@ -380,18 +380,25 @@ TEST(LrScheduler, StepAndLambdaAndStateDict) {
   EXPECT_EQ(sd.scalars.at("last_step"), 5.0);
   EXPECT_EQ(sd.scalars.at("base_lrs.1"), 0.2);
 
-  // A scheduler built on the already-decayed optimizer gets its base lrs back from the state.
+  // Another scheduler on the decayed optimizer starts from the initial lrs (torch's
+  // group["initial_lr"]; it took the decayed 0.25, so chained schedules compounded), and a
+  // state sets its step.
   optim::StepLR resumed(opt, 2, 0.5);
-  EXPECT_EQ(resumed.base_lrs()[0], 0.25);
-  resumed.load_state_dict(sd);
   EXPECT_EQ(resumed.base_lrs(), (std::vector<double>{1.0, 0.2}));
+  resumed.load_state_dict(sd);
+  EXPECT_EQ(resumed.last_step(), 5);
   resumed.step();
   EXPECT_EQ(resumed.last_lr(), (std::vector<double>{0.125, 0.025}));
+  resumed.step(0);  // torch's step(epoch), as SequentialLR restarts a schedule
+  EXPECT_EQ(resumed.last_lr(), (std::vector<double>{1.0, 0.2}));
 
+  // A warm-up then a decay, chained: the decay's base is not the warm-up's step-0 lr of 0.
+  optim::LambdaLR warmup(opt, [](int64_t t) { return t / 10.0; });
+  EXPECT_EQ(warmup.last_lr()[0], 0.0);
   optim::LambdaLR lambda(opt, [](int64_t t) { return t < 3 ? 1.0 : 0.1; });
-  EXPECT_EQ(lambda.base_lrs()[0], 0.125);
+  EXPECT_EQ(lambda.base_lrs()[0], 1.0);
   for (int i = 0; i < 3; ++i) lambda.step();
-  EXPECT_DOUBLE_EQ(lambda.last_lr()[0], 0.0125);
+  EXPECT_DOUBLE_EQ(lambda.last_lr()[0], 0.1);
   optim::StateDict missing;
   missing.scalars.insert("last_step", 1.0);
   EXPECT_TESSERA_ERROR(lambda.load_state_dict(missing), ValueError, "base lrs");

@@ -122,6 +122,53 @@ TEST(Trainer, Float16UsesLossScalingAndHooksFire) {
   EXPECT_EQ(after, 1);
 }
 
+// A step abandoned by an exception left its micro-batches' gradients for the next step and the
+// loss scaler refusing every later unscale_; an evaluate that threw left the model in eval mode;
+// a trainable parameter outside the optimizer accumulated gradients forever.
+TEST(Trainer, AFailedStepOrEvaluateLeavesNothingBehind) {
+  TinyRun s;
+  TensorList params = s.model->parameters();
+  const Tensor outside = params.back();  // trainable, left out of the optimizer
+  params.pop_back();
+  optim::SGD sgd(params, {.lr = 0.0});
+  bool fail = false;
+  const train::LossFn lm_loss = train::causal_lm_loss(*s.model);
+  train::Trainer trainer(*s.model,
+                         [&](const data::Batch& b) {
+                           if (fail) throw ValueError("[test] a bad batch");
+                           return lm_loss(b);
+                         },
+                         sgd, nullptr, nullptr, {.grad_accum = 2, .autocast_dtype = kFloat16});
+  int micro = 0;
+  auto batches = [&] {
+    fail = micro++ % 2 == 1;  // the second micro-batch of each step fails
+    return data::Batch{s.x.select(0, 0), s.y.select(0, 0)};
+  };
+  trainer.grad_scaler()->unscale_(sgd);  // as a hook that clips would, before the failure
+  EXPECT_THROW(trainer.step(batches), ValueError);
+  for (const Tensor& p : s.model->parameters()) EXPECT_FALSE(p.grad().defined());
+
+  fail = false;
+  const train::StepResult ok = trainer.step([&] {
+    return data::Batch{s.x.select(0, 0), s.y.select(0, 0)};
+  });
+  EXPECT_TRUE(std::isfinite(ok.loss));
+  EXPECT_FALSE(outside.grad().defined());
+
+  fail = true;
+  data::DataLoader loader(std::make_shared<data::TensorDataset>(
+                              std::vector<Tensor>{s.x.select(0, 0), s.y.select(0, 0)}),
+                          {.batch_size = 2});
+  s.model->train();
+  EXPECT_THROW(trainer.evaluate(loader), ValueError);
+  EXPECT_TRUE(s.model->is_training());
+  // evaluate reads from the first batch and leaves the loader where it stood (it reset it).
+  fail = false;
+  ASSERT_TRUE(loader.next().has_value());
+  EXPECT_TRUE(std::isfinite(trainer.evaluate(loader)));
+  EXPECT_EQ(loader.state().batch, 1);
+}
+
 TEST(Trainer, CheckpointRestoresTheLoopExactly) {
   auto loader_for = [](const Tensor& x, const Tensor& y) {
     auto ds =

@@ -1,6 +1,7 @@
 #pragma once
 // The backward engine: dependency counts + a ready queue ordered by node creation (latest first),
 // no recursion. Saved tensors are freed as soon as their node has run unless retain_graph.
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -23,5 +24,9 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs,
 // backward() returns: how DistributedDataParallel waits for its gradient reductions, like torch's
 // queue_callback. Callbacks are dropped when the pass throws. RuntimeError outside a backward.
 void queue_callback(std::function<void()> fn);
+
+// A number identifying the outermost backward pass running on this thread (0 outside one): a
+// hook can tell a new pass from one that threw before its callbacks ran.
+uint64_t backward_pass_id();
 
 }  // namespace tessera::autograd

@@ -39,8 +39,12 @@ class ZeroOptimizer : public optim::Optimizer {
   int stage() const { return ddp_.options().reduce_scatter ? 2 : 1; }
   // Steps this rank's shards, then all-gathers the parameters.
   void step() override;
+  // NotImplementedError: the shards are cut once, from the constructor's groups (make a new
+  // ZeroOptimizer over every group instead).
+  void add_param_group(optim::ParamGroup group) override;
   // The norm over every rank's shard of the averaged gradients (collective).
   Tensor clip_grad_norm_(double max_norm) override;
+  bool steps_param_grads() const override { return false; }
   // The unsharded optimizer's state (collective: all-gathers the shards).
   optim::StateDict state_dict() const override;
   // Takes this rank's shards of an unsharded state (any world size wrote it).

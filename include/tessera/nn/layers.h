@@ -136,6 +136,9 @@ class Sequential : public UnaryModule {
   auto begin() const { return layers_.begin(); }
   auto end() const { return layers_.end(); }
 
+ protected:
+  void swap_child(const std::string& name, std::shared_ptr<Module> module) override;
+
  private:
   void append(std::shared_ptr<UnaryModule> layer);
   std::vector<std::shared_ptr<UnaryModule>> layers_;
@@ -160,6 +163,9 @@ class ModuleList : public Module {
   size_t size() const { return modules_.size(); }
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
+
+ protected:
+  void swap_child(const std::string& name, std::shared_ptr<Module> module) override;
 
  private:
   void append(std::shared_ptr<Module> module);

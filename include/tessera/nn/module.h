@@ -132,10 +132,13 @@ class Module : public std::enable_shared_from_this<Module> {
   // Parameters and persistent buffers (detached, sharing storage), tied tensors under every
   // name, as torch.
   TensorDict state_dict() const;
-  // Copies matching entries into this module's tensors (casting dtype; shapes must match).
-  // strict: any missing, unexpected or mis-shaped key throws ValueError listing all of them and
-  // nothing is loaded. Not strict: loads what matches and returns the report.
-  LoadStateDictReport load_state_dict(const TensorDict& state, bool strict = true);
+  // Copies matching entries into this module's tensors (casting dtype). Any problem throws
+  // ValueError listing all of them, and nothing is loaded then: a missing or unexpected key when
+  // strict, a mis-shaped one unless skip_mismatched_shapes (as torch, which raises on a shape
+  // mismatch even when not strict; skipping is HF's ignore_mismatched_sizes, for a new head).
+  // Returns the report of what was left alone.
+  LoadStateDictReport load_state_dict(const TensorDict& state, bool strict = true,
+                                      bool skip_mismatched_shapes = false);
 
   // ---- mode, dtype, gradients ----
 
@@ -184,6 +187,11 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor call_with_hooks(TensorList inputs,
                          const std::function<Tensor(const TensorList&)>& forward);
 
+ protected:
+  // replace_module's work; containers that keep their children in a list of their own override
+  // it to keep that list in step (after checking the new module, before calling this).
+  virtual void swap_child(const std::string& name, std::shared_ptr<Module> module);
+
  private:
   using Visitor = std::function<void(const std::string& prefix, const Module&)>;
   // Pre-order walk; with dedupe each module is visited once (shared submodules, cycles).
@@ -193,7 +201,6 @@ class Module : public std::enable_shared_from_this<Module> {
   TensorDict persistent_tensors() const;
   void check_new_name(const std::string& name, std::string_view op) const;
   void add_child(std::string name, std::shared_ptr<Module> module);
-  void swap_child(const std::string& name, std::shared_ptr<Module> module);
   // Replaces every parameter's and buffer's data (and grads) with convert(t), once per tensor.
   void convert_tensors(const std::function<Tensor(const Tensor&)>& convert, bool floating_only);
 
@@ -203,6 +210,22 @@ class Module : public std::enable_shared_from_this<Module> {
   OrderedDict<std::shared_ptr<Module>> children_;
   bool training_ = true;
   std::shared_ptr<detail::ForwardHooks> hooks_;  // created on the first registered hook
+};
+
+// Eval mode (no dropout) for its lifetime; the module's mode before is restored however the scope
+// ends, an exception included.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& module) : module_(module), was_training_(module.is_training()) {
+    module_.eval();
+  }
+  ~EvalModeGuard() { module_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
 };
 
 // A module mapping one tensor to one tensor (most layers). operator() runs forward() with the

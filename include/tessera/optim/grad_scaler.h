@@ -43,6 +43,9 @@ class GradScaler {
   // Backs the scale off after a step where any optimizer found an inf or nan, grows it after
   // growth_interval good ones. RuntimeError when no unscale_ or step() came since the last.
   void update();
+  // Forgets this step's unscale_ and step() records, the scale unchanged: for a loop whose step
+  // was abandoned by an exception (otherwise the next unscale_ is refused as a second one).
+  void discard_step() { optimizers_.clear(); }
 
   double get_scale() const { return scale_; }
   bool is_enabled() const { return options_.enabled; }

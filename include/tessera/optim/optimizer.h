@@ -53,13 +53,22 @@ class Optimizer {
   // they are scaled by min(1, max_norm / (norm + 1e-6)) (optim::clip_grad_norm_). A sharded
   // optimizer (dist::ZeroOptimizer) reduces the norm over its ranks.
   virtual Tensor clip_grad_norm_(double max_norm);
+  // Whether step() reads its parameters' .grad, which GradScaler unscales in place; false for
+  // dist::ZeroOptimizer, which steps DDP's reduced buckets.
+  virtual bool steps_param_grads() const { return true; }
   // Adds a group. Its option names must be among defaults() (ValueError otherwise), values are
   // checked, and a parameter may belong to one group only.
-  void add_param_group(ParamGroup group);
+  virtual void add_param_group(ParamGroup group) { insert_group(std::move(group)); }
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   const Options& defaults() const { return defaults_; }
+  // Each group's lr as it was when a scheduler first asked (torch's group["initial_lr"], set by
+  // the first scheduler): the base every scheduler on this optimizer starts from.
+  const std::vector<double>& initial_lrs();
+  // Replaces them (torch's OneCycleLR writes group["initial_lr"] = max_lr / div_factor); one per
+  // group, ValueError otherwise.
+  void set_initial_lrs(std::vector<double> lrs);
   const std::string& name() const { return name_; }
   // The state of param, or null before its first update.
   const ParamState* state(const Tensor& param) const;
@@ -80,6 +89,8 @@ class Optimizer {
       : name_(std::move(name)), defaults_(std::move(defaults)) {}
   // Adds the constructor's groups; ValueError when they hold no parameter at all.
   void add_initial_groups(std::vector<ParamGroup> groups);
+  // add_param_group's checks and insertion.
+  void insert_group(ParamGroup group);
 
   // One parameter's update. param and grad are contiguous with the same dtype; state buffers
   // made by state_buffer() follow the param's dtype (float32 for 16-bit params).
@@ -110,6 +121,7 @@ class Optimizer {
   std::string name_;
   Options defaults_;
   std::vector<ParamGroup> groups_;
+  std::vector<double> initial_lrs_;  // of the first initial_lrs_.size() groups
   std::unordered_map<const TensorImpl*, ParamState> state_;
 };
 

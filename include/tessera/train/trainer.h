@@ -107,10 +107,13 @@ class Trainer {
   // One optimizer step over grad_accum micro-batches from the loader (a new epoch starts when
   // one runs out).
   StepResult step();
-  // The same with micro-batches from next_batch.
+  // The same with micro-batches from next_batch. A step that throws (a bad batch, an OOM the
+  // caller catches) leaves nothing behind: the next starts from cleared gradients and loss-scaler
+  // records.
   StepResult step(const std::function<data::Batch()>& next_batch);
-  // Mean loss of up to max_batches batches of loader (all when < 0), weighted by their rows, in
-  // eval mode without gradients, under the training autocast state.
+  // Mean loss of up to max_batches batches of loader (all when < 0, from its first), weighted by
+  // their rows, in eval mode without gradients, under the training autocast state. The loader is
+  // left where it stood.
   double evaluate(data::DataLoader& loader, int64_t max_batches = -1);
 
   int64_t step_count() const { return step_; }
@@ -137,6 +140,10 @@ class Trainer {
   double run_pipeline(const std::function<data::Batch()>& next_batch,
                       std::vector<data::Batch>& batches, const std::vector<double>& weights);
   data::Batch next_loader_batch();
+  StepResult run_step(const std::function<data::Batch()>& next_batch);
+  // Drops the gradients of every trainable parameter, the optimizer's or not (one left out of
+  // it to freeze it would otherwise accumulate forever).
+  void clear_gradients();
 
   nn::Module& model_;
   LossFn loss_;
@@ -144,7 +151,7 @@ class Trainer {
   optim::LRScheduler* scheduler_;
   data::DataLoader* loader_;
   TrainerOptions options_;
-  TensorList params_;
+  TensorList params_;  // every parameter of the model that requires grad
   std::unique_ptr<optim::GradScaler> scaler_;
   TrainerHooks hooks_;
   int64_t step_ = 0;

@@ -8,19 +8,13 @@ SequentialLR can chain them.
 """
 import bisect
 import math
-import weakref
 
 from .._C.optim import LRScheduler, LambdaLR, StepLR, WarmupCosineLR  # noqa: F401
 
-# Each optimizer's lrs before its first schedule (torch keeps them as group["initial_lr"]; our
-# groups hold only the optimizer's own options).
-_initial_lrs = weakref.WeakKeyDictionary()
-
-
 def _initial_lr(optimizer):
-    if optimizer not in _initial_lrs:
-        _initial_lrs[optimizer] = [g["lr"] for g in optimizer.param_groups]
-    return list(_initial_lrs[optimizer])
+    """Each group's lr before its first schedule (torch's group["initial_lr"]), kept by the C++
+    optimizer so that the C++ schedules (LambdaLR, StepLR, ...) share it."""
+    return list(optimizer._initial_lrs())
 
 
 class _Scheduler:
@@ -121,7 +115,7 @@ class OneCycleLR(_Scheduler):
         max_lrs = per_group(max_lr)
         initial = [m / div_factor for m in max_lrs]
         minimum = [i / final_div_factor for i in initial]
-        _initial_lrs[optimizer] = initial
+        optimizer._set_initial_lrs(initial)
         self.lrs = {"initial": initial, "max": max_lrs, "min": minimum}
         up = float(pct_start * total_steps) - 1
         if three_phase:

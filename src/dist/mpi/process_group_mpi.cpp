@@ -14,6 +14,7 @@ namespace tessera::dist {
 
 struct ProcessGroupMPI::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
+  std::shared_ptr<detail::GroupHealth> health = std::make_shared<detail::GroupHealth>();
 };
 
 namespace {
@@ -32,18 +33,19 @@ using detail::OwnedType;
 using detail::reduces_in_float32;
 using detail::spaced_type;
 
-// An operation about to be posted. Its handle exists before the first MPI call, so that when a
-// later chunk fails to post, the requests already posted keep their buffers: the handle's
-// destructor hands them to the orphans.
+// An operation about to be posted on a group that has not failed. Its handle exists before the
+// first MPI call, so that when a later chunk fails to post, the requests already posted keep
+// their buffers: the handle's destructor hands them to the orphans.
 struct Launch {
   std::shared_ptr<detail::PendingOp> op = std::make_shared<detail::PendingOp>();
   std::shared_ptr<detail::WorkMPI> work;
 
-  Launch(std::string name, std::vector<Tensor> keep, std::string where,
-         std::chrono::milliseconds timeout) {
+  Launch(std::string name, std::vector<Tensor> keep, const ProcessGroupMPI::Impl& group,
+         std::string where, std::chrono::milliseconds timeout) {
+    group.health->check(name, where);
     op->op = std::move(name);
     op->keep_alive = std::move(keep);
-    work = std::make_shared<detail::WorkMPI>(op, std::move(where), timeout);
+    work = std::make_shared<detail::WorkMPI>(op, group.health, std::move(where), timeout);
   }
   MPI_Request* request() { return &op->requests.emplace_back(); }
 };
@@ -95,13 +97,20 @@ Environment init() {
 #endif
       // Serialized: DDP polls from a communication thread, and mpi_lock() keeps the calls of
       // the two threads apart.
-      int provided = 0;
-      TESSERA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+      int granted = 0;
+      TESSERA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &granted));
       g_we_initialized = true;
-      TESSERA_CHECK(provided >= MPI_THREAD_SERIALIZED, DistributedError,
-                    "[dist.init] expected MPI_THREAD_SERIALIZED support from MPI, got level ",
-                    provided);
     }
+    // Also when the host initialised MPI itself (mpi4py, say): below serialized, DDP's progress
+    // thread would call MPI where MPI does not allow it.
+    int provided = 0;
+    TESSERA_MPI_CHECK(MPI_Query_thread(&provided));
+    TESSERA_CHECK(provided >= MPI_THREAD_SERIALIZED, DistributedError,
+                  "[dist.init] expected MPI_THREAD_SERIALIZED support from MPI, got level ",
+                  provided,
+                  initialized ? " (MPI was initialised before dist.init: ask for "
+                                "MPI_THREAD_SERIALIZED or above there)"
+                              : "");
     TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     TESSERA_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     TESSERA_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
@@ -194,7 +203,8 @@ std::shared_ptr<ProcessGroupMPI> ProcessGroupMPI::split(int color, int key, std:
 void ProcessGroupMPI::check_same_call(std::string_view op, const std::string& fingerprint) {
   // Every rank's `count` elements of `mine` into `all`, waited for under the group's deadline.
   auto exchange = [&](const Tensor& mine, const Tensor& all, int count, MPI_Datatype type) {
-    Launch l(detail::str(op, " (debug fingerprint exchange)"), {mine, all}, where(), timeout());
+    Launch l(detail::str(op, " (debug fingerprint exchange)"), {mine, all}, *impl_, where(),
+             timeout());
     {
       auto lock = detail::mpi_lock();
       TESSERA_MPI_CHECK(MPI_Iallgather(mine.data_ptr(), count, type, all.data_ptr(), count, type,
@@ -240,7 +250,7 @@ WorkHandle ProcessGroupMPI::all_reduce(const Tensor& t, ReduceOp op) {
   detail::poll_orphans();
   const DType wire = reduces_in_float32(t.dtype()) ? kFloat32 : t.dtype();
   Tensor buf = detail::staging(t, wire, /*copy_in=*/true);
-  Launch l("all_reduce", {buf, t}, where(), timeout());
+  Launch l("all_reduce", {buf, t}, *impl_, where(), timeout());
   {
     auto lock = detail::mpi_lock();
     for (const Chunk& c : chunks(buf.numel()))
@@ -270,7 +280,7 @@ WorkHandle ProcessGroupMPI::all_gather(const Tensor& output, const Tensor& input
   detail::poll_orphans();
   Tensor in = detail::staging(input, input.dtype(), true);
   Tensor out = detail::staging(output, output.dtype(), false);
-  Launch l("all_gather", {in, out, output}, where(), timeout());
+  Launch l("all_gather", {in, out, output}, *impl_, where(), timeout());
   const MPI_Datatype type = mpi_type(input.dtype());
   const int64_t n = input.numel();
   {
@@ -312,7 +322,7 @@ WorkHandle ProcessGroupMPI::reduce_scatter(const Tensor& output, const Tensor& i
   const DType wire = reduces_in_float32(input.dtype()) ? kFloat32 : input.dtype();
   Tensor in = detail::staging(input, wire, true);
   Tensor out = detail::staging(output, wire, false);
-  Launch l("reduce_scatter", {in, out, output}, where(), timeout());
+  Launch l("reduce_scatter", {in, out, output}, *impl_, where(), timeout());
   const MPI_Datatype type = mpi_type(wire);
   const int64_t n = output.numel();
   {
@@ -349,7 +359,7 @@ WorkHandle ProcessGroupMPI::broadcast(const Tensor& t, int root) {
                     detail::str("broadcast(root ", root, ", ", detail::describe(t), ")"));
   detail::poll_orphans();
   Tensor buf = detail::staging(t, t.dtype(), /*copy_in=*/rank() == root);
-  Launch l("broadcast", {buf, t}, where(), timeout());
+  Launch l("broadcast", {buf, t}, *impl_, where(), timeout());
   {
     auto lock = detail::mpi_lock();
     for (const Chunk& c : chunks(buf.numel()))
@@ -368,7 +378,7 @@ WorkHandle ProcessGroupMPI::send(const Tensor& t, int dst, int tag) {
   TESSERA_CHECK(tag >= 0, ValueError, "[send] expected a tag >= 0, got ", tag);
   detail::poll_orphans();
   Tensor buf = detail::staging(t, t.dtype(), true);
-  Launch l(detail::str("send to rank ", dst), {buf}, where(), timeout());
+  Launch l(detail::str("send to rank ", dst), {buf}, *impl_, where(), timeout());
   {
     auto lock = detail::mpi_lock();
     for (const Chunk& c : chunks(buf.numel()))
@@ -384,7 +394,7 @@ WorkHandle ProcessGroupMPI::recv(const Tensor& t, int src, int tag) {
   TESSERA_CHECK(tag >= 0, ValueError, "[recv] expected a tag >= 0, got ", tag);
   detail::poll_orphans();
   Tensor buf = detail::staging(t, t.dtype(), false);
-  Launch l(detail::str("recv from rank ", src), {buf, t}, where(), timeout());
+  Launch l(detail::str("recv from rank ", src), {buf, t}, *impl_, where(), timeout());
   l.op->recv_type = mpi_type(t.dtype());
   {
     auto lock = detail::mpi_lock();
@@ -401,7 +411,7 @@ WorkHandle ProcessGroupMPI::recv(const Tensor& t, int src, int tag) {
 WorkHandle ProcessGroupMPI::barrier() {
   if (debug()) check_same_call("barrier", "barrier()");
   detail::poll_orphans();
-  Launch l("barrier", {}, where(), timeout());
+  Launch l("barrier", {}, *impl_, where(), timeout());
   {
     auto lock = detail::mpi_lock();
     TESSERA_MPI_CHECK(MPI_Ibarrier(impl_->comm, l.request()));

@@ -63,9 +63,28 @@ void poll_orphans() {
   });
 }
 
-WorkMPI::WorkMPI(std::shared_ptr<PendingOp> op, std::string where,
-                 std::chrono::milliseconds timeout)
+void PendingOp::abandon() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  finish = nullptr;
+}
+
+void GroupHealth::fail(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_.empty()) failure_ = reason;
+}
+
+void GroupHealth::check(std::string_view op, const std::string& where) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TESSERA_CHECK(failure_.empty(), DistributedError, "[", op, "] expected a usable MPI group on ",
+                where, ", got one that failed after ", failure_,
+                " (its ranks no longer agree on which collective comes next): end the job "
+                "(dist::abort) or restart it from a checkpoint");
+}
+
+WorkMPI::WorkMPI(std::shared_ptr<PendingOp> op, std::shared_ptr<GroupHealth> health,
+                 std::string where, std::chrono::milliseconds timeout)
     : op_(std::move(op)),
+      health_(std::move(health)),
       where_(std::move(where)),
       timeout_(timeout),
       deadline_(std::chrono::steady_clock::now() + timeout) {}
@@ -77,9 +96,25 @@ WorkMPI::~WorkMPI() {
   orphans().push_back(std::move(op_));
 }
 
+bool WorkMPI::test() {
+  try {
+    return op_->test();
+  } catch (const DistributedError& e) {
+    // A message of the wrong length completed every request (done): the order still holds. An
+    // MPI error may have left requests pending, which later operations would pair with.
+    if (!op_->done.load(std::memory_order_acquire))
+      health_->fail(str("an error in ", op_->op, ": ", e.what()));
+    throw;
+  }
+}
+
+bool WorkMPI::is_completed() { return test(); }
+
 void WorkMPI::wait() {
-  if (!poll_until([this] { return op_->test(); }, deadline_))
-    throw timeout_error(op_->op, timeout_, where_);
+  if (poll_until([this] { return test(); }, deadline_)) return;
+  op_->abandon();
+  health_->fail(str("a timeout in ", op_->op));
+  throw timeout_error(op_->op, timeout_, where_);
 }
 
 }  // namespace tessera::dist::detail
