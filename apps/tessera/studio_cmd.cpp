@@ -2,8 +2,6 @@
 // and benchmarks (tessera/studio/studio.h), front end included in the binary.
 #include <pthread.h>
 
-#include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -74,19 +72,14 @@ Command add_studio_command(CLI::App& app) {
             if (made)
               std::fprintf(stderr, "studio: API key %s (kept in %s/api_key)\n", o->api_key.c_str(),
                            o->data_dir.c_str());
-            std::atomic<bool> returned{false};
             std::thread watcher([&] {
               int sig = 0;
               sigwait(&stop_signals, &sig);
-              // Services keep running: the next start adopts them. A signal before run() listens
-              // finds nothing to stop yet (httplib's stop() is a no-op then): retried.
-              while (!returned) {
-                studio.stop();
-                std::this_thread::sleep_for(std::chrono::milliseconds(50));
-              }
+              // Services keep running: the next start adopts them. Also woken below once run()
+              // has returned by itself, when stopping again is harmless.
+              studio.stop();
             });
             studio.run();
-            returned = true;
             pthread_kill(watcher.native_handle(), SIGTERM);
             watcher.join();
             std::fprintf(stderr, "studio: stopped (services left running)\n");

@@ -3,6 +3,7 @@
 // (a stream's wake-up function) takes the GIL itself.
 #include "tessera/llm/llm.h"
 #include "bind.h"
+#include "tessera/core/error.h"
 
 namespace tessera::python {
 
@@ -160,9 +161,13 @@ void bind_stream(py::module_& m) {
           "take",
           [](RequestStream& s) {
             py::list out;
-            for (const RequestStream::Delta& d : s.take())
+            for (const RequestStream::Delta& d : s.take()) {
+              // vLLM raises for a request its engine failed; "abort" would read as a cancel.
+              TESSERA_CHECK(d.output.error.empty(), RuntimeError, "[LLM] sequence ", d.index,
+                            " failed in the engine: ", d.output.error);
               out.append(sequence_tuple(d.index, d.output.new_tokens, d.output.text,
                                         d.output.finish_reason, d.output.logprobs));
+            }
             return out;
           },
           "The (index, new token ids, new text, finish reason or None, logprobs) outputs queued "
@@ -248,11 +253,15 @@ void bind_llm(py::module_& m) {
             }
             if (interrupted) throw py::error_already_set();
             py::list out;
-            for (const auto& seqs : results) {
+            for (size_t i = 0; i < results.size(); ++i) {
+              const auto& seqs = results[i];
               py::list each;
-              for (size_t j = 0; j < seqs.size(); ++j)
+              for (size_t j = 0; j < seqs.size(); ++j) {
+                TESSERA_CHECK(seqs[j].error.empty(), RuntimeError, "[LLM.generate] sequence ", j,
+                              " of prompt ", i, " failed in the engine: ", seqs[j].error);
                 each.append(sequence_tuple(static_cast<int64_t>(j), seqs[j].token_ids, seqs[j].text,
                                            seqs[j].finish_reason, seqs[j].logprobs));
+              }
               out.append(each);
             }
             return out;

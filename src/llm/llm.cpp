@@ -115,7 +115,9 @@ LLM::LLM(const LLMConfig& config) {
   const Device device = device_option(config.device, "LLM");
   loaded_ = load_model(config.model);
   loaded_.model->to(device);
-  tokenizer_ = model_tokenizer(loaded_, config.tokenizer, config.data_dir, "LLM");
+  tokenizer_ = config.tokenizer_object
+                   ? config.tokenizer_object
+                   : model_tokenizer(loaded_, config.tokenizer, config.data_dir, "LLM");
   auto engine = std::make_unique<infer::Engine>(*loaded_.model, config.engine, tokenizer_);
   // The deleter holds the model: the engine reads its weights until it is gone.
   engine_ = std::shared_ptr<infer::AsyncEngine>(
@@ -177,6 +179,7 @@ std::vector<std::vector<Sequence>> LLM::generate(std::span<const std::vector<int
         seq.text += d.output.text;
         seq.finish_reason = d.output.finish_reason;
         seq.logprobs.insert(seq.logprobs.end(), d.output.logprobs.begin(), d.output.logprobs.end());
+        if (!d.output.error.empty()) seq.error = d.output.error;
       }
       if (finished) break;
       s.wait_for(kPoll);

@@ -77,12 +77,19 @@ std::string chat_prompt(const Json& messages, const ModelLimits& limits) {
 // A chat's prompt tokens: see ChatTemplate for how BOS is handled.
 std::vector<int32_t> chat_tokens(const Json& messages, const tokenizers::Tokenizer& tok,
                                  const ModelLimits& limits) {
-  std::string text = chat_prompt(messages, limits);
+  const std::string text = chat_prompt(messages, limits);
   if (!limits.chat_template) return encode(tok, text);
-  const std::string& bos = limits.chat_template->bos_token;
-  const bool starts_with_bos = !bos.empty() && text.rfind(bos, 0) == 0;
-  if (starts_with_bos) text.erase(0, bos.size());
-  return tok.encode(text, starts_with_bos && tok.bos_id().has_value());
+  const ChatTemplate& t = *limits.chat_template;
+  // Wherever the template writes the special tokens' texts ("</s><s>[INST]" between turns),
+  // they are their ids, as Hugging Face tokenizes them; a BOS text without a BOS id is dropped.
+  std::vector<tokenizers::Tokenizer::Special> specials;
+  if (tok.bos_id()) specials.push_back({t.bos_token, *tok.bos_id()});
+  if (tok.eos_id()) specials.push_back({t.eos_token, *tok.eos_id()});
+  const std::string_view rest =
+      !tok.bos_id() && !t.bos_token.empty() && text.starts_with(t.bos_token)
+          ? std::string_view(text).substr(t.bos_token.size())
+          : std::string_view(text);
+  return tok.encode_with_specials(rest, specials);
 }
 
 const std::set<std::string>& known_fields(Endpoint ep) {

@@ -1,7 +1,6 @@
 #include "tessera/serve/server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -42,10 +41,6 @@ Server::Server(std::shared_ptr<infer::AsyncEngine> engine, ServerConfig config)
   const size_t threads = static_cast<size_t>(s.config.max_concurrent_requests) + 4;
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(s.config.max_body_bytes);
-  s.http.set_socket_options([&s](socket_t sock) {
-    httplib::default_socket_options(sock);
-    s.listen_fd = sock;
-  });
   s.routes();
 }
 
@@ -59,35 +54,17 @@ const Metrics& Server::metrics() const { return *impl_->metrics; }
 
 int Server::bind() {
   Impl& s = *impl_;
-  if (s.config.port == 0) {
-    s.config.port = s.http.bind_to_any_port(s.config.host);
-    TESSERA_CHECK(s.config.port > 0, RuntimeError, "[Server] could not bind ", s.config.host);
-  } else {
-    TESSERA_CHECK(s.http.bind_to_port(s.config.host, s.config.port), RuntimeError,
-                  "[Server] could not bind ", s.config.host, ":", s.config.port);
-  }
-  // httplib listens with a backlog of 5: a burst of clients (32 streams at once) overflows it
-  // and the kernel drops their handshakes. Listening again on Linux just resizes the queue.
-  if (s.listen_fd >= 0) ::listen(s.listen_fd, SOMAXCONN);
-  s.bound = true;
+  s.config.port = s.listener.bind(s.config.host, s.config.port);
   return s.config.port;
 }
 
 void Server::run() {
-  if (!impl_->bound) bind();
-  if (!impl_->stop_requested) impl_->http.listen_after_bind();
+  if (impl_->listener.stop_requested()) return;
+  bind();  // keeps the port chosen for 0 in the config
+  impl_->listener.run(impl_->config.host, impl_->config.port);
 }
 
-void Server::stop() {
-  Impl& s = *impl_;
-  if (s.stop_requested.exchange(true)) return;
-  if (s.http.is_running())
-    s.http.stop();
-  else if (s.listen_fd >= 0)
-    // httplib's stop() does nothing before its accept loop runs (a SIGTERM during startup was
-    // lost): a shut-down socket ends that loop at its first accept instead.
-    ::shutdown(s.listen_fd, SHUT_RDWR);
-}
+void Server::stop() { impl_->listener.stop(); }
 
 int64_t Server::in_flight() const { return impl_->in_flight; }
 

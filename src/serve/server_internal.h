@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/serve/listener.h"
 #include "tessera/serve/metrics.h"
 #include "tessera/serve/openai.h"
 #include "tessera/serve/server.h"
@@ -138,9 +139,7 @@ struct Server::Impl {
   httplib::Server http;
   std::atomic<int64_t> in_flight{0};
   std::atomic<int64_t> next_id{0};
-  bool bound = false;
-  std::atomic<bool> stop_requested{false};
-  int listen_fd = -1;  // the last socket httplib configured: the listening one after bind
+  Listener listener{http, "[Server]"};
   // Requests submitted to the engine and not yet answered (by their first choice's id), for
   // shutdown() to cancel.
   std::mutex live_mutex;

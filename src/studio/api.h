@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/serve/listener.h"
 #include "tessera/studio/studio.h"
 
 namespace tessera::studio {
@@ -24,14 +25,37 @@ struct HttpError : std::runtime_error {
   int status;
 };
 
+// The stop button of one generation: a flag read at each token, and the upstream connection shut
+// down so that a service sending nothing (a long prefill, a hung child) cannot hold the chat.
+class ChatStop {
+ public:
+  void request() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    requested_ = true;
+    if (client_) client_->stop();
+  }
+  bool requested() const { return requested_; }
+  // request() also stops this client while it is attached; false when a stop came first.
+  bool attach(httplib::Client* client) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    client_ = client;
+    return !requested_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::atomic<bool> requested_{false};
+  httplib::Client* client_ = nullptr;
+};
+
 struct Studio::Impl {
   StudioConfig config;
   Database db;
   httplib::Server http;
-  int port = 0;
-  // Generations in flight, by conversation id: set to true to cancel (the stop button).
+  serve::Listener listener{http, "[studio]"};
+  // Generations in flight, by conversation id, with their stop buttons.
   std::mutex chats_mutex;
-  std::map<int64_t, std::shared_ptr<std::atomic<bool>>> chats;
+  std::map<int64_t, std::shared_ptr<ChatStop>> chats;
   // Start/stop of one service at a time (a double click must not start two children).
   std::mutex services_mutex;
 

@@ -50,8 +50,7 @@ Json conversation(Studio::Impl& s, int64_t id) {
 
 // One generation: registered so /stop can find it, unregistered when it ends.
 struct ActiveChat {
-  ActiveChat(Studio::Impl& s, int64_t id)
-      : s(s), id(id), cancel(std::make_shared<std::atomic<bool>>(false)) {
+  ActiveChat(Studio::Impl& s, int64_t id) : s(s), id(id), cancel(std::make_shared<ChatStop>()) {
     std::lock_guard<std::mutex> lock(s.chats_mutex);
     if (s.chats.count(id))
       throw HttpError(409, "[studio.chat] expected no generation in flight in conversation " +
@@ -64,11 +63,19 @@ struct ActiveChat {
   }
   Studio::Impl& s;
   int64_t id;
-  std::shared_ptr<std::atomic<bool>> cancel;
+  std::shared_ptr<ChatStop> cancel;
+};
+
+// Keeps a client attached to a stop button for its lifetime.
+struct Attached {
+  Attached(ChatStop& stop, httplib::Client& client) : stop(stop), live(stop.attach(&client)) {}
+  ~Attached() { stop.attach(nullptr); }
+  ChatStop& stop;
+  const bool live;  // false: stopped before the request was sent
 };
 
 // Streams the service's answer into sink; returns the assistant message's stats.
-Json stream_reply(const Json& service, const Json& request, std::atomic<bool>& cancel,
+Json stream_reply(const Json& service, const Json& request, ChatStop& cancel,
                   httplib::DataSink& sink, std::string& text) {
   httplib::Client c("127.0.0.1", static_cast<int>(service["port"].get<int64_t>()));
   c.set_read_timeout(600, 0);
@@ -103,20 +110,22 @@ Json stream_reply(const Json& service, const Json& request, std::atomic<bool>& c
       const std::string out = sse({{"delta", delta}, {"tokens", tokens}, {"ttft_s", ttft}});
       if (!sink.is_writable() || !sink.write(out.data(), out.size())) gone = true;
     }
-    return !gone && !cancel.load();
+    return !gone && !cancel.requested();
   };
   req.response_handler = [&](const httplib::Response& r) {
     status = r.status;
     return true;
   };
-  auto res = c.send(req);
+  const Attached attached(cancel, c);
+  httplib::Result res =
+      attached.live ? c.send(req) : httplib::Result(nullptr, httplib::Error::Canceled);
   if (status != 0 && status != 200) {
     const Json body = parse_json(buffer);
     error = "the service answered " + std::to_string(status) + ": " +
             (body.is_object() && body.contains("error") ? body["error"].value("message", "")
                                                         : buffer.substr(0, 200));
   }
-  if (!res && error.empty() && !cancel.load() && !gone)
+  if (!res && error.empty() && !cancel.requested() && !gone)
     error = "the service could not be reached: " + httplib::to_string(res.error());
   const double ttft = tokens ? std::chrono::duration<double>(first - start).count() : 0.0;
   const double decode = tokens > 1 ? std::chrono::duration<double>(last - first).count() : 0.0;
@@ -124,7 +133,7 @@ Json stream_reply(const Json& service, const Json& request, std::atomic<bool>& c
           {"ttft_s", ttft},
           {"tokens_per_s", decode > 0 ? static_cast<double>(tokens - 1) / decode : 0.0},
           {"elapsed_s", std::chrono::duration<double>(Clock::now() - start).count()},
-          {"finish_reason", cancel.load() || gone ? "cancelled" : finish},
+          {"finish_reason", cancel.requested() || gone ? "cancelled" : finish},
           {"error", error.empty() ? Json(nullptr) : Json(error)}};
 }
 
@@ -258,7 +267,7 @@ void add_chat_routes(Studio::Impl& s) {
               [&s](const httplib::Request& req, httplib::Response& res) {
                 std::lock_guard<std::mutex> lock(s.chats_mutex);
                 const auto it = s.chats.find(path_id(req));
-                if (it != s.chats.end()) it->second->store(true);
+                if (it != s.chats.end()) it->second->request();
                 reply(res, {{"stopped", it != s.chats.end()}});
               });
 }

@@ -2,6 +2,8 @@
 #include "tessera/studio/studio.h"
 #include "tessera/core/json_parse.h"
 
+#include <arpa/inet.h>
+
 #include <filesystem>
 #include <limits>
 
@@ -23,6 +25,33 @@ bool changes_state(const std::string& method) {
 std::string error_body(const std::string& message, int status) {
   return Json{{"error", {{"message", message}, {"status", status}}}}.dump(
       -1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The name part of a Host header or a bind address: "[::1]:8080" -> "::1", "a.b:80" -> "a.b".
+std::string host_name(const std::string& host) {
+  if (host.starts_with("[")) return host.substr(1, host.find(']') - 1);
+  const size_t colon = host.find(':');
+  return colon != std::string::npos && host.find(':', colon + 1) == std::string::npos
+             ? host.substr(0, colon)
+             : host;  // no port, or a bare IPv6 address
+}
+
+// localhost, 127.0.0.0/8 or ::1 (addresses parsed: "127.0.0.1.evil.example" is a name).
+bool is_loopback(const std::string& name) {
+  in_addr v4{};
+  in6_addr v6{};
+  return name == "localhost" ||
+         (inet_pton(AF_INET, name.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127) ||
+         (inet_pton(AF_INET6, name.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6));
+}
+
+// A page of another site whose DNS name was rebound to 127.0.0.1 reaches a loopback studio with
+// its own name in Host, and could read conversations (reads need no key). A studio bound to
+// loopback therefore answers only requests addressed to a loopback name, as Jupyter does.
+bool host_allowed(const StudioConfig& c, const httplib::Request& req) {
+  if (!is_loopback(host_name(c.host))) return true;  // served to the network on purpose
+  const std::string host = req.get_header_value("Host");
+  return host.empty() || is_loopback(host_name(host));
 }
 
 StudioConfig checked(StudioConfig c) {
@@ -113,6 +142,16 @@ Studio::Studio(StudioConfig config) : impl_(std::make_unique<Impl>(std::move(con
   // httplib reads any body whole (routed or not, before the login check): bounded.
   s.http.set_payload_max_length(kMaxBodyBytes);
   s.http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    if (!host_allowed(s.config, req)) {
+      res.status = 403;
+      res.set_content(error_body("[studio] expected a request to localhost or 127.0.0.1 (the "
+                                 "studio listens on " +
+                                     s.config.host + "), got one for Host '" +
+                                     req.get_header_value("Host").substr(0, 100) + "'",
+                                 403),
+                      "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!req.path.starts_with("/api/") || !changes_state(req.method) || req.path == "/api/login")
       return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + s.config.api_key)
@@ -166,24 +205,11 @@ Studio::Studio(StudioConfig config) : impl_(std::make_unique<Impl>(std::move(con
 
 Studio::~Studio() = default;
 
-int Studio::bind() {
-  Impl& s = *impl_;
-  if (s.port > 0) return s.port;
-  s.port = s.config.port == 0
-               ? s.http.bind_to_any_port(s.config.host)
-               : (s.http.bind_to_port(s.config.host, s.config.port) ? s.config.port : -1);
-  if (s.port <= 0)
-    throw RuntimeError("[studio] expected to listen on " + s.config.host + ":" +
-                       std::to_string(s.config.port) + ", got a port in use or not allowed");
-  return s.port;
-}
+int Studio::bind() { return impl_->listener.bind(impl_->config.host, impl_->config.port); }
 
-void Studio::run() {
-  bind();
-  impl_->http.listen_after_bind();
-}
+void Studio::run() { impl_->listener.run(impl_->config.host, impl_->config.port); }
 
-void Studio::stop() { impl_->http.stop(); }
+void Studio::stop() { impl_->listener.stop(); }
 
 Database& Studio::db() { return impl_->db; }
 

@@ -80,7 +80,7 @@ std::string rest(const std::string& s) {
 
 struct JinjaTemplate::Node {
   enum Kind { Block, Text, Expr, If, For, Set } kind = Block;
-  std::string text;                // Text: the text; Expr / Set: the expression
+  std::string text;  // Text: the text; Expr / Set: the expression; For: its filter ("" for none)
   std::string var;                 // For: the loop variable; Set: the name
   std::vector<std::string> conds;  // If: one per branch ("" for else); For: the iterable
   std::vector<std::unique_ptr<Node>> children;  // Block: its nodes; If / For: one Block per branch
@@ -107,12 +107,25 @@ struct JinjaTemplate::Node {
           }
         break;
       case For: {
-        const Json items = evaluate(conds[0], scope);
+        const Json saved_var = scope.contains(var) ? scope[var] : kUndefined;
+        Json items = evaluate(conds[0], scope);
+        if (items.is_array() && !text.empty()) {
+          // {% for m in messages if cond %}: the loop (and loop.*) sees the items that pass.
+          Json kept = Json::array();
+          for (const Json& item : items) {
+            scope[var] = item;
+            if (truthy(evaluate(text, scope))) kept.push_back(item);
+          }
+          items = std::move(kept);
+        }
         if (!items.is_array() || items.empty()) {
+          if (saved_var.is_discarded())
+            scope.erase(var);
+          else
+            scope[var] = saved_var;
           if (children.size() > 1) children[1]->render(scope, out);
           break;
         }
-        const Json saved_var = scope.contains(var) ? scope[var] : kUndefined;
         const Json saved_loop = scope.contains("loop") ? scope["loop"] : kUndefined;
         const int64_t n = static_cast<int64_t>(items.size());
         for (int64_t i = 0; i < n; ++i) {
@@ -147,6 +160,31 @@ std::pair<std::string, std::string> split_statement(const std::string& stmt,
   const size_t at = spec.find(separator);
   if (at == std::string::npos) fail("expected '" + form + "', got: " + stmt);
   return {strip(spec.substr(0, at), true, true), spec.substr(at + separator.size())};
+}
+
+// A for statement's iterable and filter: "xs if cond" -> {"xs", "cond"}. In a for statement a
+// top-level `if` is always the filter (Jinja parses the iterable without conditionals).
+std::pair<std::string, std::string> split_loop_filter(const std::string& iterable) {
+  int depth = 0;
+  char quote = 0;
+  for (size_t i = 0; i < iterable.size(); ++i) {
+    const char c = iterable[i];
+    if (quote) {
+      if (c == '\\')
+        ++i;
+      else if (c == quote)
+        quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      --depth;
+    } else if (depth == 0 && iterable.compare(i, 4, " if ") == 0) {
+      return {iterable.substr(0, i), iterable.substr(i + 4)};
+    }
+  }
+  return {iterable, ""};
 }
 
 // Parses pieces from i into block until a statement whose first word is in ends; returns it.
@@ -190,7 +228,10 @@ std::string parse_block(const std::vector<Piece>& pieces, size_t& i, Node& block
         node->kind = Node::For;
         std::string iterable;
         std::tie(node->var, iterable) = split_statement(p.text, " in ", "for x in ...");
+        std::string filter;
+        std::tie(iterable, filter) = split_loop_filter(iterable);
         node->conds.push_back(iterable);
+        node->text = filter;
         auto body = std::make_unique<Node>();
         std::string end = parse_block(pieces, i, *body, {"else", "endfor"});
         node->children.push_back(std::move(body));

@@ -27,6 +27,32 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
   return ids;
 }
 
+std::vector<int32_t> Tokenizer::encode_with_specials(std::string_view text,
+                                                     std::span<const Special> specials) const {
+  std::vector<int32_t> ids;
+  while (!text.empty()) {
+    size_t at = std::string_view::npos;
+    const Special* found = nullptr;
+    for (const Special& s : specials) {
+      if (s.text.empty()) continue;
+      const size_t i = text.find(s.text);
+      if (i < at ||
+          (i == at && i != std::string_view::npos && s.text.size() > found->text.size())) {
+        at = i;
+        found = &s;
+      }
+    }
+    if (found == nullptr) {
+      encode_into(text, ids);
+      break;
+    }
+    if (at > 0) encode_into(text.substr(0, at), ids);
+    ids.push_back(found->id);
+    text.remove_prefix(at + found->text.size());
+  }
+  return ids;
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string out;
   int32_t prev = -1;

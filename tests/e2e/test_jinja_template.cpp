@@ -99,6 +99,17 @@ TEST(JinjaTemplate, ExpressionsAndStatements) {
                    {{"xs", {5, 6, 7}}}),
             "1,2,3");
   EXPECT_EQ(render("{% for x in [] %}a{% else %}empty{% endfor %}"), "empty");
+  // A loop filter (it rendered every item: `xs if cond` was read as a conditional expression);
+  // loop.* counts the kept items, and an `if` inside a string is no filter.
+  const Json messages = Json::array({{{"role", "system"}, {"c", "S"}},
+                                     {{"role", "user"}, {"c", "U"}},
+                                     {{"role", "assistant"}, {"c", "A"}}});
+  EXPECT_EQ(render("{% for m in ms if m.role != 'system' %}{{ m.c }}{{ loop.index }}/"
+                   "{{ loop.length }}{% if not loop.last %},{% endif %}{% endfor %}|"
+                   "{% for x in [1, 2] if x > 5 %}a{% else %}none{% endfor %}{{ x is defined }}|"
+                   "{% for s in ['a if b'] if s %}{{ s }}{% endfor %}",
+                   {{"ms", messages}}),
+            "U1/2,A2/2|noneFalse|a if b");
   EXPECT_EQ(
       render("{% set n = 2 %}{% if n == 1 %}one{% elif n == 2 %}two{% else %}many{% endif %}"),
       "two");

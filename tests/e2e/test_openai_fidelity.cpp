@@ -460,16 +460,18 @@ TEST(OpenAIChatTemplate, TokenizerConfigTemplateMakesChatPrompts) {
   EXPECT_EQ(refused["error"]["param"], "messages");
   EXPECT_NE(refused["error"]["message"].get<std::string>().find("no tools"), std::string::npos);
 
-  // --chat-template FILE (raw Jinja) wins over the folder's; a template starting with bos_token
-  // gets the BOS id in its place.
+  // --chat-template FILE (raw Jinja) wins over the folder's; bos_token and eos_token become their
+  // ids wherever the template writes them (they were text, "<", "/", "s", ">", between turns).
   std::ofstream(dir.file("t.jinja")) << "{{ bos_token }}{% for m in messages %}{{ m.content }}"
-                                        "{% endfor %}";
+                                        "{{ eos_token }}{% endfor %}";
   const auto file = serve::load_chat_template(dir.file("t.jinja"), dir.path.string());
   serve::ModelLimits lim = limits(*s);
   lim.chat_template = file;
   const serve::CompletionRequest r = serve::parse_request(
       Endpoint::ChatCompletions, Json{{"messages", kChat}}.dump(), *s->tokenizer, lim);
-  EXPECT_EQ(r.prompt, s->tokenizer->encode("hi", /*add_bos=*/true));
+  std::vector<int32_t> want = s->tokenizer->encode("hi", /*add_bos=*/true);
+  want.push_back(*s->tokenizer->eos_id());
+  EXPECT_EQ(r.prompt, want);
   // No config and no file: the plain template.
   EXPECT_EQ(serve::load_chat_template("", dir.file("missing")), nullptr);
   EXPECT_THROW(serve::load_chat_template(dir.file("nope.jinja"), ""), ValueError);

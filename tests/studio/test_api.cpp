@@ -2,7 +2,11 @@
 // accelerators, benchmarks (with the hardware figures attached), training runs read live, and
 // conversations with their export.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 
 #include "studio_harness.h"
@@ -35,6 +39,82 @@ TEST(StudioApi, ChangesNeedTheKeyReadsDoNot) {
   EXPECT_EQ(s.get("/api/accelerators").body.size(), 0u);  // nothing was created
   EXPECT_EQ(s.call("POST", "/api/login", Json{{"api_key", "wrong"}}, "").status, 401);
   EXPECT_EQ(s.call("POST", "/api/login", Json{{"api_key", testing::kKey}}, "").status, 200);
+}
+
+// A SIGTERM while the studio starts (before its accept loop) was lost and it served on.
+TEST(StudioApi, StopBeforeRunEndsRun) {
+  StudioConfig c;
+  c.port = 0;
+  c.data_dir = testing::fresh_dir("stop_early");
+  c.api_key = testing::kKey;
+  Studio studio(c);
+  studio.bind();
+  studio.stop();
+  std::thread runner([&] { studio.run(); });
+  runner.join();  // hangs without the fix: the test times out
+}
+
+// A service that takes the request and sends nothing (a long prefill, a hung child) held the chat
+// and its worker for the 600 s read timeout, and the stop button could not end it.
+TEST(StudioApi, TheStopButtonEndsAChatWhoseServiceSendsNothing) {
+  TestStudio s(testing::fresh_dir("silent"));
+  // A listening socket nobody accepts on: connections complete, no answer ever comes.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  Database& db = s.studio->db();
+  const int64_t model = db.insert(
+      "INSERT INTO models (name, path, format, arch, parameters, dtype, memory_bytes) "
+      "VALUES ('m', '/m', 'llama2c', 'llama', 1, 'float32', 4)",
+      Json::array());
+  const int64_t service = db.insert(
+      "INSERT INTO services (name, model_id, port, pid, state) VALUES ('silent', ?, ?, ?, "
+      "'running')",
+      {model, ntohs(addr.sin_port), ::getpid()});
+  const Json conv = s.post("/api/conversations", {{"title", "t"}, {"service_id", service}}).body;
+  const std::string path = "/api/conversations/" + std::to_string(conv["id"].get<int64_t>());
+
+  testing::Reply chat;
+  std::thread chatting([&] { chat = s.post(path + "/chat", {{"content", "hello"}}); });
+  const int upstream = ::accept(fd, nullptr, nullptr);  // the studio has sent its request
+  EXPECT_GE(upstream, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto pressed = std::chrono::steady_clock::now();
+  EXPECT_TRUE(s.post(path + "/stop").body.value("stopped", false));
+  chatting.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - pressed, std::chrono::seconds(10));
+  EXPECT_EQ(chat.status, 200);
+  const Json messages = s.get(path).body["messages"];
+  ASSERT_EQ(messages.size(), 2u) << messages;
+  EXPECT_EQ(messages[1]["stats"]["finish_reason"], "cancelled") << messages;
+  if (upstream >= 0) ::close(upstream);
+  ::close(fd);
+}
+
+// DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 read the studio's
+// conversations (reads need no key). Loopback names with any port still reach it.
+TEST(StudioApi, ALoopbackStudioAnswersOnlyLoopbackHostNames) {
+  TestStudio s(testing::fresh_dir("host"));
+  httplib::Client c("127.0.0.1", s.port);
+  auto get_as = [&](const std::string& host) {
+    httplib::Result r = c.Get("/api/conversations", {{"Host", host}});
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(get_as("evil.example:" + std::to_string(s.port)), 403);
+  EXPECT_EQ(get_as("evil.example"), 403);
+  EXPECT_EQ(get_as("127.0.0.1.evil.example"), 403);
+  EXPECT_EQ(get_as("localhost:" + std::to_string(s.port)), 200);
+  EXPECT_EQ(get_as("127.0.0.1"), 200);
+  EXPECT_EQ(get_as("[::1]:8080"), 200);
+  httplib::Result refused = c.Get("/", {{"Host", "evil.example"}});
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->body.find("expected a request to localhost"), std::string::npos)
+      << refused->body;
 }
 
 TEST(StudioApi, BadInputGetsClearJsonErrors) {

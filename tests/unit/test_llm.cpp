@@ -9,6 +9,8 @@
 
 #include "tessera/core/error.h"
 #include "tessera/llm/llm.h"
+#include "tessera/tokenizers/llama2c_tokenizer.h"
+#include "testing/failing_tokenizer.h"
 #include "testing/shared_data.h"
 
 namespace tessera::llm {
@@ -97,6 +99,35 @@ TEST(LLMStream, CloseEndsCallbacksAndFreesBlocksAndGenerateEqualsTheStream) {
   p.n = 3;
   EXPECT_THROW(llm.submit({1, 100000}, p), ValueError);
   EXPECT_EQ(llm.stats().num_waiting + llm.stats().num_running, 0);
+}
+
+// A sequence the engine failed (its detokenising threw) ended like a client's abort: generate
+// now says why, and the engine serves on.
+TEST(LLMGenerate, ASequenceTheEngineFailedCarriesItsError) {
+  TESSERA_SHARED_DATA_OR_SKIP(model, "stories260K.bin");
+  TESSERA_SHARED_DATA_OR_SKIP(tok, "stories260K_idtok.bin");
+  auto failing = std::make_shared<testing::FailingTokenizer>(
+      std::make_shared<tokenizers::Llama2cTokenizer>(tok));
+  LLM llm({.model = model, .tokenizer_object = failing});
+  SamplingParams p;
+  p.max_tokens = 4;
+  p.n = 2;
+  const std::vector<std::vector<int32_t>> prompts{{1, 461, 430}};
+  const std::vector<SamplingParams> params{p};
+  failing->armed = true;
+  const auto failed = llm.generate(prompts, params);
+  ASSERT_EQ(failed[0].size(), 2u);
+  for (const Sequence& seq : failed[0]) {
+    EXPECT_EQ(seq.finish_reason, infer::FinishReason::Abort);
+    EXPECT_NE(seq.error.find("[FailingTokenizer] armed to fail"), std::string::npos) << seq.error;
+  }
+  failing->armed = false;
+  const auto served = llm.generate(prompts, params);
+  for (const Sequence& seq : served[0]) {
+    EXPECT_EQ(seq.finish_reason, infer::FinishReason::Length);
+    EXPECT_EQ(seq.token_ids.size(), 4u);
+    EXPECT_TRUE(seq.error.empty()) << seq.error;
+  }
 }
 
 }  // namespace

@@ -77,6 +77,16 @@ TEST(CharTokenizer, VocabularyIsSortedUniqueCharacters) {
   EXPECT_EQ(tok.token_to_string(0), " ");
 }
 
+// Special-token texts are split out first (the earliest, then the longest), the rest encoded.
+TEST(Tokenizer, EncodeWithSpecialsSplitsThemOut) {
+  CharTokenizer tok("<>/abs");  // ids: / 0, < 1, > 2, a 3, b 4, s 5
+  const std::vector<Tokenizer::Special> specials = {{"<s>", 100}, {"</s>", 101}, {"<s>a", 102}};
+  EXPECT_EQ(tok.encode_with_specials("ab</s><s>ab<s>", specials), (Ids{3, 4, 101, 102, 4, 100}));
+  EXPECT_EQ(tok.encode_with_specials("", specials), Ids{});
+  EXPECT_EQ(tok.encode_with_specials("<a>", specials), tok.encode("<a>"));
+  EXPECT_EQ(tok.encode_with_specials("ab", {}), tok.encode("ab"));
+}
+
 TEST(CharTokenizer, MatchesNanoGptShakespeareChar) {
   TESSERA_SHARED_DATA_OR_SKIP(path, "tinyshakespeare.txt");
   const std::string text = read_text(path);

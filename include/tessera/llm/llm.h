@@ -29,6 +29,8 @@ namespace tessera::llm {
 struct LLMConfig {
   std::string model;      // any path load_model reads
   std::string tokenizer;  // "": the one the model records (llama2.c files record none)
+  // A tokenizer object (a custom Tokenizer subclass) instead of the one `tokenizer` names.
+  std::shared_ptr<tokenizers::Tokenizer> tokenizer_object;
   std::string data_dir;   // the folder holding gpt2/encoder.json, for the "gpt2" tokenizer
   std::string device = "cpu";
   infer::EngineConfig engine;
@@ -41,6 +43,8 @@ struct Sequence {
   infer::FinishReason finish_reason = infer::FinishReason::None;
   // Per token: its raw logprob (log_softmax of the model's logits) and the top alternatives.
   std::vector<infer::TokenLogprob> logprobs;
+  // Why the engine failed this sequence (it ended with Abort then); empty otherwise.
+  std::string error;
 };
 
 // The n sequences of one request in flight. The engine thread queues each output (then calls

@@ -50,8 +50,8 @@ std::string error_json(const ApiError& e);
 enum class Endpoint { Completions, ChatCompletions };
 
 // A Hugging Face chat template (tokenizer_config.json's "chat_template") with the special
-// token texts it refers to. A rendered prompt that starts with bos_token gets the tokenizer's
-// BOS id in its place; otherwise no BOS is added (the template decides).
+// token texts it refers to. In a rendered prompt, bos_token and eos_token become the tokenizer's
+// BOS and EOS ids wherever they stand; no BOS is added otherwise (the template decides).
 struct ChatTemplate {
   tokenizers::JinjaTemplate jinja;
   std::string bos_token, eos_token;

@@ -4,8 +4,9 @@
 //   /api/accelerators, /api/models, /api/services (+ /start /stop /restart /logs /metrics),
 //   /api/conversations (+ /chat streaming, /stop, /export), /api/runs, /api/benchmarks
 //   (+ /compare), /api/overview, /api/login.
-// Reads are open; anything that changes state needs 'Authorization: Bearer <api_key>' (401
-// otherwise). Errors are JSON: {"error": {"message": "[studio.<what>] expected ..., got ...",
+// Served on a loopback address, it answers only requests for a loopback Host (403 otherwise:
+// DNS rebinding). Reads are open; anything that changes state needs 'Authorization: Bearer
+// <api_key>' (401 otherwise). Errors are JSON: {"error": {"message": "[studio.<what>] expected ..., got ...",
 // "status": 400}}, 400 for bad input, 401, 404 for unknown ids, 409 for duplicates or conflicts.
 // Services are `tessera serve` children (process.h): they keep running across a studio restart,
 // which adopts them again; one that died while it should run is started again. A service's state

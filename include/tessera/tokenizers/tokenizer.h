@@ -18,6 +18,16 @@ class Tokenizer {
   // Token ids of text, optionally framed by BOS/EOS (ValueError if the tokenizer has none).
   std::vector<int32_t> encode(std::string_view text, bool add_bos = false,
                               bool add_eos = false) const;
+  // A special token's text and id: what a chat template writes as "</s>" is one id.
+  struct Special {
+    std::string text;
+    int32_t id;
+  };
+  // As encode, but each occurrence of a special's text becomes its id (the earliest, longest
+  // match first) and the text between is encoded piece by piece, as Hugging Face's tokenizers
+  // split special tokens out before tokenizing.
+  std::vector<int32_t> encode_with_specials(std::string_view text,
+                                            std::span<const Special> specials) const;
   // The text of a sequence of ids; IndexError for ids outside [0, vocab_size()).
   virtual std::string decode(std::span<const int32_t> ids) const;
   // The bytes one token adds to a stream after token prev (-1: none), for printing as tokens
