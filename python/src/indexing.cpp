@@ -114,10 +114,11 @@ Indexed apply_basic(const Tensor& t, py::handle key) {
       const Tensor& idx = tensors[i];
       if (idx.dtype() == kBool || idx.dtype() == kUInt8) {
         const int64_t k = std::max<int64_t>(idx.dim(), 1);
-        Shape covered(v.sizes().begin() + dim, v.sizes().begin() + dim + k);
-        TESSERA_CHECK(idx.dim() == 0 || idx.sizes() == covered, IndexError,
-                      "[index] expected a mask of shape ", covered, " at dim ", dim, ", got ",
-                      idx.sizes());
+        if (idx.dim() > 0) {  // (a 0-d mask covers no dim: there may be none left, x[True])
+          Shape covered(v.sizes().begin() + dim, v.sizes().begin() + dim + k);
+          TESSERA_CHECK(idx.sizes() == covered, IndexError, "[index] expected a mask of shape ",
+                        covered, " at dim ", dim, ", got ", idx.sizes());
+        }
         TensorList coords = nonzero(idx.dim() == 0 ? idx.unsqueeze(0) : idx);
         if (idx.dim() == 0) v = unsqueeze(v, dim);  // a 0-d mask acts on a new unit dim
         for (int64_t j = 0; j < k; ++j)
@@ -128,9 +129,12 @@ Indexed apply_basic(const Tensor& t, py::handle key) {
         out.advanced.push_back({dim++, idx.to(kInt64), source_dim++});
       }
     } else {
+      const std::string got = py::str(py::type::handle_of(h).attr("__name__"));
+      // torch: a float index is an IndexError, anything else not index-like a TypeError.
+      TESSERA_CHECK(!PyFloat_Check(h.ptr()), IndexError,
+                    "[index] expected int, slice, None, Ellipsis or a tensor, got ", got);
       TESSERA_CHECK(PyIndex_Check(h.ptr()), TypeError,
-                    "[index] expected int, slice, None, Ellipsis or a tensor, got ",
-                    std::string(py::str(py::type::handle_of(h).attr("__name__"))));
+                    "[index] expected int, slice, None, Ellipsis or a tensor, got ", got);
       const int64_t n = v.size(dim), i_val = h.cast<int64_t>();
       TESSERA_CHECK(i_val >= -n && i_val < n, IndexError, "[index] index ", i_val,
                     " is out of bounds for dimension ", source_dim, " with size ", n);

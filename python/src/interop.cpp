@@ -21,12 +21,18 @@ size_t extent_bytes(const Shape& sizes, const Shape& strides, DType dtype) {
   return static_cast<size_t>(last + 1) * itemsize(dtype);
 }
 
-// A tensor over memory owned by someone else; release() runs when the storage dies.
-Tensor wrap_memory(void* data, const Shape& sizes, const Shape& strides, DType dtype, Device device,
-                   std::function<void(void*)> release, const char* op) {
+// Checked before the memory's owner is taken over: a refusal after that leaked the owner (the
+// array's reference, the capsule's deleter).
+void check_strides(const Shape& strides, const char* op) {
   for (int64_t s : strides)
     TESSERA_CHECK(s >= 0, ValueError, "[", op, "] expected non-negative strides, got ", strides,
                   " (copy the array first, e.g. np.ascontiguousarray)");
+}
+
+// A tensor over memory owned by someone else (strides checked); release() runs when the storage
+// dies.
+Tensor wrap_memory(void* data, const Shape& sizes, const Shape& strides, DType dtype, Device device,
+                   std::function<void(void*)> release) {
   auto storage = std::make_shared<StorageImpl>(data, extent_bytes(sizes, strides, dtype), device,
                                                std::move(release));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, strides, 0, dtype));
@@ -62,8 +68,9 @@ Tensor from_numpy(py::handle obj) {
                   item, " bytes, got ", s);
     strides.push_back(s / item);
   }
+  check_strides(strides, "from_numpy");
   return wrap_memory(const_cast<void*>(arr.data()), sizes, strides, dtype, kCPU,
-                     release_python_object(arr), "from_numpy");
+                     release_python_object(arr));
 }
 
 py::array to_numpy(const Tensor& t) {
@@ -189,14 +196,14 @@ Tensor from_dlpack(py::object obj) {
   Shape sizes(dl.shape, dl.shape + dl.ndim);
   Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
   void* data = static_cast<char*>(dl.data) + dl.byte_offset;
+  check_strides(strides, "from_dlpack");
   // From here on the memory is ours: the producer's deleter runs when the storage dies.
   PyCapsule_SetName(obj.ptr(), dlpack::kUsedCapsuleName);
   return wrap_memory(
       data, sizes, strides, dtype, device,
       [managed](void*) {
         if (managed->deleter) managed->deleter(managed);
-      },
-      "from_dlpack");
+      });
 }
 
 // ---- copying constructors ----

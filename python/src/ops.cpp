@@ -34,6 +34,7 @@ void bind_elementwise(py::module_& m, py::class_<Tensor>& cls) {
                                                  {"isnan", &tessera::isnan},
                                                  {"isinf", &tessera::isinf},
                                                  {"isfinite", &tessera::isfinite},
+                                                 {"bitwise_not", &tessera::bitwise_not},
                                                  {"clone", &tessera::clone},
                                                  {"contiguous", &tessera::contiguous}};
   for (const auto& [name, fn] : unary) def_op(m, cls, name, fn);
@@ -54,7 +55,10 @@ void bind_elementwise(py::module_& m, py::class_<Tensor>& cls) {
                                                    {"ge", &tessera::ge},
                                                    {"logical_and", &tessera::logical_and},
                                                    {"logical_or", &tessera::logical_or},
-                                                   {"logical_xor", &tessera::logical_xor}};
+                                                   {"logical_xor", &tessera::logical_xor},
+                                                   {"bitwise_and", &tessera::bitwise_and},
+                                                   {"bitwise_or", &tessera::bitwise_or},
+                                                   {"bitwise_xor", &tessera::bitwise_xor}};
   for (const auto& [name, fn] : binary) {
     const char* op = name;
     Binary f = fn;

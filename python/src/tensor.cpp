@@ -146,9 +146,9 @@ void bind_operators(py::class_<Tensor>& cls) {
       {"__mul__", "__rmul__", &tessera::mul},
       {"__truediv__", "__rtruediv__", &tessera::div},
       {"__matmul__", "__rmatmul__", &tessera::matmul},
-      {"__and__", "__rand__", &tessera::logical_and},
-      {"__or__", "__ror__", &tessera::logical_or},
-      {"__xor__", "__rxor__", &tessera::logical_xor},
+      {"__and__", "__rand__", &tessera::bitwise_and},
+      {"__or__", "__ror__", &tessera::bitwise_or},
+      {"__xor__", "__rxor__", &tessera::bitwise_xor},
       {"__eq__", nullptr, &tessera::eq},
       {"__ne__", nullptr, &tessera::ne},
       {"__lt__", nullptr, &tessera::lt},
@@ -196,11 +196,7 @@ void bind_operators(py::class_<Tensor>& cls) {
   cls.def("__neg__", [](const Tensor& t) { return neg(t); })
       .def("__pos__", [](py::object self) { return self; })
       .def("__abs__", [](const Tensor& t) { return abs(t); })
-      .def("__invert__", [](const Tensor& t) {
-        TESSERA_CHECK(t.dtype() == kBool, TypeError, "[invert] expected a bool tensor, got ",
-                      t.dtype());
-        return logical_not(t);
-      });
+      .def("__invert__", [](const Tensor& t) { return bitwise_not(t); });
 }
 
 void bind_metadata(py::class_<Tensor>& cls) {
@@ -293,11 +289,27 @@ void bind_conversions(py::class_<Tensor>& cls) {
       });
 }
 
+// A Python hook's callable, shared by the C++ hook and the handle register_hook returns: remove()
+// drops it and the hook does nothing from then on. Read and reset under the GIL; released with
+// it (gil_safe), wherever the graph holding the hook is freed.
+using HookSlot = std::shared_ptr<std::shared_ptr<py::object>>;
+
+struct TensorHookHandle {
+  HookSlot slot;
+  void remove() { slot->reset(); }
+};
+
+HookSlot hook_slot(py::function fn) {
+  return std::make_shared<std::shared_ptr<py::object>>(gil_safe(std::move(fn)));
+}
+
 // A Python gradient hook: fn(grad) may return a replacement tensor or None.
-TensorHook python_hook(py::function fn) {
-  return [fn = std::move(fn)](const Tensor& g) -> Tensor {
+TensorHook python_hook(HookSlot slot) {
+  return [slot = std::move(slot)](const Tensor& g) -> Tensor {
     py::gil_scoped_acquire gil;
-    py::object r = fn(g);
+    const std::shared_ptr<py::object> fn = *slot;
+    if (!fn) return Tensor();
+    py::object r = (*fn)(g);
     return r.is_none() ? Tensor() : r.cast<Tensor>();
   };
 }
@@ -347,15 +359,23 @@ void bind_autograd(py::class_<Tensor>& cls) {
       .def_property_readonly("retains_grad", &Tensor::retains_grad)
       .def(
           "register_hook",
-          [](const Tensor& t, py::function fn) { t.register_hook(python_hook(std::move(fn))); },
-          py::arg("hook"), "hook(grad) -> Tensor or None runs when the gradient is computed.")
+          [](const Tensor& t, py::function fn) {
+            TensorHookHandle handle{hook_slot(std::move(fn))};
+            t.register_hook(python_hook(handle.slot));
+            return handle;
+          },
+          py::arg("hook"),
+          "hook(grad) -> Tensor or None runs when the gradient is computed; returns a handle "
+          "whose remove() unregisters it.")
       .def(
           "register_post_accumulate_grad_hook",
           [](const Tensor& t, py::function fn) {
-            t.register_post_accumulate_grad_hook([fn = std::move(fn)](const Tensor& leaf) {
+            TensorHookHandle handle{hook_slot(std::move(fn))};
+            t.register_post_accumulate_grad_hook([slot = handle.slot](const Tensor& leaf) {
               py::gil_scoped_acquire gil;
-              fn(leaf);
+              if (const std::shared_ptr<py::object> fn = *slot) (*fn)(leaf);
             });
+            return handle;
           },
           py::arg("hook"));
 }
@@ -367,10 +387,18 @@ void init_tensor(py::module_& m) {
                          "A strided view of typed memory with autograd (torch.Tensor's "
                          "counterpart). Create tensors with tessera.tensor, zeros, from_numpy...");
   cls.def(py::init([](py::handle data) { return to_tensor(data); }), py::arg("data"));
+  // As torch's: numpy defers `array * tensor` to Tensor.__rmul__ instead of converting the
+  // tensor through __array__ and returning an ndarray detached from the graph.
+  cls.attr("__array_priority__") = 1000;
   bind_protocols(cls);
   bind_operators(cls);
   bind_metadata(cls);
   bind_conversions(cls);
+  py::class_<TensorHookHandle>(m, "TensorHookHandle",
+                               "What Tensor.register_hook returns: remove() unregisters the hook.")
+      .def("remove", &TensorHookHandle::remove)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](TensorHookHandle& h, py::args) { h.remove(); });
   bind_autograd(cls);
   m.def(
       "is_tensor", [](py::handle h) { return py::isinstance<Tensor>(h); }, py::arg("obj"));

@@ -135,6 +135,22 @@ def comparison_cases():
                 grad=False,
             )
         )
+    # & | ^ ~ are bitwise on integers (they were logical: 6 & 3 gave True), logical on bools.
+    ints = dict(dtypes=(), grad=False)
+    for name, operator in (("bitwise_and", "__and__"), ("bitwise_or", "__or__"),
+                           ("bitwise_xor", "__xor__")):
+        c += [
+            Case(name, [In((3, 4), "int"), In((4,), "int")],
+                 lambda m, a, b, n=name: getattr(m, n)(a, b), label="int", **ints),
+            Case(name, [In((3, 4), "int")], lambda m, a, o=operator: getattr(a, o)(6),
+                 label="operator_scalar", **ints),
+            Case(name, [M(3, 4), M(3, 4)], lambda m, a, b, o=operator: getattr(a, o)(b),
+                 label="operator_bool", **ints),
+        ]
+    c += [
+        Case("bitwise_not", [In((3, 4), "int")], lambda m, a: ~a, label="int", **ints),
+        Case("bitwise_not", [M(3, 4)], lambda m, a: m.bitwise_not(a), label="bool", **ints),
+    ]
     c += [
         Case("logical_not", [M(3, 4)], lambda m, a: m.logical_not(a), dtypes=(), grad=False),
         Case(

@@ -106,6 +106,16 @@ def test_hooks_and_retain_grad():
     w.register_post_accumulate_grad_hook(lambda p: done.append(p.grad.sum().item()))
     (w + 1).sum().backward()
     assert done == [2.0]
+    # torch returns a handle: after remove() the hooks no longer run (nor hold their callables).
+    x.grad = None
+    handle = x.register_hook(lambda g: g * 0)
+    handle.remove()
+    (x * 2).sum().backward()
+    assert x.grad.tolist() == [20.0] * 3  # the first hook still runs, the removed one does not
+    with w.register_post_accumulate_grad_hook(lambda p: done.append("removed")):
+        pass
+    (w + 1).sum().backward()
+    assert done == [2.0, 4.0]  # the first hook again (the gradient accumulated)
 
 
 def test_in_place_changes_are_checked():

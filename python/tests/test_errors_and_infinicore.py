@@ -33,6 +33,12 @@ def test_exceptions_map_to_python_types_with_the_cpp_message():
         with pytest.raises(ValueError, match=r"^\[pow\] expected a non-negative exponent"):
             power(tessera.tensor([2]))
     assert (tessera.tensor([3]) ** 2).tolist() == [9] and (2 ** tessera.tensor([3])).tolist() == [8]
+    # torch refuses bitwise ops on floating tensors; bools mix with integers as in arithmetic.
+    for bitwise in (lambda t: t & 1, lambda t: 1 | t, lambda t: ~t, lambda t: t.bitwise_xor(t)):
+        with pytest.raises(TypeError, match=r"^\[bitwise_\w+\] expected integer or bool"):
+            bitwise(tessera.ones(2))
+    mixed = tessera.tensor([True, False]) & 3
+    assert mixed.dtype == tessera.int64 and mixed.tolist() == [1, 0]
 
 
 def test_infinicore_functional_set_is_exposed():

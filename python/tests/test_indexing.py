@@ -161,6 +161,8 @@ def test_index_errors():
         t[::-1]
     with pytest.raises(TypeError, match="expected int, slice"):
         t["a"]
+    with pytest.raises(IndexError, match="expected int, slice.*got float"):  # torch's type
+        t[1.5]
 
 
 def test_a_huge_step_takes_the_first_element():
@@ -170,6 +172,13 @@ def test_a_huge_step_takes_the_first_element():
     assert x[::sys.maxsize].tolist() == [0]
     assert x[1::sys.maxsize].tolist() == [1]
     assert x[::2].tolist() == [0, 2, 4]
+
+
+def test_a_0d_mask_on_a_0d_tensor():
+    # torch: a 0-d mask adds a unit dim (it read past the end of a 0-d tensor's shape).
+    x, tx = tessera.tensor(5.0), torch.tensor(5.0)
+    for m in (True, False):
+        assert x[tessera.tensor(m)].tolist() == tx[torch.tensor(m)].tolist()
 
 
 def test_a_numpy_integer_indexes_as_an_int():

@@ -1,6 +1,7 @@
 """numpy and DLPack exchange: zero-copy both ways, strides preserved, lifetimes tied to the
 owners, and the copying constructors tessera.tensor / as_tensor."""
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -36,8 +37,12 @@ def test_from_numpy_dtypes_and_errors():
         (np.float64, tessera.float64),
     ]:
         assert tessera.from_numpy(np.zeros(2, dtype=np_dtype)).dtype is dtype
-    with pytest.raises(ValueError, match="non-negative strides"):
-        tessera.from_numpy(np.arange(4.0)[::-1])
+    reversed_ = np.arange(4.0)[::-1]
+    refs = sys.getrefcount(reversed_)
+    for _ in range(3):
+        with pytest.raises(ValueError, match="non-negative strides"):
+            tessera.from_numpy(reversed_)
+    assert sys.getrefcount(reversed_) == refs  # a refused array is not kept alive (it leaked)
     with pytest.raises(TypeError, match="numpy.ndarray"):
         tessera.from_numpy([1, 2])
     with pytest.raises((TypeError, ValueError)):
@@ -139,3 +144,13 @@ def test_numpy_array_keeps_its_memory_when_the_tensor_gets_new_memory():
     a[:] = 7  # the array's memory is still alive (it was freed with o's old storage)
     assert a.tolist() == [7.0] * 4
     assert o.tolist() == [2.0] * 8
+
+
+def test_numpy_on_the_left_defers_to_the_tensor():
+    # numpy converted the tensor through __array__ and returned an ndarray, silently off the
+    # graph; with __array_priority__ it defers to the tensor, which refuses, as torch 1.13 does.
+    x, tx = tessera.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    for t in (x, tx):
+        with pytest.raises(TypeError):
+            np.full(2, 3.0) * t
+    assert (x * tessera.from_numpy(np.full(2, 3.0))).requires_grad

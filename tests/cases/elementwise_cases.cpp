@@ -1,5 +1,6 @@
 // Op cases for elementwise arithmetic, unary functions and copies.
 #include <cmath>
+#include <functional>
 
 #include "testing/op_cases.h"
 #include "testing/reference.h"
@@ -184,6 +185,30 @@ std::vector<OpCase> logic_cases() {
   values_case(
       "logical_not", {mask({3, 4})}, [](auto& x) { return logical_not(x[0]); },
       [](auto& x) { return map1(x[0], [](double a) { return a == 0; }); });
+  // Bitwise ops: integers of both signs (and a broadcast), and bools staying bools.
+  auto bits = [](double a, double b, auto f) {
+    return static_cast<double>(f(static_cast<int64_t>(a), static_cast<int64_t>(b)));
+  };
+  values_case(
+      "bitwise_and", {index({3, 4}, 64), index({4}, 64)},
+      [](auto& x) { return bitwise_and(x[0] - 32, x[1]); },
+      [bits](auto& x) {
+        return map2(x[0] - 32, x[1],
+                    [bits](double a, double b) { return bits(a, b, std::bit_and{}); });
+      });
+  values_case(
+      "bitwise_or", {index({3, 4}, 64), index({3, 4}, 64)},
+      [](auto& x) { return bitwise_or(x[0] - 32, x[1]); },
+      [bits](auto& x) {
+        return map2(x[0] - 32, x[1],
+                    [bits](double a, double b) { return bits(a, b, std::bit_or{}); });
+      });
+  values_case(
+      "bitwise_xor", {mask({3, 4}), mask({4})}, [](auto& x) { return bitwise_xor(x[0], x[1]); },
+      [](auto& x) { return map2(x[0], x[1], [](double a, double b) { return a != b; }); });
+  values_case(
+      "bitwise_not", {index({3, 4}, 64)}, [](auto& x) { return bitwise_not(x[0] - 32); },
+      [](auto& x) { return map1(x[0] - 32, [](double a) { return -a - 1; }); });
   // sqrt and log of negative inputs give nan.
   values_case(
       "isnan", {constant({3, 4})}, [](auto& x) { return isnan(sqrt(x[0])); },

@@ -12,12 +12,12 @@ struct FunctorList {};
 using UnaryFunctors =
     FunctorList<NegFn, AbsFn, SignFn, SquareFn, ExpFn, LogFn, Log1pFn, SqrtFn, RsqrtFn,
                 ReciprocalFn, SinFn, CosFn, TanhFn, SigmoidFn, ReluFn, GeluFn, GeluTanhFn, SiluFn,
-                ErfFn, LogicalNotFn, IsnanFn, IsinfFn, IsfiniteFn>;
+                ErfFn, LogicalNotFn, IsnanFn, IsinfFn, IsfiniteFn, BitwiseNotFn>;
 
 // f(a, b) with both operands of one dtype (activation gradients take (grad, x)).
 using BinaryFunctors =
     FunctorList<AddFn, SubFn, MulFn, DivFn, PowFn, MaximumFn, MinimumFn, EqFn, NeFn, LtFn, LeFn,
-                GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn, SwigluFn, GeluGradFn,
-                GeluTanhGradFn, SiluGradFn>;
+                GtFn, GeFn, LogicalAndFn, LogicalOrFn, LogicalXorFn, BitwiseAndFn, BitwiseOrFn,
+                BitwiseXorFn, SwigluFn, GeluGradFn, GeluTanhGradFn, SiluGradFn>;
 
 }  // namespace tessera::fn

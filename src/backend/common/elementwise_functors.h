@@ -99,6 +99,9 @@ TESSERA_UNARY_FN(GeluTanhFn, "gelu_tanh", kFloatingTypes,
                      (A(1) + tanh_(A(0.79788456080286535588) * (x + A(0.044715) * x * x * x))))
 TESSERA_UNARY_FN(SiluFn, "silu", kFloatingTypes, x / (A(1) + exp_(-x)))
 TESSERA_UNARY_FN(ErfFn, "erf", kFloatingTypes, std::erf(x))
+// ~x on integers, not x on bools (torch's bitwise_not).
+TESSERA_UNARY_FN(BitwiseNotFn, "bitwise_not", kIntegralTypes | dtype_bit(kBool),
+                 (std::is_same_v<T, bool> ? A(!x) : A(~x)))
 #undef TESSERA_UNARY_FN
 
 #define TESSERA_PREDICATE_FN(Name, op_name, types, expr)            \
@@ -152,6 +155,9 @@ TESSERA_BINARY_FN(GeFn, "ge", kAllTypes, bool, a >= b)
 TESSERA_BINARY_FN(LogicalAndFn, "logical_and", kAllTypes, bool, (a != A(0)) && (b != A(0)))
 TESSERA_BINARY_FN(LogicalOrFn, "logical_or", kAllTypes, bool, (a != A(0)) || (b != A(0)))
 TESSERA_BINARY_FN(LogicalXorFn, "logical_xor", kAllTypes, bool, (a != A(0)) != (b != A(0)))
+TESSERA_BINARY_FN(BitwiseAndFn, "bitwise_and", kIntegralTypes | dtype_bit(kBool), T, a& b)
+TESSERA_BINARY_FN(BitwiseOrFn, "bitwise_or", kIntegralTypes | dtype_bit(kBool), T, a | b)
+TESSERA_BINARY_FN(BitwiseXorFn, "bitwise_xor", kIntegralTypes | dtype_bit(kBool), T, a ^ b)
 // silu(gate) * up in one pass (the LLaMA MLP): no rounded silu(gate) tensor in between.
 TESSERA_BINARY_FN(SwigluFn, "swiglu", kFloatingTypes, T, a / (A(1) + exp_(-a)) * b)
 #undef TESSERA_BINARY_FN
