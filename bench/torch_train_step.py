@@ -2,9 +2,9 @@
 style GPT2), AdamW (betas 0.9/0.95, weight decay on matrices), gradient clipping at 1.0, random
 token batches. With DTYPE bfloat16 the forward and loss run under torch.autocast("cpu",
 torch.bfloat16), as `tessera train --dtype bfloat16` runs them under Tessera's autocast. Prints the
-median tokens/s over the timed steps.
+median tokens/s over the steps after the first WARMUP (as the Tessera side counts them).
 
-  torch_train_step.py VOCAB N_LAYER N_HEAD N_EMBD SEQ BATCH STEPS THREADS [DTYPE]
+  torch_train_step.py VOCAB N_LAYER N_HEAD N_EMBD SEQ BATCH STEPS THREADS [DTYPE [WARMUP]]
 """
 import contextlib
 import os
@@ -55,6 +55,7 @@ def train_step(model, opt, batches, vocab, dtype="float32", no_sync=None):
 def main():
     vocab, n_layer, n_head, n_embd, seq, batch, steps, threads = map(int, sys.argv[1:9])
     dtype = sys.argv[9] if len(sys.argv) > 9 else "float32"
+    warmup = int(sys.argv[10]) if len(sys.argv) > 10 else 3
     torch.set_num_threads(threads)
     model, opt = make_model_and_optimizer(vocab, n_layer, n_head, n_embd, seq)
     rates = []
@@ -64,7 +65,7 @@ def main():
         start = time.perf_counter()
         train_step(model, opt, [(x, y)], vocab, dtype)
         elapsed = time.perf_counter() - start
-        if step >= 3:
+        if step >= warmup:
             rates.append(batch * seq / elapsed)
     print(f"{statistics.median(rates):.1f}")
 

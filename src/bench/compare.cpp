@@ -23,7 +23,11 @@ std::vector<Change> compare(const Result& old_result, const Result& new_result) 
     // Signed so that positive is better: a faster rate, or a shorter time.
     c.change = f.better == Better::Higher ? c.new_median / c.old_median - 1.0
                                           : c.old_median / c.new_median - 1.0;
-    c.noise = std::max({relative_spread(old->samples), relative_spread(f.samples), 0.01});
+    // A spread needs 3 samples to mean anything: below that (serve's single runs, quick mode)
+    // the noise is unmeasured and a change must exceed a wide floor.
+    c.noise_measured = old->samples.size() >= 3 && f.samples.size() >= 3;
+    c.noise = std::max({relative_spread(old->samples), relative_spread(f.samples),
+                        c.noise_measured ? kNoiseFloor : kUnmeasuredNoiseFloor});
     c.regression = c.change < -c.noise;
     c.improvement = c.change > c.noise;
     changes.push_back(c);
@@ -44,7 +48,8 @@ std::string format_changes(const Result& old_result, const Result& new_result,
   for (const auto& c : changes) {
     char change[32], noise[32];
     std::snprintf(change, sizeof change, "%+.1f%%", 100.0 * c.change);
-    std::snprintf(noise, sizeof noise, "%.1f%%", 100.0 * c.noise);
+    std::snprintf(noise, sizeof noise, c.noise_measured ? "%.1f%%" : "%.1f%% (n < 3)",
+                  100.0 * c.noise);
     out += "| " + c.label + " | " + format_value(c.old_median, c.unit) + " | " +
            format_value(c.new_median, c.unit) + " | " + change + " | " + noise + " | " +
            (c.regression    ? "REGRESSION"

@@ -35,13 +35,14 @@ Sample run_worker(const TrainOptions& o, const TrainConfig& c, const std::string
   return {parse_train_measurement(p.out).tokens_per_s, p.max_rss_bytes};
 }
 
-Sample run_torch(const TrainOptions& o, const TrainConfig& c, const std::string& dtype, int steps) {
+Sample run_torch(const TrainOptions& o, const TrainConfig& c, const std::string& dtype, int steps,
+                 int warmup) {
   const std::string threads = std::to_string(get_num_threads());
-  const ProcessResult p =
-      run_process({o.python, o.torch_script, std::to_string(c.vocab), std::to_string(c.n_layer),
-                   std::to_string(c.n_head), std::to_string(c.n_embd), std::to_string(c.seq),
-                   std::to_string(c.batch), std::to_string(steps), threads, dtype},
-                  {"OMP_NUM_THREADS=" + threads});
+  const ProcessResult p = run_process(
+      {o.python, o.torch_script, std::to_string(c.vocab), std::to_string(c.n_layer),
+       std::to_string(c.n_head), std::to_string(c.n_embd), std::to_string(c.seq),
+       std::to_string(c.batch), std::to_string(steps), threads, dtype, std::to_string(warmup)},
+      {"OMP_NUM_THREADS=" + threads});
   TESSERA_CHECK(p.exit_code == 0, RuntimeError, "[bench.train] expected ", o.torch_script,
                 " to succeed, got exit code ", p.exit_code, ": ", p.err.substr(0, 2000));
   return {std::stod(p.out), p.max_rss_bytes};
@@ -156,7 +157,7 @@ void run_train_suite(Result& result, const TrainOptions& o) {
                            : run_worker(o, c, dtype, steps, warmup));
         if (!torch) continue;
         if (o.progress) o.progress(name + " " + dtype + round + ": PyTorch", done++, total);
-        theirs.push_back(run_torch(o, c, dtype, steps));
+        theirs.push_back(run_torch(o, c, dtype, steps, warmup));
       }
       auto add = [&](const std::vector<Sample>& samples, const char* framework) {
         if (samples.empty()) return;

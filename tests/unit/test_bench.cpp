@@ -143,6 +143,9 @@ TEST(BenchCompare, FlagsChangesBeyondTheMeasuredNoise) {
                    figure("new", {}, {1})});
   const auto changes = compare(old, now);
   ASSERT_EQ(changes.size(), 3u);  // "new" has no old figure
+  EXPECT_TRUE(changes[0].noise_measured);
+  EXPECT_FALSE(changes[1].noise_measured);  // two samples: a spread of 0 means nothing
+  EXPECT_EQ(changes[1].noise, kUnmeasuredNoiseFloor);
   EXPECT_TRUE(changes[0].regression);
   EXPECT_NEAR(changes[0].change, -0.2, 1e-12);
   EXPECT_TRUE(changes[1].improvement);  // half the latency is twice as good
@@ -152,6 +155,12 @@ TEST(BenchCompare, FlagsChangesBeyondTheMeasuredNoise) {
   const std::string text = format_changes(old, now, changes);
   EXPECT_NE(text.find("REGRESSION"), std::string::npos);
   EXPECT_NE(text.find("1 regressions beyond the noise"), std::string::npos);
+  // One sample each: a 5% change is no verdict (it was flagged beyond a 1% floor).
+  const auto single = compare(result_with({figure("ttft", {}, {1.0}, Better::Lower, "s")}),
+                              result_with({figure("ttft", {}, {1.05}, Better::Lower, "s")}));
+  ASSERT_EQ(single.size(), 1u);
+  EXPECT_FALSE(single[0].regression);
+  EXPECT_NE(format_changes(old, now, single).find("(n < 3)"), std::string::npos);
 }
 
 TEST(BenchReport, PairsFrameworksWithTheirRatio) {
