@@ -61,6 +61,33 @@ CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
 ALTER TABLE models ADD COLUMN kv_bytes_per_token INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE models ADD COLUMN context_length INTEGER NOT NULL DEFAULT 0;
 )sql",
+      // 4: conversation and message ids are never reused (AUTOINCREMENT): a plain INTEGER
+      // PRIMARY KEY gave a new conversation the id of the newest deleted one, so a page or a
+      // late reply still holding that id reached the new conversation. SQLite cannot add
+      // AUTOINCREMENT in place: the tables are rebuilt, messages first dropped so that dropping
+      // the old conversations cascades into nothing, and the renames carry the foreign key over.
+      R"sql(
+CREATE TABLE new_conversations (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL,
+  service_id INTEGER REFERENCES services(id) ON DELETE SET NULL,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  settings_json TEXT NOT NULL DEFAULT '{}');
+INSERT INTO new_conversations (id, title, service_id, created_at, settings_json)
+  SELECT id, title, service_id, created_at, settings_json FROM conversations;
+CREATE TABLE new_messages (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  conversation_id INTEGER NOT NULL REFERENCES new_conversations(id) ON DELETE CASCADE,
+  role TEXT NOT NULL, content TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  stats_json TEXT NOT NULL DEFAULT '{}');
+INSERT INTO new_messages (id, conversation_id, role, content, created_at, stats_json)
+  SELECT id, conversation_id, role, content, created_at, stats_json FROM messages;
+DROP TABLE messages;
+DROP TABLE conversations;
+ALTER TABLE new_conversations RENAME TO conversations;
+ALTER TABLE new_messages RENAME TO messages;
+CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+)sql",
   };
   return m;
 }

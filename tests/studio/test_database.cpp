@@ -16,7 +16,7 @@ using testing::Json;
 TEST(StudioDatabase, FreshDatabaseIsAtTheLatestSchema) {
   Database db(":memory:");
   EXPECT_EQ(db.schema_version(), schema_version_latest());
-  EXPECT_GE(schema_version_latest(), 3);
+  EXPECT_GE(schema_version_latest(), 4);
 }
 
 TEST(StudioDatabase, MigrationFromVersionOneKeepsRowsAndAddsColumns) {
@@ -45,6 +45,28 @@ TEST(StudioDatabase, MigrationFromVersionOneKeepsRowsAndAddsColumns) {
   EXPECT_EQ(model["memory_bytes"], 40);
   EXPECT_EQ(model["kv_bytes_per_token"], 0);  // unknown for a model registered before
   EXPECT_EQ(model["context_length"], 0);
+
+  // Version 4 rebuilt conversations and messages: the foreign key still cascades, and a deleted
+  // conversation's id is not handed out again.
+  EXPECT_EQ(db.change("DELETE FROM conversations WHERE id = 1", Json::array()), 1);
+  EXPECT_TRUE(db.row("SELECT * FROM messages", Json::array()).is_null());
+  EXPECT_EQ(db.insert("INSERT INTO conversations (title) VALUES ('new')", Json::array()), 2);
+}
+
+// A plain INTEGER PRIMARY KEY gave a new conversation the newest deleted one's id, so a page or
+// a late reply that still held it reached the new conversation.
+TEST(StudioDatabase, DeletedConversationAndMessageIdsAreNotReused) {
+  Database db(":memory:");
+  db.insert("INSERT INTO conversations (title) VALUES ('a')", Json::array());
+  const int64_t b = db.insert("INSERT INTO conversations (title) VALUES ('b')", Json::array());
+  const int64_t m = db.insert(
+      "INSERT INTO messages (conversation_id, role, content) VALUES (?, 'user', 'hi')", {b});
+  db.change("DELETE FROM conversations WHERE id = ?", {b});
+  EXPECT_GT(db.insert("INSERT INTO conversations (title) VALUES ('c')", Json::array()), b);
+  EXPECT_GT(db.insert("INSERT INTO messages (conversation_id, role, content) VALUES (1, 'user', "
+                      "'x')",
+                      Json::array()),
+            m);
 }
 
 TEST(StudioDatabase, NewerSchemaIsRefused) {
