@@ -5,9 +5,12 @@
 // does not depend on them). Greedy decoding without stop tokens, so every stream generates its
 // full budget. Prints one markdown table row per measurement; each number is the median over
 // --reps runs. --device cuda runs the models on the GPU (bench/torch_cuda_decode.py is the
-// PyTorch peer, with the same prompt length and token budget).
+// PyTorch peer, with the same prompt length and token budget). These runs keep prefix caching
+// off: they measure prefill and decode. --only prefix measures it instead: chat turns on the
+// GPT-2-sized model, one after another, each a shared prompt of --prompt-len tokens and 16 of its
+// own, with the cache on and off in alternating rounds.
 //
-//   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2] [--streams N]
+//   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2|prefix] [--streams N]
 //                [--device cpu|cuda[:N]] [--prompt-len N] [--new-tokens N]
 #include <omp.h>
 
@@ -16,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,6 +81,7 @@ BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_l
   infer::EngineConfig config;
   config.max_num_seqs = streams;
   config.num_blocks = streams * ((prompt_len + n + 15) / 16 + 1);
+  config.enable_prefix_caching = false;  // each rep sends the same prompts again
   infer::Engine engine(model, config);
   std::vector<double> rates, ttfts, tbts;
   for (int r = 0; r < reps + 1; ++r) {
@@ -108,6 +113,59 @@ BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_l
   return {median(rates), median(ttfts), median(tbts)};
 }
 
+// Median time to first token (ms) of `turns` requests sent one after another, each the shared
+// prompt followed by 16 tokens of its own, and the share of prompt tokens found in the cache.
+std::pair<double, double> chat_turns(infer::Engine& engine, const std::vector<int32_t>& shared,
+                                     int turns, int64_t n, int64_t salt) {
+  std::vector<double> ttft;
+  const infer::EngineStats before = engine.stats();
+  for (int t = 0; t < turns; ++t) {
+    std::vector<int32_t> prompt = shared;
+    const std::vector<int32_t> own =
+        prompt_of(17, engine.runner().vocab_size(), salt * 1000 + t + 1);
+    prompt.insert(prompt.end(), own.begin() + 1, own.end());
+    const Clock::time_point t0 = Clock::now();
+    engine.add_request(prompt, greedy(n));
+    bool first = true;
+    while (engine.has_unfinished())
+      for (const infer::RequestOutput& out : engine.step())
+        if (first && !out.new_tokens.empty()) {
+          ttft.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+          first = false;
+        }
+  }
+  const infer::EngineStats after = engine.stats();
+  const double queries =
+      static_cast<double>(after.prefix_cache_queries - before.prefix_cache_queries);
+  return {median(ttft),
+          queries > 0 ? (after.prefix_cache_hits - before.prefix_cache_hits) / queries : 0.0};
+}
+
+void run_prefix(const models::CausalLM& model, int64_t prompt_len, int64_t n, int reps) {
+  const std::vector<int32_t> shared = prompt_of(prompt_len, model.vocab_size(), 7);
+  std::printf(
+      "| model | shared prompt | turns | TTFT ms, cache off | TTFT ms, cache on | "
+      "off / on | prompt tokens from the cache |\n|---|---|---|---|---|---|---|\n");
+  infer::EngineConfig off_config;
+  off_config.enable_prefix_caching = false;
+  infer::Engine on(model), off(model, off_config);
+  const int turns = 6;
+  std::vector<double> on_ms, off_ms, ratios, hits;
+  for (int r = 0; r < reps + 1; ++r) {  // alternating; the first round warms both up
+    const auto [off_ttft, off_hits] = chat_turns(off, shared, turns, n, r);
+    const auto [on_ttft, on_hits] = chat_turns(on, shared, turns, n, r);
+    if (r == 0) continue;
+    off_ms.push_back(off_ttft);
+    on_ms.push_back(on_ttft);
+    ratios.push_back(off_ttft / on_ttft);
+    hits.push_back(on_hits);
+    std::fprintf(stderr, "round %d: off %.1f ms, on %.1f ms\n", r, off_ttft, on_ttft);
+  }
+  std::printf("| GPT-2 124M | %lld tokens | %d x %d rounds | %.1f | %.1f | %.2fx | %.0f%% |\n",
+              static_cast<long long>(prompt_len), turns, reps, median(off_ms), median(on_ms),
+              median(ratios), 100.0 * median(hits));
+}
+
 void run_model(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
                int64_t n, int reps, int single_reps, const std::vector<int>& streams) {
   infer::ModelRunner runner(model);
@@ -123,6 +181,15 @@ void run_model(const std::string& name, const models::CausalLM& model, int64_t p
                 b.ttft_ms, b.tbt_ms);
     std::fflush(stdout);
   }
+}
+
+// GPT-2 small's shape with random weights (speed does not depend on them), in eval mode.
+std::unique_ptr<models::GPT2> gpt2_124m(Device device) {
+  Generator gen(0);
+  auto gpt2 = std::make_unique<models::GPT2>(models::GPT2Config::from_name("gpt2"), &gen);
+  gpt2->eval();
+  gpt2->to(device);
+  return gpt2;
 }
 
 }  // namespace
@@ -153,6 +220,10 @@ int main(int argc, char** argv) {
     streams = device.is_cpu() ? std::vector<int>{1, 4, 16, 32} : std::vector<int>{1, 4, 16, 32, 64};
   std::fprintf(stderr, "device: %s\n", device.str().c_str());
   std::fprintf(stderr, "threads: %d\n", omp_get_max_threads());
+  if (only == "prefix") {
+    run_prefix(*gpt2_124m(device), gpt2_prompt, gpt2_tokens, reps);
+    return 0;
+  }
   std::printf(
       "| model | mode | tokens per stream | tokens/s | vs single | TTFT ms (median) | "
       "TBT ms (median) |\n|---|---|---|---|---|---|---|\n");
@@ -168,12 +239,8 @@ int main(int argc, char** argv) {
     }
   }
   if (only.empty() || only == "gpt2") {
-    Generator gen(0);
-    models::GPT2 gpt2(models::GPT2Config::from_name("gpt2"), &gen);
-    gpt2.eval();
-    gpt2.to(device);
     const int r = std::max(1, reps / 2);
-    run_model("GPT-2 124M", gpt2, gpt2_prompt, gpt2_tokens, r, r, streams);
+    run_model("GPT-2 124M", *gpt2_124m(device), gpt2_prompt, gpt2_tokens, r, r, streams);
   }
   return 0;
 }

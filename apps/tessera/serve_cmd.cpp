@@ -37,6 +37,7 @@ Command add_serve_command(CLI::App& app) {
     size_t max_body_bytes = size_t{1} << 20;
     double shutdown_grace = 30.0;
     uint64_t seed = 0;
+    bool prefix_caching = true;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -93,6 +94,9 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed for requests that bring none")->capture_default_str();
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->prefix_caching,
+                "Keep computed KV blocks for later prompts that start with the same tokens "
+                "(on by default)");
   cmd->add_option("--threads", o->threads, "CPU threads (0: OpenMP's default)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", o->device,
@@ -121,6 +125,7 @@ Command add_serve_command(CLI::App& app) {
             ec.max_num_seqs = o->max_batch;
             ec.max_num_batched_tokens = std::max(o->max_batched_tokens, o->max_batch);
             ec.seed = o->seed;
+            ec.enable_prefix_caching = o->prefix_caching;
             auto engine = std::make_shared<infer::AsyncEngine>(
                 std::make_unique<infer::Engine>(*loaded.model, ec, tokenizer));
             serve::ServerConfig sc;

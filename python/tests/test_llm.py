@@ -171,6 +171,22 @@ def test_batched_prompts_equal_single_prompts_in_order(llm):
             assert got.outputs[0].text == alone.outputs[0].text
 
 
+def test_prefix_caching_reuses_a_shared_prompt_and_keeps_the_output():
+    # A 40-token prompt is two full blocks of 16 and 8 more: the second time, the two blocks come
+    # from the cache, and the text is that of an engine without the cache.
+    prompt = [1] + [int(t) for t in np.random.default_rng(5).integers(3, 512, 39)]
+    outputs = {}
+    for caching in (False, True):
+        engine = LLM(model=str(MODEL), tokenizer=str(TOKENIZER), enable_prefix_caching=caching)
+        first = engine.generate([prompt], SamplingParams(**GREEDY))[0].outputs[0].token_ids
+        second = engine.generate([prompt], SamplingParams(**GREEDY))[0].outputs[0].token_ids
+        assert first == second
+        outputs[caching] = first
+        assert engine.stats()["prefix_cache_hits"] == (32 if caching else 0)
+        assert engine.stats()["prefix_cache_queries"] == (2 * len(prompt) if caching else 0)
+    assert outputs[True] == outputs[False]
+
+
 def test_prompt_forms_and_per_prompt_params(llm):
     ids = llm.generate("The little dog", SamplingParams(**GREEDY))[0]
     assert ids.prompt == "The little dog"

@@ -201,14 +201,16 @@ Result& run_serve_suite(Result& result, const ServeSuiteOptions& options) {
       client.url = "http://127.0.0.1:" + std::to_string(local->port);
       client.model = name;
     }
-    for (double rate : o.rates) {
+    for (size_t r = 0; r < o.rates.size(); ++r) {
+      const double rate = o.rates[r];
+      // Each rate its own prompts: the same ones again would be served from the prefix cache.
       const std::vector<PlannedRequest> plan = plan_workload({.num_prompts = o.num_prompts,
                                                               .prompt_len = o.prompt_len,
                                                               .output_len = o.output_len,
                                                               .range_ratio = o.range_ratio,
                                                               .rate = rate,
                                                               .burstiness = o.burstiness,
-                                                              .seed = o.seed,
+                                                              .seed = o.seed + r,
                                                               .vocab = vocab});
       const std::string what = "serve rate " + rate_text(rate);
       const LoadResult run =

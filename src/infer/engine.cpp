@@ -32,7 +32,9 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
   cache_ = std::make_unique<PagedKVCache>(runner_.kv_spec(), config_.num_blocks, config_.block_size,
                                           runner_.device());
   scheduler_ = std::make_unique<Scheduler>(
-      SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens}, *cache_);
+      SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens,
+                      config_.enable_prefix_caching},
+      *cache_);
   logits_.resize(runner_.vocab_size());
 }
 
@@ -119,6 +121,7 @@ RequestOutput output_of(const Sequence& seq) {
   out.request_id = seq.id;
   out.prompt_tokens = seq.prompt_len;
   out.completion_tokens = seq.num_output();
+  out.cached_tokens = std::max<int64_t>(seq.num_cached_tokens, 0);
   return out;
 }
 
@@ -201,6 +204,8 @@ const std::vector<RequestOutput>& Engine::step() {
   for (const ScheduledSequence& s : plan.scheduled) {
     Sequence& seq = *s.seq;
     seq.num_computed += s.num_new_tokens;
+    if (config_.enable_prefix_caching)
+      cache_->cache_full_blocks(seq.blocks, seq.tokens, seq.num_computed, seq.block_hashes);
     if (seq.num_computed < seq.num_tokens()) continue;  // a chunked prefill goes on next step
     Request& r = *requests_.at(seq.id);
     try {
@@ -224,6 +229,8 @@ EngineStats Engine::stats() const {
   s.blocks_total = cache_->num_blocks();
   s.num_preemptions = scheduler_->num_preemptions();
   s.num_steps = num_steps_;
+  s.prefix_cache_queries = scheduler_->prefix_query_tokens();
+  s.prefix_cache_hits = scheduler_->prefix_hit_tokens();
   return s;
 }
 

@@ -12,15 +12,26 @@ BlockManager::BlockManager(int64_t num_blocks) {
   TESSERA_CHECK(num_blocks > 0 && num_blocks <= INT32_MAX, ValueError,
                 "[BlockManager] expected a positive number of blocks, got ", num_blocks);
   refs_.assign(num_blocks, 0);
+  keys_.resize(num_blocks);
+  evictable_at_.resize(num_blocks);
   // Reversed so blocks come out 0, 1, 2, ...
   free_.reserve(num_blocks);
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
 std::optional<int32_t> BlockManager::allocate() {
-  if (free_.empty()) return std::nullopt;
-  const int32_t b = free_.back();
-  free_.pop_back();
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else if (!evictable_.empty()) {
+    b = evictable_.front();
+    evictable_.pop_front();
+    by_hash_.erase(keys_[b]->hash);
+    keys_[b].reset();
+  } else {
+    return std::nullopt;
+  }
   refs_[b] = 1;
   return b;
 }
@@ -37,7 +48,33 @@ void BlockManager::share(int32_t block) {
 
 void BlockManager::release(int32_t block) {
   check_block(block, "BlockManager.release");
-  if (--refs_[block] == 0) free_.push_back(block);
+  if (--refs_[block] > 0) return;
+  if (keys_[block])
+    evictable_at_[block] = evictable_.insert(evictable_.end(), block);
+  else
+    free_.push_back(block);
+}
+
+void BlockManager::cache(int32_t block, BlockKey key) {
+  check_block(block, "BlockManager.cache");
+  if (keys_[block] || by_hash_.contains(key.hash)) return;
+  by_hash_.emplace(key.hash, block);
+  keys_[block] = std::move(key);
+}
+
+std::optional<int32_t> BlockManager::find(const BlockKey& key) const {
+  const auto it = by_hash_.find(key.hash);
+  if (it == by_hash_.end()) return std::nullopt;
+  const BlockKey& held = *keys_[it->second];
+  // The hash is 64 bits: the content decides (the parent's own content was checked before it).
+  if (held.parent != key.parent || held.tokens != key.tokens) return std::nullopt;
+  return it->second;
+}
+
+void BlockManager::acquire(int32_t block) {
+  TESSERA_CHECK(block >= 0 && block < num_blocks() && keys_[block], ValueError,
+                "[BlockManager.acquire] expected a cached block, got ", block);
+  if (refs_[block]++ == 0) evictable_.erase(evictable_at_[block]);
 }
 
 int32_t BlockManager::ref_count(int32_t block) const {
@@ -93,7 +130,8 @@ bool PagedKVCache::reserve(BlockTable& table, int64_t num_tokens) {
 }
 
 void PagedKVCache::release(BlockTable& table) {
-  for (int32_t b : table) blocks_.release(b);
+  // Last block first: a prefix shared by many sequences is then the last of theirs evicted.
+  for (auto b = table.rbegin(); b != table.rend(); ++b) blocks_.release(*b);
   table.clear();
 }
 
@@ -102,6 +140,65 @@ int64_t PagedKVCache::slot(const BlockTable& table, int64_t pos) const {
                 "[PagedKVCache.slot] expected a position covered by the block table (",
                 table.size() * block_size(), " positions), got ", pos);
   return table[pos / block_size()] * block_size() + pos % block_size();
+}
+
+namespace {
+
+// A block's chain hash: its tokens mixed into its parent's (splitmix64's finaliser per token).
+uint64_t chain_hash(uint64_t parent, std::span<const int32_t> tokens) {
+  uint64_t h = parent ^ 0x9e3779b97f4a7c15ull;
+  for (int32_t t : tokens) {
+    h ^= static_cast<uint32_t>(t) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+BlockKey block_key(uint64_t parent, std::span<const int32_t> tokens) {
+  return {chain_hash(parent, tokens), parent, {tokens.begin(), tokens.end()}};
+}
+
+}  // namespace
+
+PrefixMatch PagedKVCache::match_prefix(std::span<const int32_t> tokens, int64_t max_blocks) const {
+  PrefixMatch m;
+  const int64_t bs = block_size();
+  const int64_t full = std::min(static_cast<int64_t>(tokens.size()) / bs, max_blocks);
+  uint64_t parent = 0;
+  for (int64_t i = 0; i < full; ++i) {
+    const BlockKey key = block_key(parent, tokens.subspan(i * bs, bs));
+    const std::optional<int32_t> block = blocks_.find(key);
+    if (!block) {
+      m.next_hash = key.hash;
+      break;
+    }
+    m.blocks.push_back(*block);
+    m.hashes.push_back(key.hash);
+    if (blocks_.ref_count(*block) == 0) ++m.num_free;
+    parent = key.hash;
+  }
+  return m;
+}
+
+void PagedKVCache::take_prefix(BlockTable& table, const PrefixMatch& match) {
+  TESSERA_ASSERT(table.empty(), "take_prefix into a table of ", table.size(), " blocks");
+  for (int32_t b : match.blocks) {
+    blocks_.acquire(b);
+    table.push_back(b);
+  }
+}
+
+void PagedKVCache::cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
+                                     int64_t num_computed, std::vector<uint64_t>& hashes) {
+  const int64_t bs = block_size();
+  const int64_t full = std::min(num_computed / bs, static_cast<int64_t>(table.size()));
+  for (auto i = static_cast<int64_t>(hashes.size()); i < full; ++i) {
+    BlockKey key = block_key(hashes.empty() ? 0 : hashes.back(), tokens.subspan(i * bs, bs));
+    hashes.push_back(key.hash);
+    blocks_.cache(table[i], std::move(key));
+  }
 }
 
 namespace {

@@ -1,6 +1,7 @@
 #include "tessera/infer/scheduler.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "tessera/core/error.h"
 
@@ -27,20 +28,38 @@ void Scheduler::insert_waiting(Sequence* seq) {
 
 void Scheduler::add(Sequence* seq) {
   seq->num_computed = 0;
+  seq->block_hashes.clear();
   insert_waiting(seq);
+}
+
+void Scheduler::release(Sequence* seq) {
+  cache_.release(seq->blocks);
+  seq->block_hashes.clear();
+  seq->num_computed = 0;
+}
+
+void Scheduler::take_cached_prefix(Sequence* seq, const PrefixMatch& hit) {
+  cache_.take_prefix(seq->blocks, hit);
+  seq->block_hashes = hit.hashes;
+  seq->num_computed = static_cast<int64_t>(hit.blocks.size()) * cache_.block_size();
+  if (seq->num_cached_tokens < 0) seq->num_cached_tokens = seq->num_computed;
+  if (config_.enable_prefix_caching) {
+    prefix_query_tokens_ += seq->num_tokens();
+    prefix_hit_tokens_ += seq->num_computed;
+  }
 }
 
 void Scheduler::remove(Sequence* seq) {
   std::erase(running_, seq);
   std::erase(waiting_, seq);
-  cache_.release(seq->blocks);
+  release(seq);
 }
 
 void Scheduler::preempt(Sequence* seq) {
-  // Recompute: drop the cached keys; the whole sequence is prefilled again on resumption.
+  // Recompute: drop the cached keys; the whole sequence is prefilled again on resumption (from
+  // the prefix cache, as far as its blocks were not handed out meanwhile).
   std::erase(running_, seq);
-  cache_.release(seq->blocks);
-  seq->num_computed = 0;
+  release(seq);
   ++seq->num_preemptions;
   ++num_preemptions_;
   insert_waiting(seq);
@@ -53,6 +72,7 @@ const SchedulerOutput& Scheduler::schedule() {
   out_.dropped.clear();
   out_.num_tokens = 0;
   int64_t budget = config_.max_num_batched_tokens;
+  const int64_t bs = cache_.block_size();
 
   // 1. Running sequences, oldest first; victims come from the back (the newest).
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -70,7 +90,7 @@ const SchedulerOutput& Scheduler::schedule() {
     if (self_preempted) {
       if (running_.size() == 1) {  // alone and still out of blocks: it can never fit
         std::erase(running_, seq);
-        cache_.release(seq->blocks);
+        release(seq);
         out_.dropped.push_back(seq);
       } else {
         preempt(seq);
@@ -82,20 +102,33 @@ const SchedulerOutput& Scheduler::schedule() {
     ++i;
   }
 
-  // 2. Admissions, in arrival order, unless this step had to preempt.
+  // 2. Admissions, in arrival order, unless this step had to preempt. A sequence whose next
+  // uncached block is one that a sequence admitted this step computes waits a step, to take it
+  // from the cache then (the n choices of a prompt, requests sharing a new system prompt).
+  std::unordered_set<uint64_t> computed_this_step;
   while (out_.preempted.empty() && !waiting_.empty() && budget > 0 &&
          num_running() < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
-    const int64_t n = std::min(seq->num_tokens(), budget);
-    const int64_t need = cache_.blocks_for(seq->num_tokens());
-    if (need > cache_.num_blocks()) {  // more than the whole cache
+    const int64_t total = cache_.blocks_for(seq->num_tokens());
+    if (total > cache_.num_blocks()) {  // more than the whole cache
       waiting_.pop_front();
       out_.dropped.push_back(seq);
       continue;
     }
-    // Blocks for the whole prompt (even when chunked) and a spare one per running sequence.
-    if (need + num_running() > cache_.blocks().num_free()) break;
-    cache_.reserve(seq->blocks, n);
+    // Full blocks already cached, short of the last token: it runs again for its logits.
+    const PrefixMatch hit = config_.enable_prefix_caching
+                                ? cache_.match_prefix(seq->tokens, (seq->num_tokens() - 1) / bs)
+                                : PrefixMatch{};
+    if (hit.next_hash != 0 && computed_this_step.contains(hit.next_hash)) break;
+    const int64_t cached = static_cast<int64_t>(hit.blocks.size());
+    // Blocks for the whole prompt (even when chunked) and a spare one per running sequence; a
+    // hit on a free cached block takes it from the free pool too.
+    if (total - cached + hit.num_free + num_running() > cache_.blocks().num_free()) break;
+    take_cached_prefix(seq, hit);
+    const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+    cache_.reserve(seq->blocks, seq->num_computed + n);
+    if (hit.next_hash != 0 && seq->num_computed + n >= (cached + 1) * bs)
+      computed_this_step.insert(hit.next_hash);
     waiting_.pop_front();
     // Kept in arrival order, so a resumed sequence is not the next victim.
     running_.insert(std::find_if(running_.begin(), running_.end(),

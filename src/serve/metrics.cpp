@@ -75,6 +75,12 @@ std::string Metrics::render(const infer::EngineStats& stats) const {
   os << "tessera_kv_blocks_total " << stats.blocks_total << "\n";
   header("tessera_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.");
   os << "tessera_preemptions_total " << stats.num_preemptions << "\n";
+  // vLLM's prefix_cache_queries / prefix_cache_hits: their ratio is the hit rate.
+  header("tessera_prefix_cache_queries_total", "counter",
+         "Prompt tokens looked up in the prefix cache.");
+  os << "tessera_prefix_cache_queries_total " << stats.prefix_cache_queries << "\n";
+  header("tessera_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
+  os << "tessera_prefix_cache_hits_total " << stats.prefix_cache_hits << "\n";
   header("tessera_engine_steps_total", "counter", "Engine steps run.");
   os << "tessera_engine_steps_total " << stats.num_steps << "\n";
   return os.str();

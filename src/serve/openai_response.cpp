@@ -22,7 +22,8 @@ Json finish_json(infer::FinishReason r) {
 Json usage_json(const CompletionState& s) {
   return {{"prompt_tokens", s.prompt_tokens},
           {"completion_tokens", s.completion_tokens},
-          {"total_tokens", s.prompt_tokens + s.completion_tokens}};
+          {"total_tokens", s.prompt_tokens + s.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", s.cached_tokens}}}};
 }
 
 Json envelope(Endpoint ep, const CompletionState& s, bool chunk) {

@@ -55,6 +55,7 @@ bool apply(CompletionState& s, std::vector<ChoiceProgress>& progress,
     c.logprobs.insert(c.logprobs.end(), e.begin(), e.end());
   }
   if (!out.new_tokens.empty()) p.last_token = out.new_tokens.back();
+  if (o.choice == 0) s.cached_tokens = out.cached_tokens;  // the prompt counts once
   // A shutdown's Abort output counts no tokens: keep the count so far.
   s.completion_tokens += std::max<int64_t>(0, out.completion_tokens - p.tokens);
   p.tokens = std::max(p.tokens, out.completion_tokens);

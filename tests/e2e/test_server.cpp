@@ -223,6 +223,25 @@ TEST(Server, BadInputsGet4xxErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(ts.client().Get("/health")->status, 200) << "/health needs no key";
 }
 
+// A prompt sent again finds its two full blocks in the prefix cache: usage says so (OpenAI's
+// prompt_tokens_details.cached_tokens), /metrics counts it, and the completion is the same.
+TEST(Server, ARepeatedPromptReportsItsCachedTokens) {
+  STORIES_OR_SKIP(s);
+  TestServer ts(*s->model, s->tokenizer, {});
+  Json prompt = Json::array({1});
+  for (int i = 0; i < 39; ++i) prompt.push_back(300 + 5 * i);  // 40 tokens: 2 full blocks + 8
+  const std::string body = Json{{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}}.dump();
+  auto [first_status, first] = post(ts, "/v1/completions", body);
+  auto [second_status, second] = post(ts, "/v1/completions", body);
+  ASSERT_EQ(first_status, 200) << first.dump();
+  ASSERT_EQ(second_status, 200) << second.dump();
+  EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
+  EXPECT_EQ(second["choices"][0]["token_ids"], first["choices"][0]["token_ids"]);
+  EXPECT_EQ(ts.metric("tessera_prefix_cache_hits_total"), 32);
+  EXPECT_EQ(ts.metric("tessera_prefix_cache_queries_total"), 80);
+}
+
 // A model slow enough that a long request is still running when its client leaves.
 std::unique_ptr<models::Llama> slow_model() {
   models::LlamaConfig c;

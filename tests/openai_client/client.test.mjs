@@ -94,7 +94,11 @@ describe('completions and chat', () => {
     }
     assert.equal(text, whole.choices[0].message.content);
     assert.equal(finish, 'length');
-    assert.deepEqual(usage, whole.usage);
+    const { prompt_tokens_details: details, ...counts } = usage;
+    const { prompt_tokens_details: _, ...wholeCounts } = whole.usage;
+    assert.deepEqual(counts, wholeCounts);
+    // The same prompt a second time: its full block of 16 tokens came from the prefix cache.
+    assert.equal(details.cached_tokens, 16);
   });
 
   test('n choices each with its own index, streamed and not; seeds differ per choice', async () => {

@@ -77,6 +77,56 @@ TEST(PagedKVCache, ReservesBlockByBlockAllOrNothing) {
   EXPECT_EQ(infer::StaticKVCache({1, 1, 4}, 20).capacity(), 32);
 }
 
+// Full computed blocks are found by their tokens and everything before them; released cached
+// blocks stay findable, and are handed out only after the never-cached free ones, least
+// recently released first (which drops them from the cache).
+TEST(PagedKVCache, PrefixCacheFindsFullBlocksAndEvictsTheLeastRecentlyReleased) {
+  PagedKVCache cache({1, 1, 4}, /*num_blocks=*/6, /*block_size=*/16);
+  std::vector<int32_t> a(40);
+  std::iota(a.begin(), a.end(), 0);
+  BlockTable ta;
+  ASSERT_TRUE(cache.reserve(ta, 40));  // blocks 0, 1, 2
+  std::vector<uint64_t> hashes;
+  cache.cache_full_blocks(ta, a, /*num_computed=*/20, hashes);
+  EXPECT_EQ(hashes.size(), 1u) << "only block 0 is full and computed";
+  cache.cache_full_blocks(ta, a, 40, hashes);
+  EXPECT_EQ(hashes.size(), 2u);
+  EXPECT_EQ(cache.blocks().num_cached(), 2);
+
+  infer::PrefixMatch m = cache.match_prefix(a, 10);
+  EXPECT_EQ(m.blocks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(m.hashes, hashes);
+  EXPECT_EQ(m.num_free, 0);
+  EXPECT_EQ(cache.match_prefix(a, 1).blocks.size(), 1u);
+  std::vector<int32_t> b = a;
+  b[20] = 99;  // differs in the second block
+  EXPECT_EQ(cache.match_prefix(b, 10).blocks, (std::vector<int32_t>{0}));
+  b[0] = 99;  // and in the first: the second block's tokens alone do not match
+  b[20] = 20;
+  EXPECT_TRUE(cache.match_prefix(b, 10).blocks.empty());
+  EXPECT_TRUE(cache.match_prefix(std::span(a).first(15), 10).blocks.empty());
+
+  BlockTable tb;
+  cache.take_prefix(tb, m);
+  EXPECT_EQ(cache.blocks().ref_count(1), 2);
+  cache.release(tb);
+  cache.release(ta);  // block 2 (never cached) is free; 1 then 0 wait, still cached
+  EXPECT_EQ(cache.blocks().num_free(), 6);
+  m = cache.match_prefix(a, 10);
+  EXPECT_EQ(m.blocks.size(), 2u);
+  EXPECT_EQ(m.num_free, 2) << "taking them uses two free blocks";
+
+  BlockTable tc;
+  ASSERT_TRUE(cache.reserve(tc, 4 * 16));
+  EXPECT_EQ(tc, (BlockTable{2, 3, 4, 5})) << "never-cached blocks first";
+  EXPECT_EQ(cache.match_prefix(a, 10).blocks.size(), 2u);
+  ASSERT_TRUE(cache.reserve(tc, 5 * 16));
+  EXPECT_EQ(tc.back(), 1) << "then the least recently released cached block";
+  EXPECT_EQ(cache.blocks().num_cached(), 1);
+  EXPECT_TRUE(cache.match_prefix(a, 10).blocks.size() == 1u) << "block 0 still holds a[0:16]";
+  EXPECT_TESSERA_ERROR(cache.blocks().acquire(1), ValueError, "expected a cached block");
+}
+
 // One sequence of a test batch: its full keys/values [len, Hkv, D] and how many of its last
 // positions are queried this step.
 struct SeqCase {

@@ -118,6 +118,34 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndResumesInOrder) {
   EXPECT_EQ(tokens_by_id(out).at(1), b.num_tokens()) << "recompute: prompt and output prefilled";
 }
 
+// With prefix caching, a sequence whose next uncached block another admission computes this
+// step waits one step and then takes it from the cache (the n choices of one prompt).
+TEST(Scheduler, ASequenceSharingABlockComputedThisStepWaitsAStepToTakeIt) {
+  PagedKVCache cache({1, 1, 8}, 64, 16);
+  infer::SchedulerConfig config{/*max_num_seqs=*/4, /*max_num_batched_tokens=*/256};
+  config.enable_prefix_caching = true;
+  Scheduler sched(config, cache);
+  Sequence a = make_seq(0, 40), b = make_seq(1, 40), c = make_seq(2, 10);
+  c.tokens.assign(10, 2);  // nothing in common with a and b
+  sched.add(&a);
+  sched.add(&b);
+  sched.add(&c);
+  auto out = sched.schedule();
+  EXPECT_EQ(tokens_by_id(out), (std::map<int64_t, int64_t>{{0, 40}}))
+      << "b waits for a's blocks (and c, arriving after b, with it)";
+  for (const auto& s : out.scheduled) {  // what the engine does after the forward
+    s.seq->num_computed += s.num_new_tokens;
+    cache.cache_full_blocks(s.seq->blocks, s.seq->tokens, s.seq->num_computed, s.seq->block_hashes);
+    s.seq->tokens.push_back(0);
+  }
+  out = sched.schedule();
+  EXPECT_EQ(tokens_by_id(out), (std::map<int64_t, int64_t>{{0, 1}, {1, 8}, {2, 10}}));
+  EXPECT_EQ(b.num_cached_tokens, 32);
+  EXPECT_EQ(std::vector<int32_t>(b.blocks.begin(), b.blocks.begin() + 2),
+            std::vector<int32_t>(a.blocks.begin(), a.blocks.begin() + 2));
+  EXPECT_EQ(sched.prefix_hit_tokens(), 32);
+}
+
 TEST(Scheduler, DropsWhatCanNeverFit) {
   PagedKVCache cache({1, 1, 8}, 2, 16);
   Scheduler sched({4, 256}, cache);
@@ -239,6 +267,81 @@ TEST(Engine, PreemptionKeepsEveryRequestRight) {
       config,
       {{10, 40, 0.0}, {20, 40, 0.7}, {5, 50, 0.0}, {30, 25, 0.0}, {12, 45, 0.0}, {8, 30, 0.9}},
       true);
+}
+
+// Requests sharing a 40-token system prompt (two full blocks of 16): with prefix caching a later
+// one takes those blocks and computes only the rest, and every request's tokens equal those of
+// an engine without the cache. A prompt of whole blocks still computes its last token (its
+// logits are sampled). With 9 blocks, the many requests evict cached blocks and reuse them.
+TEST(Engine, PrefixCachingReusesFullBlocksAndKeepsEveryOutput) {
+  auto model = engine_model();
+  const std::vector<int32_t> system = prompt_of(40, 7);
+  auto chat = [&](uint64_t seed, int64_t n) {
+    std::vector<int32_t> p = system;
+    const std::vector<int32_t> user = prompt_of(n, seed);
+    p.insert(p.end(), user.begin(), user.end());
+    return p;
+  };
+  std::vector<std::vector<int32_t>> prompts = {
+      chat(1, 5), chat(2, 9), chat(1, 5),
+      std::vector<int32_t>(system.begin(), system.begin() + 32)};
+  for (uint64_t i = 3; i < 9; ++i) prompts.push_back(chat(i, 3 + 2 * static_cast<int64_t>(i)));
+  std::map<bool, std::vector<std::vector<int32_t>>> tokens;
+  std::map<bool, std::vector<int64_t>> cached;
+  for (bool caching : {false, true}) {
+    infer::EngineConfig config;
+    config.enable_prefix_caching = caching;
+    config.num_blocks = 9;
+    infer::Engine engine(*model, config);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      // One at a time: each finds what the ones before it left in the cache.
+      const int64_t id = engine.add_request(prompts[i], params(6, i % 2 ? 0.8 : 0.0, 50 + i));
+      std::vector<int32_t> got;
+      int64_t cached_tokens = -1;
+      while (engine.has_unfinished())
+        for (const auto& out : engine.step()) {
+          EXPECT_EQ(out.request_id, id);
+          got.insert(got.end(), out.new_tokens.begin(), out.new_tokens.end());
+          cached_tokens = out.cached_tokens;
+        }
+      tokens[caching].push_back(got);
+      cached[caching].push_back(cached_tokens);
+    }
+    const infer::EngineStats s = engine.stats();
+    EXPECT_EQ(s.blocks_used, 0);
+    EXPECT_EQ(s.prefix_cache_hits, caching ? 32 + 32 + 16 + 6 * 32 : 0);
+    if (caching)
+      EXPECT_GT(s.prefix_cache_queries, s.prefix_cache_hits);
+    else
+      EXPECT_EQ(s.prefix_cache_queries, 0) << "nothing is looked up";
+  }
+  EXPECT_EQ(tokens[true], tokens[false]);
+  EXPECT_EQ(cached[false], std::vector<int64_t>(prompts.size(), 0));
+  // The first computes everything; the rest take the system prompt's two full blocks, the
+  // 32-token prompt all but its last block (its last token runs again).
+  std::vector<int64_t> want = {0, 32, 32, 16};
+  want.resize(prompts.size(), 32);
+  EXPECT_EQ(cached[true], want);
+}
+
+// Three requests for one prompt submitted together (a request's n choices): the second and
+// third wait a step and take the first's blocks; each one's tokens are what it gets alone.
+TEST(Engine, RequestsForOnePromptSubmittedTogetherShareItsBlocks) {
+  auto model = engine_model();
+  const std::vector<int32_t> prompt = prompt_of(40, 9);
+  std::vector<std::vector<int32_t>> alone;
+  for (uint64_t i = 0; i < 3; ++i) {
+    infer::Engine solo(*model);
+    solo.add_request(prompt, params(8, 0.9, 70 + i));
+    alone.push_back(run_all(solo).begin()->second);
+  }
+  infer::Engine engine(*model);
+  std::vector<int64_t> ids;
+  for (uint64_t i = 0; i < 3; ++i)
+    ids.push_back(engine.add_request(prompt, params(8, 0.9, 70 + i)));
+  auto got = run_all(engine);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[ids[i]], alone[i]) << "request " << i;
+  EXPECT_EQ(engine.stats().prefix_cache_hits, 2 * 32);
 }
 
 TEST(Engine, StopsOnTokensStringsAndLength) {

@@ -8,7 +8,10 @@
 // rows are all greedy without penalties or logprobs asks the runner for their argmax ids only
 // (ModelRunner::greedy_tokens), and on a GPU a step whose rows have no penalties or logprobs
 // has them drawn there (ModelRunner::sample_tokens, the host sampler's distribution and draw):
-// the logits then never leave it.
+// the logits then never leave it. With prefix caching (on by default), the full blocks a
+// request computed stay in the cache after it finishes, and a later request whose prompt starts
+// with the same tokens (a chat's system prompt and history, the n choices of one prompt) takes
+// them instead of prefilling them again.
 //
 //   infer::Engine engine(model, {.num_blocks = 512});
 //   GenerationParams p;
@@ -40,6 +43,8 @@ struct EngineConfig {
   int64_t max_num_batched_tokens = 2048;
   // Requests without a seed get Philox(seed, request id)'s first word.
   uint64_t seed = 0;
+  // Keep computed full blocks findable by their tokens (vLLM's --enable-prefix-caching).
+  bool enable_prefix_caching = true;
 };
 
 // What a step produced for one request.
@@ -50,6 +55,7 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::None;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // so far
+  int64_t cached_tokens = 0;      // prompt tokens taken from the prefix cache
   // One per new token when the request asked for logprobs (GenerationParams::logprobs >= 0).
   std::vector<TokenLogprob> logprobs;
   // With an Abort: why the engine failed the request (empty for a client's or shutdown's abort).
@@ -62,6 +68,8 @@ struct EngineStats {
   int64_t blocks_used = 0, blocks_total = 0;
   int64_t num_preemptions = 0;  // since start
   int64_t num_steps = 0;
+  // Since start: tokens of admitted sequences looked up in the prefix cache, and found there.
+  int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
 };
 
 class Engine {

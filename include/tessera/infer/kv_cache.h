@@ -12,13 +12,23 @@
 //  - StaticKVCache: one sequence's keys and values in a single block of `capacity` positions,
 //    for single-stream generation (no block bookkeeping).
 //
+//    With prefix caching, a block whose positions are all computed is registered under a hash
+//    of its tokens and of every token before it (a chain over the blocks); a new sequence whose
+//    tokens start the same way takes those blocks instead of computing them again. A cached
+//    block whose last owner released it stays findable until it is needed: free blocks never
+//    cached are handed out first, then cached ones, least recently released first (vLLM's
+//    automatic prefix caching).
+//
 //   infer::PagedKVCache cache({n_layers, n_kv_heads, head_dim}, /*num_blocks=*/256, 16);
 //   infer::BlockTable table;
 //   if (!cache.reserve(table, 40)) { /* out of blocks: preempt someone */ }
 //   int64_t slot = cache.slot(table, 39);  // where position 39's K/V go
 //   cache.release(table);
 #include <cstdint>
+#include <list>
 #include <optional>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/core/tensor.h"
@@ -40,26 +50,58 @@ struct KVCacheSpec {
 // Blocks of a sequence, in position order.
 using BlockTable = std::vector<int32_t>;
 
-// Free list and reference counts of num_blocks cache blocks. Freed blocks are reused first (last
-// in, first out), so the memory a server touches stays as small as its peak load.
+// What a cached block holds: the keys and values of `tokens` after the tokens that chain to
+// `parent` (0 for the first block). hash covers both; lookups compare all three.
+struct BlockKey {
+  uint64_t hash = 0;
+  uint64_t parent = 0;
+  std::vector<int32_t> tokens;
+};
+
+// Free list and reference counts of num_blocks cache blocks, and the prefix cache's index of
+// blocks by content. Freed blocks that were never cached are reused first (last in, first out),
+// so the memory a server touches stays as small as its peak load; freed cached blocks wait,
+// findable, until those run out.
 class BlockManager {
  public:
   explicit BlockManager(int64_t num_blocks);
-  // A free block with reference count 1, or nullopt when every block is in use.
+  // A free block with reference count 1 (a never-cached one, else the least recently released
+  // cached one, whose entry is dropped), or nullopt when every block is in use.
   std::optional<int32_t> allocate();
   // Another owner of an allocated block (e.g. a forked sequence sharing a prefix).
   void share(int32_t block);
-  // Drops one reference; at zero the block returns to the free list.
+  // Drops one reference; at zero the block is free again (a cached one stays findable).
   void release(int32_t block);
   int32_t ref_count(int32_t block) const;
   int64_t num_blocks() const { return static_cast<int64_t>(refs_.size()); }
-  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
+  // Blocks allocate() can hand out: never used, released, or cached and released.
+  int64_t num_free() const { return static_cast<int64_t>(free_.size() + evictable_.size()); }
   int64_t num_used() const { return num_blocks() - num_free(); }
+
+  // Registers an allocated block as holding key; no-op when another block holds it already.
+  void cache(int32_t block, BlockKey key);
+  // The block holding key (allocated or free), or nullopt.
+  std::optional<int32_t> find(const BlockKey& key) const;
+  // A reference to a block find() returned: a free one leaves the free pool.
+  void acquire(int32_t block);
+  int64_t num_cached() const { return static_cast<int64_t>(by_hash_.size()); }
 
  private:
   void check_block(int32_t block, const char* op) const;
-  std::vector<int32_t> free_;  // a stack
+  std::vector<int32_t> free_;     // never-cached free blocks: a stack
+  std::list<int32_t> evictable_;  // cached free blocks, least recently released first
+  std::vector<std::list<int32_t>::iterator> evictable_at_;  // per block, valid while in it
   std::vector<int32_t> refs_;
+  std::vector<std::optional<BlockKey>> keys_;  // per block
+  std::unordered_map<uint64_t, int32_t> by_hash_;
+};
+
+// Blocks of a prefix already in the cache (PagedKVCache::match_prefix).
+struct PrefixMatch {
+  std::vector<int32_t> blocks;
+  std::vector<uint64_t> hashes;  // each block's chain hash
+  int64_t num_free = 0;          // of those blocks, the free ones (taking them uses free blocks)
+  uint64_t next_hash = 0;        // chain hash of the first full block not found (0: none looked up)
 };
 
 // Storage shared by both caches: per-layer key and value blocks, on one device (the model
@@ -101,10 +143,20 @@ class PagedKVCache : public KVCache {
   // Appends blocks to table until it covers num_tokens positions. All or nothing: returns false,
   // leaving table as it was, when the free list runs out.
   bool reserve(BlockTable& table, int64_t num_tokens);
-  // Releases every block of table and clears it.
+  // Releases every block of table, the last first, and clears it.
   void release(BlockTable& table);
   // The slot (block * block_size + offset) of position pos; IndexError beyond the table.
   int64_t slot(const BlockTable& table, int64_t pos) const;
+
+  // ---- prefix caching ----
+  // The cached blocks that hold the first full blocks of tokens, at most max_blocks of them.
+  PrefixMatch match_prefix(std::span<const int32_t> tokens, int64_t max_blocks) const;
+  // Takes a reference to each matched block and makes them table's first blocks (table empty).
+  void take_prefix(BlockTable& table, const PrefixMatch& match);
+  // Registers the full blocks of table within the first num_computed tokens that hashes (their
+  // chain hashes, in order) does not cover yet, and appends their hashes.
+  void cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
+                         int64_t num_computed, std::vector<uint64_t>& hashes);
 
  private:
   BlockManager blocks_;

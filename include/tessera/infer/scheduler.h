@@ -9,7 +9,9 @@
 //  2. Then, if no one was preempted this step, waiting sequences are admitted in arrival order
 //     while the batch has room, the budget has tokens and the cache has blocks for their prompt
 //     (plus one spare block per running sequence, so admissions do not cause instant
-//     preemptions). Long prompts are prefilled in chunks of the remaining budget.
+//     preemptions). Long prompts are prefilled in chunks of the remaining budget. A sequence
+//     whose first full blocks are in the prefix cache takes them and starts computing after
+//     them (always computing its last token, whose logits it samples from).
 // A lone sequence that has outgrown the whole cache is finished instead (finish reason Length).
 #include <cstdint>
 #include <deque>
@@ -28,6 +30,8 @@ struct Sequence {
   int64_t prompt_len = 0;
   int64_t num_computed = 0;  // tokens whose keys and values are in the cache
   BlockTable blocks;
+  std::vector<uint64_t> block_hashes;  // chain hashes of its cached full blocks, in order
+  int64_t num_cached_tokens = -1;      // found in the prefix cache at its first admission
   SamplingParams sampling;
   StoppingCriteria stopping;
   uint64_t seed = 0;
@@ -40,6 +44,9 @@ struct Sequence {
 struct SchedulerConfig {
   int64_t max_num_seqs = 32;              // sequences running at once
   int64_t max_num_batched_tokens = 2048;  // tokens per step (>= max_num_seqs)
+  // Look admissions up in the prefix cache (the Engine sets it when it registers the blocks it
+  // computes; without that nothing is found).
+  bool enable_prefix_caching = false;
   void validate() const;
 };
 
@@ -68,11 +75,18 @@ class Scheduler {
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Tokens of admitted sequences looked up in the prefix cache, and those found there.
+  int64_t prefix_query_tokens() const { return prefix_query_tokens_; }
+  int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
 
  private:
   void preempt(Sequence* seq);
   void insert_waiting(Sequence* seq);
+  // Frees seq's blocks and forgets what it had computed.
+  void release(Sequence* seq);
+  // Makes the cached blocks of hit seq's first blocks, computed (seq holds no blocks).
+  void take_cached_prefix(Sequence* seq, const PrefixMatch& hit);
 
   SchedulerConfig config_;
   PagedKVCache& cache_;
@@ -80,6 +94,7 @@ class Scheduler {
   std::vector<Sequence*> running_;  // by arrival
   SchedulerOutput out_;
   int64_t num_preemptions_ = 0;
+  int64_t prefix_query_tokens_ = 0, prefix_hit_tokens_ = 0;
 };
 
 }  // namespace tessera::infer

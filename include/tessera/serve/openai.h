@@ -118,6 +118,7 @@ struct CompletionState {
   std::vector<Choice> choices;
   bool logprobs = false;  // the request asked for them: render them, else "logprobs": null
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens the engine took from its prefix cache
 };
 
 // A complete response body.
