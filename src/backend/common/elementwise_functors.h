@@ -99,9 +99,9 @@ TESSERA_UNARY_FN(GeluTanhFn, "gelu_tanh", kFloatingTypes,
                      (A(1) + tanh_(A(0.79788456080286535588) * (x + A(0.044715) * x * x * x))))
 TESSERA_UNARY_FN(SiluFn, "silu", kFloatingTypes, x / (A(1) + exp_(-x)))
 TESSERA_UNARY_FN(ErfFn, "erf", kFloatingTypes, std::erf(x))
-// ~x on integers, not x on bools (torch's bitwise_not).
+// ~x on integers, not x on bools (torch's bitwise_not): x ^ all ones (~ on a bool is not that).
 TESSERA_UNARY_FN(BitwiseNotFn, "bitwise_not", kIntegralTypes | dtype_bit(kBool),
-                 (std::is_same_v<T, bool> ? A(!x) : A(~x)))
+                 A(x ^ A(std::is_same_v<T, bool> ? 1 : -1)))
 #undef TESSERA_UNARY_FN
 
 #define TESSERA_PREDICATE_FN(Name, op_name, types, expr)            \
