@@ -56,3 +56,9 @@ export function formatValue(v, unit = '') {
   }
   return `${(Math.sign(v) * x).toPrecision(3)} ${prefixes[i]}${unit}`.trim();
 }
+
+// hits / queries as a percentage ("42%"), '–' before any query (a prefix cache's hit rate).
+export function hitRate(hits, queries) {
+  if (!queries) return '–';
+  return `${Math.round((100 * (hits ?? 0)) / queries)}%`;
+}

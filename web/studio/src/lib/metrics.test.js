@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest';
-import { formatValue, histogramBars, histogramQuantile } from './metrics.js';
+import { formatValue, histogramBars, histogramQuantile, hitRate } from './metrics.js';
 
 const buckets = { 0.01: 2, 0.1: 6, 1: 10, '+Inf': 10 };
 
@@ -18,4 +18,10 @@ test('formatValue picks units', () => {
   expect(formatValue(2e11, 'FLOP/s')).toBe('200 GFLOP/s');
   expect(formatValue(0.0021, 's')).toBe('2.10 ms');
   expect(formatValue(null)).toBe('–');
+});
+
+test('hitRate is a rounded percentage, a dash before any query', () => {
+  expect(hitRate(32, 80)).toBe('40%');
+  expect(hitRate(0, 0)).toBe('–');
+  expect(hitRate(undefined, undefined)).toBe('–');
 });
