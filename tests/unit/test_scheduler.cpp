@@ -2,11 +2,13 @@
 // prefill, preemption of the newest sequences when blocks run out and their resumption in
 // arrival order; and the Engine on a small LLaMA: greedy and seeded outputs identical alone and
 // batched, with or without preemption, stop tokens, stop strings, max tokens, aborts freeing
-// blocks, and request validation.
+// blocks, request validation, and prefix caching (shared blocks, evictions, same-step sharing).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
+#include <random>
+#include <set>
 
 #include "tessera/infer/engine.h"
 #include "tessera/infer/scheduler.h"
@@ -342,6 +344,62 @@ TEST(Engine, RequestsForOnePromptSubmittedTogetherShareItsBlocks) {
   auto got = run_all(engine);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[ids[i]], alone[i]) << "request " << i;
   EXPECT_EQ(engine.stats().prefix_cache_hits, 2 * 32);
+}
+
+// Waves of requests over three shared prompts in a cache too small for them, with aborts:
+// preemption, eviction and shared blocks at once. Every request that finishes has the tokens it
+// gets alone, and no block stays in use.
+TEST(Engine, PrefixCachingUnderPreemptionEvictionAndAbortsKeepsEveryOutput) {
+  auto model = engine_model();
+  std::mt19937 rng(11);
+  const std::vector<std::vector<int32_t>> systems = {prompt_of(20, 21), prompt_of(35, 22),
+                                                     prompt_of(48, 23)};
+  std::vector<std::pair<std::vector<int32_t>, GenerationParams>> plan;
+  for (uint64_t i = 0; i < 24; ++i) {
+    std::vector<int32_t> prompt = systems[rng() % 3];
+    const std::vector<int32_t> own = prompt_of(1 + rng() % 11, 100 + i);
+    prompt.insert(prompt.end(), own.begin(), own.end());
+    plan.emplace_back(prompt, params(10 + rng() % 30, i % 3 == 0 ? 0.9 : 0.0, 300 + i));
+  }
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& [prompt, p] : plan) {
+    infer::Engine solo(*model);
+    solo.add_request(prompt, p);
+    alone.push_back(run_all(solo).begin()->second);
+  }
+  infer::EngineConfig config;
+  config.num_blocks = 7;  // 112 positions for up to 5 sequences of up to 96 tokens
+  config.max_num_seqs = 5;
+  infer::Engine engine(*model, config);
+  std::map<int64_t, size_t> plan_of;
+  std::map<int64_t, std::vector<int32_t>> got;
+  std::set<int64_t> unfinished, aborted;
+  size_t next = 0;
+  for (int step = 0; next < plan.size() || engine.has_unfinished(); ++step) {
+    for (int k = 0; step % 2 == 0 && k < 3 && next < plan.size(); ++k, ++next) {
+      const int64_t id = engine.add_request(plan[next].first, plan[next].second);
+      plan_of[id] = next;
+      unfinished.insert(id);
+    }
+    if (step % 7 == 3 && !unfinished.empty()) {  // the newest unfinished request
+      const int64_t id = *unfinished.rbegin();
+      engine.abort_request(id);
+      unfinished.erase(id);
+      aborted.insert(id);
+    }
+    for (const auto& out : engine.step()) {
+      got[out.request_id].insert(got[out.request_id].end(), out.new_tokens.begin(),
+                                 out.new_tokens.end());
+      if (out.finished()) unfinished.erase(out.request_id);
+    }
+  }
+  EXPECT_GE(aborted.size(), 3u);
+  for (const auto& [id, i] : plan_of)
+    if (!aborted.contains(id)) EXPECT_EQ(got[id], alone[i]) << "request " << i;
+  const infer::EngineStats s = engine.stats();
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_GT(s.prefix_cache_hits, 0);
+  EXPECT_EQ(s.blocks_used, 0);
 }
 
 TEST(Engine, StopsOnTokensStringsAndLength) {
