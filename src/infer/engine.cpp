@@ -11,11 +11,14 @@ namespace tessera::infer {
 struct Engine::Request {
   Sequence seq;
   TextStream text;
-  int64_t logprobs;  // GenerationParams::logprobs
-  Request(Sequence s, const tokenizers::Tokenizer* tokenizer, int64_t logprobs)
+  int64_t logprobs;                  // GenerationParams::logprobs
+  int64_t prompt_logprobs;           // GenerationParams::prompt_logprobs
+  std::vector<TokenLogprob> prompt;  // of positions 1, 2, ... so far
+  Request(Sequence s, const tokenizers::Tokenizer* tokenizer, const GenerationParams& params)
       : seq(std::move(s)),
         text(tokenizer, &seq.stopping.stop, seq.tokens.back()),
-        logprobs(logprobs) {}
+        logprobs(params.logprobs),
+        prompt_logprobs(params.prompt_logprobs) {}
 };
 
 Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
@@ -43,9 +46,11 @@ Engine::~Engine() = default;
 int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {
   params.sampling.validate();
   params.stopping.validate();
-  TESSERA_CHECK(params.logprobs >= -1 && params.logprobs <= runner_.vocab_size(), ValueError,
-                "[Engine.add_request] expected logprobs in [-1, ", runner_.vocab_size(), "], got ",
-                params.logprobs);
+  for (const auto& [name, k] : {std::pair{"logprobs", params.logprobs},
+                                std::pair{"prompt_logprobs", params.prompt_logprobs}})
+    TESSERA_CHECK(k >= -1 && k <= runner_.vocab_size(), ValueError,
+                  "[Engine.add_request] expected ", name, " in [-1, ", runner_.vocab_size(),
+                  "], got ", k);
   const int64_t P = static_cast<int64_t>(prompt.size());
   // The longest sequence: the model's context, and what the whole cache can hold.
   const int64_t capacity =
@@ -68,13 +73,14 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
   s.sampling = params.sampling;
   s.stopping = params.stopping;
   s.stopping.max_tokens = std::min(s.stopping.max_tokens, capacity - P);
+  s.computes_whole_prompt = params.prompt_logprobs >= 0;
   if (params.sampling.seed) {
     s.seed = *params.sampling.seed;
   } else {
     const auto r = philox(config_.seed, static_cast<uint64_t>(s.id));
     s.seed = (static_cast<uint64_t>(r[0]) << 32) | r[1];
   }
-  auto req = std::make_unique<Request>(std::move(s), tokenizer_.get(), params.logprobs);
+  auto req = std::make_unique<Request>(std::move(s), tokenizer_.get(), params);
   scheduler_->add(&req->seq);
   const int64_t id = req->seq.id;
   requests_.emplace(id, std::move(req));
@@ -148,6 +154,7 @@ RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> 
   const bool stop_token = seq.stopping.is_stop_token(token);
   RequestOutput out = output_of(seq);
   out.new_tokens = {token};
+  if (seq.num_output() == 1) out.prompt_logprobs = std::move(r.prompt);
   out.text = stop_token ? std::string() : r.text.push(token);
   if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
     out.logprobs.push_back(token_logprobs(logits.subspan(row * V, V), token, r.logprobs));
@@ -156,6 +163,46 @@ RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> 
   else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= runner_.max_seq_len())
     finish(r, FinishReason::Length, out);
   return out;
+}
+
+void Engine::build_batch(const SchedulerOutput& plan) {
+  const int64_t bs = cache_->block_size();
+  batch_.clear();
+  rows_.clear();
+  int64_t num_rows = 0;
+  for (const ScheduledSequence& s : plan.scheduled) {
+    const Sequence& seq = *s.seq;
+    const int64_t start = seq.num_computed, end = start + s.num_new_tokens;
+    batch_.add_sequence(std::span(seq.tokens).subspan(start, s.num_new_tokens), start, seq.blocks,
+                        bs, /*want_logits=*/false);
+    const int64_t first_row = batch_.num_tokens() - s.num_new_tokens;
+    StepRows rows;
+    // Prompt logprobs: the rows of positions whose next token is a prompt token, on the
+    // prompt's first pass (a resumed sequence with output has reported them).
+    if (requests_.at(seq.id)->prompt_logprobs >= 0 && seq.num_output() == 0) {
+      rows.prompt_first = num_rows;
+      for (int64_t p = start; p < std::min(end, seq.prompt_len - 1); ++p, ++rows.num_prompt)
+        batch_.logit_rows.push_back(static_cast<int32_t>(first_row + p - start));
+      num_rows += rows.num_prompt;
+    }
+    if (end == seq.num_tokens()) {  // the prompt is done: it samples its next token
+      rows.sample = num_rows++;
+      batch_.logit_rows.push_back(static_cast<int32_t>(batch_.num_tokens() - 1));
+    }
+    rows_.push_back(rows);
+  }
+}
+
+void Engine::collect_prompt_logprobs(Request& r, int64_t first_position, const StepRows& rows,
+                                     std::span<const float> logits) {
+  const int64_t V = runner_.vocab_size();
+  for (int64_t j = 0; j < rows.num_prompt; ++j) {
+    const int64_t p = first_position + j;  // its logits give token p + 1's logprob
+    // A prefill preempted and run again from 0 does not report a position twice.
+    if (static_cast<int64_t>(r.prompt.size()) != p) continue;
+    r.prompt.push_back(token_logprobs(logits.subspan((rows.prompt_first + j) * V, V),
+                                      r.seq.tokens[p + 1], r.prompt_logprobs));
+  }
 }
 
 const std::vector<RequestOutput>& Engine::step() {
@@ -170,26 +217,22 @@ const std::vector<RequestOutput>& Engine::step() {
   }
   if (plan.scheduled.empty()) return outputs_;
 
-  const int64_t bs = cache_->block_size();
-  batch_.clear();
+  build_batch(plan);
   // Whether every row that samples takes the argmax of its raw logits: then the runner returns
   // just the ids. On a device, rows without penalties or logprobs draw there too (the logits
-  // never leave it); the rest need the logits on the host.
+  // never leave it); the rest, and prompt logprobs, need the logits on the host.
   bool greedy = true, drawn_by_runner = !runner_.device().is_cpu();
   draws_.clear();
-  for (const ScheduledSequence& s : plan.scheduled) {
-    Sequence& seq = *s.seq;
-    const bool samples = seq.num_computed + s.num_new_tokens == seq.num_tokens();
-    if (samples) {
-      const bool no_logprobs = requests_.at(seq.id)->logprobs < 0;
-      greedy = greedy && seq.sampling.raw_argmax() && no_logprobs;
-      drawn_by_runner = drawn_by_runner && !seq.sampling.penalized() && no_logprobs;
-      if (drawn_by_runner)  // never on the CPU: no draws computed there
-        draws_.push_back(
-            RowSampling::of(seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output())));
-    }
-    batch_.add_sequence(std::span(seq.tokens).subspan(seq.num_computed, s.num_new_tokens),
-                        seq.num_computed, seq.blocks, bs, samples);
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const Sequence& seq = *plan.scheduled[i].seq;
+    if (rows_[i].num_prompt > 0) greedy = drawn_by_runner = false;
+    if (rows_[i].sample < 0) continue;
+    const bool no_logprobs = requests_.at(seq.id)->logprobs < 0;
+    greedy = greedy && seq.sampling.raw_argmax() && no_logprobs;
+    drawn_by_runner = drawn_by_runner && !seq.sampling.penalized() && no_logprobs;
+    if (drawn_by_runner)  // never on the CPU: no draws computed there
+      draws_.push_back(
+          RowSampling::of(seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output())));
   }
   std::span<const int32_t> runner_tokens;
   std::span<const float> logits;
@@ -200,16 +243,17 @@ const std::vector<RequestOutput>& Engine::step() {
   else
     logits = runner_.forward(batch_, *cache_);
 
-  int64_t row = 0;
-  for (const ScheduledSequence& s : plan.scheduled) {
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const ScheduledSequence& s = plan.scheduled[i];
     Sequence& seq = *s.seq;
+    Request& r = *requests_.at(seq.id);
+    if (rows_[i].num_prompt > 0) collect_prompt_logprobs(r, seq.num_computed, rows_[i], logits);
     seq.num_computed += s.num_new_tokens;
     if (config_.enable_prefix_caching)
       cache_->cache_full_blocks(seq.blocks, seq.tokens, seq.num_computed, seq.block_hashes);
-    if (seq.num_computed < seq.num_tokens()) continue;  // a chunked prefill goes on next step
-    Request& r = *requests_.at(seq.id);
+    if (rows_[i].sample < 0) continue;  // a chunked prefill goes on next step
     try {
-      outputs_.push_back(advance(r, row++, runner_tokens, logits));
+      outputs_.push_back(advance(r, rows_[i].sample, runner_tokens, logits));
     } catch (const std::exception& e) {
       // Only this request fails (its sampler or tokenizer threw); the others go on.
       RequestOutput out = output_of(seq);

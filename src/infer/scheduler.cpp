@@ -116,7 +116,7 @@ const SchedulerOutput& Scheduler::schedule() {
       continue;
     }
     // Full blocks already cached, short of the last token: it runs again for its logits.
-    const PrefixMatch hit = config_.enable_prefix_caching
+    const PrefixMatch hit = config_.enable_prefix_caching && !seq->computes_whole_prompt
                                 ? cache_.match_prefix(seq->tokens, (seq->num_tokens() - 1) / bs)
                                 : PrefixMatch{};
     if (hit.next_hash != 0 && computed_this_step.contains(hit.next_hash)) break;

@@ -177,7 +177,6 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   r.model = served_model(f, limits);
   if (const Json* u = f.get("user"); u && !u->is_string())
     throw bad("user", std::string("'user' must be a string, got ") + type_name(*u));
-  if (f.boolean("echo", false)) throw bad("echo", "echo is not supported");
   check_response_format(f);
 
   const char* prompt_param = endpoint == Endpoint::Completions ? "prompt" : "messages";
@@ -258,6 +257,16 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
     r.include_usage = Fields(*so).boolean("include_usage", false);
   }
   parse_choices(f, endpoint, r);
+  // echo (legacy completions): the prompt leads the text, and with logprobs its tokens lead the
+  // logprobs (the engine's prompt_logprobs), as lm-evaluation-harness scores continuations.
+  r.echo = endpoint == Endpoint::Completions && f.boolean("echo", false);
+  if (r.echo) {
+    if (r.stream) throw bad("echo", "'echo' cannot be streamed: send it without 'stream'");
+    const Json& p = *f.get("prompt");
+    const Json& text = p.is_array() && p.size() == 1 ? p[0] : p;
+    r.echo_text = text.is_string() ? text.get<std::string>() : tokenizer.decode(r.prompt);
+    r.params.prompt_logprobs = r.logprobs;
+  }
   return r;
 }
 

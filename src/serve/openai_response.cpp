@@ -58,10 +58,10 @@ Json completion_logprobs(const Choice& c) {
   int64_t offset = c.text_offset;
   for (const LogprobEntry& e : c.logprobs) {
     tokens.push_back(e.token);
-    lps.push_back(e.logprob);
+    lps.push_back(e.none ? Json(nullptr) : Json(e.logprob));
     Json top = Json::object();
     for (const auto& [token, lp] : e.top) top[token] = lp;
-    tops.push_back(top);
+    tops.push_back(e.none ? Json(nullptr) : top);
     offsets.push_back(offset);
     offset += static_cast<int64_t>(e.token.size());
   }
@@ -103,6 +103,19 @@ std::vector<LogprobEntry> logprob_entries(const std::vector<infer::TokenLogprob>
     prev = t.token;
   }
   return entries;
+}
+
+void echo_prompt(CompletionState& s, const CompletionRequest& r,
+                 const tokenizers::Tokenizer& tokenizer) {
+  for (Choice& c : s.choices) {
+    c.text = r.echo_text + c.text;
+    if (!s.logprobs) continue;
+    std::vector<LogprobEntry> prompt = {
+        {.token = tokenizer.token_to_string(r.prompt.front(), -1), .none = true}};
+    for (LogprobEntry& e : logprob_entries(c.prompt_logprobs, tokenizer, r.prompt.front()))
+      prompt.push_back(std::move(e));
+    c.logprobs.insert(c.logprobs.begin(), prompt.begin(), prompt.end());
+  }
 }
 
 ApiError::ApiError(int status, std::string message, std::string param, std::string type,

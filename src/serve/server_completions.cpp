@@ -56,6 +56,7 @@ bool apply(CompletionState& s, std::vector<ChoiceProgress>& progress,
   }
   if (!out.new_tokens.empty()) p.last_token = out.new_tokens.back();
   if (o.choice == 0) s.cached_tokens = out.cached_tokens;  // the prompt counts once
+  if (!out.prompt_logprobs.empty()) c.prompt_logprobs = out.prompt_logprobs;
   // A shutdown's Abort output counts no tokens: keep the count so far.
   s.completion_tokens += std::max<int64_t>(0, out.completion_tokens - p.tokens);
   p.tokens = std::max(p.tokens, out.completion_tokens);
@@ -133,6 +134,7 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
       return send_error(res, ApiError(503, "the server shut down before the request finished", "",
                                       "server_error", "shutting_down"));
     if (r.best_of > r.n) keep_best(state, progress, static_cast<size_t>(r.n));
+    if (r.echo) echo_prompt(state, r, *tokenizer);
     return send_json(res, 200, response_json(ep, state));
   }
 

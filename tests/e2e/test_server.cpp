@@ -18,6 +18,7 @@
 
 #include "tessera/infer/generate.h"
 #include "tessera/models/llama.h"
+#include "tessera/tessera.h"
 #include "testing/failing_tokenizer.h"
 #include "testing/server_harness.h"
 
@@ -240,6 +241,57 @@ TEST(Server, ARepeatedPromptReportsItsCachedTokens) {
   EXPECT_EQ(second["choices"][0]["token_ids"], first["choices"][0]["token_ids"]);
   EXPECT_EQ(ts.metric("tessera_prefix_cache_hits_total"), 32);
   EXPECT_EQ(ts.metric("tessera_prefix_cache_queries_total"), 80);
+}
+
+// echo with logprobs (how lm-evaluation-harness scores text over the completions API): the
+// prompt leads the text and the logprobs, its first token's logprob null and the others the
+// model's log_softmax at the position before (the model's own forward is the oracle).
+TEST(Server, EchoWithLogprobsScoresEveryPromptToken) {
+  STORIES_OR_SKIP(s);
+  TestServer ts(*s->model, s->tokenizer, {});
+  const std::vector<int32_t> prompt = {1, 461, 430, 309, 295, 446, 306, 473, 283, 330};
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  auto [status, body] = post(ts, "/v1/completions",
+                             Json{{"prompt", {prompt}},
+                                  {"max_tokens", 1},
+                                  {"temperature", 0},
+                                  {"logprobs", 1},
+                                  {"echo", true}}
+                                 .dump());
+  ASSERT_EQ(status, 200) << body.dump();
+  const Json& choice = body["choices"][0];
+  const std::string prompt_text = s->tokenizer->decode(prompt);
+  EXPECT_EQ(choice["text"].get<std::string>().substr(0, prompt_text.size()), prompt_text);
+  const Json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), static_cast<size_t>(P + 1)) << lp.dump();
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  const Tensor ids = tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0);
+  const Tensor want =
+      log_softmax(s->model->forward(ids).squeeze(0), -1).to(kFloat64).detach().contiguous();
+  const int64_t V = s->model->vocab_size();
+  for (int64_t i = 1; i < P; ++i) {
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(),
+                want.data_ptr<double>()[(i - 1) * V + prompt[i]], 1e-4)
+        << i;
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 1u);
+    EXPECT_GT(lp["text_offset"][i].get<int64_t>(), lp["text_offset"][i - 1].get<int64_t>() - 1);
+  }
+  EXPECT_EQ(body["usage"]["prompt_tokens"], P);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 1);
+
+  // Without logprobs only the text; streamed it is refused by name.
+  auto [plain_status, plain] = post(
+      ts, "/v1/completions",
+      Json{{"prompt", "Once upon"}, {"max_tokens", 2}, {"temperature", 0}, {"echo", true}}.dump());
+  ASSERT_EQ(plain_status, 200) << plain.dump();
+  EXPECT_EQ(plain["choices"][0]["text"].get<std::string>().rfind("Once upon", 0), 0u);
+  EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
+  auto [streamed_status, streamed] =
+      post(ts, "/v1/completions", R"({"prompt": "a", "echo": true, "stream": true})");
+  EXPECT_EQ(streamed_status, 400);
+  EXPECT_EQ(streamed["error"]["param"], "echo") << streamed.dump();
 }
 
 // A model slow enough that a long request is still running when its client leaves.

@@ -78,6 +78,16 @@ describe('completions and chat', () => {
     assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 8);
   });
 
+  test('echo with logprobs scores the prompt (as lm-evaluation-harness asks)', async () => {
+    const r = await client.completions.create({ ...greedy, prompt: 'Once upon a time', max_tokens: 1, logprobs: 1, echo: true });
+    const lp = r.choices[0].logprobs;
+    assert.ok(r.choices[0].text.startsWith('Once upon a time'));
+    assert.equal(lp.tokens.length, r.usage.prompt_tokens + 1);
+    assert.equal(lp.token_logprobs[0], null);
+    assert.equal(lp.top_logprobs[0], null);
+    assert.ok(lp.token_logprobs.slice(1).every((x) => typeof x === 'number' && x <= 0));
+  });
+
   test('chat streamed equals chat not streamed; usage chunk with include_usage', async () => {
     const req = { ...greedy, messages: [{ role: 'user', content: 'Tell a story' }], max_completion_tokens: 10, ignore_eos: true };
     const whole = await client.chat.completions.create(req);

@@ -402,6 +402,55 @@ TEST(Engine, PrefixCachingUnderPreemptionEvictionAndAbortsKeepsEveryOutput) {
   EXPECT_EQ(s.blocks_used, 0);
 }
 
+// prompt_logprobs: each prompt token after the first gets log_softmax of the model's logits at
+// the position before it (the model's own forward is the oracle), whether the prompt runs in one
+// step or in chunks, and even when its blocks are in the prefix cache (it computes them all).
+TEST(Engine, PromptLogprobsAreTheModelsLogSoftmaxOverEveryPromptPosition) {
+  auto model = engine_model();
+  const std::vector<int32_t> prompt = prompt_of(37, 5);
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  const Tensor ids = tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0);
+  const Tensor want =  // [P, V]
+      log_softmax(model->forward(ids).squeeze(0), -1).to(kFloat64).detach().contiguous();
+  const int64_t V = model->vocab_size();
+  auto want_at = [&](int64_t i, int64_t token) { return want.data_ptr<double>()[i * V + token]; };
+  auto want_best = [&](int64_t i) {
+    const double* row = want.data_ptr<double>() + i * V;
+    return *std::max_element(row, row + V);
+  };
+  for (int64_t budget : {2048, 8}) {  // one step, then chunks of 8
+    infer::EngineConfig config;
+    config.max_num_batched_tokens = budget;
+    config.max_num_seqs = 2;
+    infer::Engine engine(*model, config);
+    engine.add_request(prompt, params(3));  // fills the prefix cache with the prompt's blocks
+    run_all(engine);
+    GenerationParams p = params(3);
+    p.prompt_logprobs = 2;
+    engine.add_request(prompt, p);
+    std::vector<infer::TokenLogprob> got;
+    int outputs = 0;
+    while (engine.has_unfinished())
+      for (const auto& out : engine.step()) {
+        if (outputs++ > 0) EXPECT_TRUE(out.prompt_logprobs.empty()) << "the first output only";
+        if (!out.prompt_logprobs.empty()) got = out.prompt_logprobs;
+      }
+    ASSERT_EQ(static_cast<int64_t>(got.size()), P - 1) << "budget " << budget;
+    for (int64_t i = 0; i + 1 < P; ++i) {
+      EXPECT_EQ(got[i].token, prompt[i + 1]);
+      EXPECT_NEAR(got[i].logprob, want_at(i, prompt[i + 1]), 1e-4) << i;
+      ASSERT_EQ(got[i].top.size(), 2u);
+      EXPECT_NEAR(got[i].top[0].second, want_best(i), 1e-4) << i;
+      EXPECT_GE(got[i].top[0].second, got[i].top[1].second);
+    }
+    EXPECT_EQ(engine.stats().prefix_cache_hits, 0) << "nothing taken from the cache";
+  }
+  infer::Engine engine(*model);
+  GenerationParams bad = params(3);
+  bad.prompt_logprobs = -2;
+  EXPECT_TESSERA_ERROR(engine.add_request(prompt, bad), ValueError, "prompt_logprobs in [-1");
+}
+
 TEST(Engine, StopsOnTokensStringsAndLength) {
   auto model = engine_model();
   auto tok =

@@ -58,6 +58,9 @@ struct RequestOutput {
   int64_t cached_tokens = 0;      // prompt tokens taken from the prefix cache
   // One per new token when the request asked for logprobs (GenerationParams::logprobs >= 0).
   std::vector<TokenLogprob> logprobs;
+  // In a request's first output, when it asked for prompt_logprobs: one per prompt token after
+  // the first (that token's logprob given the tokens before it).
+  std::vector<TokenLogprob> prompt_logprobs;
   // With an Abort: why the engine failed the request (empty for a client's or shutdown's abort).
   std::string error;
   bool finished() const { return finish_reason != FinishReason::None; }
@@ -80,7 +83,8 @@ class Engine {
   ~Engine();
 
   // Queues a request and returns its id. ValueError for an empty prompt, one that leaves no room
-  // in the model's context or the cache, or invalid params (logprobs outside [-1, vocab]).
+  // in the model's context or the cache, or invalid params (logprobs or prompt_logprobs
+  // outside [-1, vocab]).
   // max_tokens is capped to the context.
   int64_t add_request(std::vector<int32_t> prompt, const GenerationParams& params);
   // Drops a request (waiting or running) and frees its blocks; unknown ids are ignored.
@@ -106,6 +110,17 @@ class Engine {
   // runner's, or drawn from the logits), the text and logprobs it adds, and whether it finished.
   RequestOutput advance(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
                         std::span<const float> logits);
+  // Where a scheduled sequence's rows are among the logits the step returns.
+  struct StepRows {
+    int64_t sample = -1;        // the row it samples from (-1: its prefill goes on)
+    int64_t prompt_first = -1;  // its first prompt-logprob row
+    int64_t num_prompt = 0;     // prompt-logprob rows, for positions computed this step
+  };
+  // Adds the scheduled sequences to batch_, and their logit rows to rows_.
+  void build_batch(const SchedulerOutput& plan);
+  // Appends to r the prompt logprobs of the positions computed this step.
+  void collect_prompt_logprobs(Request& r, int64_t first_position, const StepRows& rows,
+                               std::span<const float> logits);
 
   EngineConfig config_;
   ModelRunner runner_;
@@ -118,6 +133,7 @@ class Engine {
   StepBatch batch_;
   std::vector<float> logits_;
   std::vector<RowSampling> draws_;  // the step's sampled rows, for a runner that draws them
+  std::vector<StepRows> rows_;      // per scheduled sequence of the step
   std::vector<RequestOutput> outputs_;
 };
 

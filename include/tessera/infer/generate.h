@@ -31,6 +31,10 @@ struct GenerationParams {
   // Engine only: >= 0 reports each generated token's raw logprob and the top `logprobs`
   // alternatives in RequestOutput::logprobs (infer/logprobs.h); -1 computes nothing.
   int64_t logprobs = -1;
+  // Engine only: >= 0 reports the same for every prompt token after the first, given the tokens
+  // before it (vLLM's prompt_logprobs, OpenAI's echo), in the request's first output. The whole
+  // prompt is then computed: it takes nothing from the prefix cache.
+  int64_t prompt_logprobs = -1;
 };
 
 struct GenerationResult {

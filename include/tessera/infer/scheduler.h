@@ -32,6 +32,7 @@ struct Sequence {
   BlockTable blocks;
   std::vector<uint64_t> block_hashes;  // chain hashes of its cached full blocks, in order
   int64_t num_cached_tokens = -1;      // found in the prefix cache at its first admission
+  bool computes_whole_prompt = false;  // takes nothing from the prefix cache (prompt logprobs)
   SamplingParams sampling;
   StoppingCriteria stopping;
   uint64_t seed = 0;

@@ -80,6 +80,8 @@ struct CompletionRequest {
   int64_t n = 1, best_of = 1;
   int64_t logprobs = -1;  // top alternatives to report per token; -1: no logprobs in the reply
   std::string model;      // the served name it asked for (the first when absent)
+  bool echo = false;      // completions: the prompt (echo_text) leads each choice's text
+  std::string echo_text;  // the prompt as sent (a token id prompt: its decoded text)
   // Choice i's params: the seed (when given) moves to seed + i.
   infer::GenerationParams choice_params(int64_t i) const;
 };
@@ -94,6 +96,7 @@ struct LogprobEntry {
   std::string token;
   float logprob = 0.0f;
   std::vector<std::pair<std::string, float>> top;
+  bool none = false;  // an echoed prompt's first token: nothing precedes it (logprob null)
 };
 // entries for a choice's new tokens; prev: the token before the first (for leading spaces).
 std::vector<LogprobEntry> logprob_entries(const std::vector<infer::TokenLogprob>& logprobs,
@@ -108,6 +111,7 @@ struct Choice {
   std::vector<LogprobEntry> logprobs;
   int64_t text_offset = 0;  // completions' text_offset of logprobs[0] (bytes into the output)
   double cumulative_logprob = 0.0;  // for best_of
+  std::vector<infer::TokenLogprob> prompt_logprobs;  // echo: the engine's, for prompt tokens 1..
 };
 
 // What a finished (or streaming) request has produced.
@@ -120,6 +124,11 @@ struct CompletionState {
   int64_t prompt_tokens = 0, completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens the engine took from its prefix cache
 };
+
+// Puts the prompt before each choice's text and, when s renders logprobs, the prompt tokens'
+// entries before the choice's (the first with a null logprob), as OpenAI's echo does.
+void echo_prompt(CompletionState& s, const CompletionRequest& r,
+                 const tokenizers::Tokenizer& tokenizer);
 
 // A complete response body.
 std::string response_json(Endpoint endpoint, const CompletionState& s);
