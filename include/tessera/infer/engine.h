@@ -11,7 +11,8 @@
 // the logits then never leave it. With prefix caching (on by default), the full blocks a
 // request computed stay in the cache after it finishes, and a later request whose prompt starts
 // with the same tokens (a chat's system prompt and history, the n choices of one prompt) takes
-// them instead of prefilling them again.
+// them instead of prefilling them again. A request asking for prompt logprobs (scoring text, as
+// OpenAI's echo) computes its whole prompt, and its step brings those rows' logits to the host.
 //
 //   infer::Engine engine(model, {.num_blocks = 512});
 //   GenerationParams p;
