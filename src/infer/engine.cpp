@@ -176,10 +176,10 @@ void Engine::build_batch(const SchedulerOutput& plan) {
     batch_.add_sequence(std::span(seq.tokens).subspan(start, s.num_new_tokens), start, seq.blocks,
                         bs, /*want_logits=*/false);
     const int64_t first_row = batch_.num_tokens() - s.num_new_tokens;
-    StepRows rows;
+    StepRows rows{.request = requests_.at(seq.id).get()};
     // Prompt logprobs: the rows of positions whose next token is a prompt token, on the
     // prompt's first pass (a resumed sequence with output has reported them).
-    if (requests_.at(seq.id)->prompt_logprobs >= 0 && seq.num_output() == 0) {
+    if (rows.request->prompt_logprobs >= 0 && seq.num_output() == 0) {
       rows.prompt_first = num_rows;
       for (int64_t p = start; p < std::min(end, seq.prompt_len - 1); ++p, ++rows.num_prompt)
         batch_.logit_rows.push_back(static_cast<int32_t>(first_row + p - start));
@@ -227,7 +227,7 @@ const std::vector<RequestOutput>& Engine::step() {
     const Sequence& seq = *plan.scheduled[i].seq;
     if (rows_[i].num_prompt > 0) greedy = drawn_by_runner = false;
     if (rows_[i].sample < 0) continue;
-    const bool no_logprobs = requests_.at(seq.id)->logprobs < 0;
+    const bool no_logprobs = rows_[i].request->logprobs < 0;
     greedy = greedy && seq.sampling.raw_argmax() && no_logprobs;
     drawn_by_runner = drawn_by_runner && !seq.sampling.penalized() && no_logprobs;
     if (drawn_by_runner)  // never on the CPU: no draws computed there
@@ -246,7 +246,7 @@ const std::vector<RequestOutput>& Engine::step() {
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const ScheduledSequence& s = plan.scheduled[i];
     Sequence& seq = *s.seq;
-    Request& r = *requests_.at(seq.id);
+    Request& r = *rows_[i].request;
     if (rows_[i].num_prompt > 0) collect_prompt_logprobs(r, seq.num_computed, rows_[i], logits);
     seq.num_computed += s.num_new_tokens;
     if (config_.enable_prefix_caching)

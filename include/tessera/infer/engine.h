@@ -113,6 +113,7 @@ class Engine {
                         std::span<const float> logits);
   // Where a scheduled sequence's rows are among the logits the step returns.
   struct StepRows {
+    Request* request = nullptr;  // the sequence's, looked up once per step
     int64_t sample = -1;        // the row it samples from (-1: its prefill goes on)
     int64_t prompt_first = -1;  // its first prompt-logprob row
     int64_t num_prompt = 0;     // prompt-logprob rows, for positions computed this step
