@@ -8,9 +8,11 @@
 // PyTorch peer, with the same prompt length and token budget). These runs keep prefix caching
 // off: they measure prefill and decode. --only prefix measures it instead: chat turns on the
 // GPT-2-sized model, one after another, each a shared prompt of --prompt-len tokens and 16 of its
-// own, with the cache on and off in alternating rounds.
+// own, with the cache on and off in alternating rounds. --only kv-dtype compares a float32 and a
+// bfloat16 KV cache (alternating rounds) on the GPT-2-sized model: --streams streams (default 16)
+// decoding after prompts of --prompt-len tokens, where attention reads the long contexts.
 //
-//   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2|prefix] [--streams N]
+//   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2|prefix|kv-dtype] [--streams N]
 //                [--device cpu|cuda[:N]] [--prompt-len N] [--new-tokens N]
 #include <omp.h>
 
@@ -77,8 +79,9 @@ struct BatchResult {
 
 // streams requests at once through an Engine batching up to streams sequences.
 BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_len, int64_t n,
-                    int reps) {
+                    int reps, DType kv_cache_dtype = kFloat32) {
   infer::EngineConfig config;
+  config.kv_cache_dtype = kv_cache_dtype;
   config.max_num_seqs = streams;
   config.num_blocks = streams * ((prompt_len + n + 15) / 16 + 1);
   config.enable_prefix_caching = false;  // each rep sends the same prompts again
@@ -166,6 +169,32 @@ void run_prefix(const models::CausalLM& model, int64_t prompt_len, int64_t n, in
               median(ratios), 100.0 * median(hits));
 }
 
+// Float32 against bfloat16 KV caches in alternating rounds (one rep each after a warm-up).
+void run_kv_dtype(const models::CausalLM& model, int streams, int64_t prompt_len, int64_t n,
+                  int reps) {
+  std::printf(
+      "| model | streams x prompt | TBT ms, float32 cache | TBT ms, bfloat16 cache | "
+      "float32 / bfloat16 TBT | tokens/s float32 | tokens/s bfloat16 | KV MB per stream |\n"
+      "|---|---|---|---|---|---|---|---|\n");
+  std::vector<double> tbt32, tbt16, ratios, rate32, rate16;
+  for (int r = 0; r < reps; ++r) {
+    const BatchResult f = batched(model, streams, prompt_len, n, 1, kFloat32);
+    const BatchResult b = batched(model, streams, prompt_len, n, 1, kBFloat16);
+    tbt32.push_back(f.tbt_ms);
+    tbt16.push_back(b.tbt_ms);
+    ratios.push_back(f.tbt_ms / b.tbt_ms);
+    rate32.push_back(f.tokens_per_s);
+    rate16.push_back(b.tokens_per_s);
+    std::fprintf(stderr, "round %d: TBT float32 %.2f ms, bfloat16 %.2f ms (%.3fx)\n", r, f.tbt_ms,
+                 b.tbt_ms, f.tbt_ms / b.tbt_ms);
+  }
+  const infer::KVCacheSpec spec = infer::ModelRunner(model).kv_spec();
+  const double mb = static_cast<double>(spec.bytes_per_token() * (prompt_len + n)) / (1 << 20);
+  std::printf("| GPT-2 124M | %d x %lld | %.2f | %.2f | %.2fx | %.0f | %.0f | %.0f / %.0f |\n",
+              streams, static_cast<long long>(prompt_len), median(tbt32), median(tbt16),
+              median(ratios), median(rate32), median(rate16), mb, mb / 2);
+}
+
 void run_model(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
                int64_t n, int reps, int single_reps, const std::vector<int>& streams) {
   infer::ModelRunner runner(model);
@@ -216,12 +245,17 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--new-tokens"))
       gpt2_tokens = std::atoll(argv[i + 1]);
   }
-  if (streams.empty())
+  if (streams.empty() && only != "kv-dtype")
     streams = device.is_cpu() ? std::vector<int>{1, 4, 16, 32} : std::vector<int>{1, 4, 16, 32, 64};
   std::fprintf(stderr, "device: %s\n", device.str().c_str());
   std::fprintf(stderr, "threads: %d\n", omp_get_max_threads());
   if (only == "prefix") {
     run_prefix(*gpt2_124m(device), gpt2_prompt, gpt2_tokens, reps);
+    return 0;
+  }
+  if (only == "kv-dtype") {
+    run_kv_dtype(*gpt2_124m(device), streams.empty() ? 16 : streams[0], gpt2_prompt, gpt2_tokens,
+                 reps);
     return 0;
   }
   std::printf(

@@ -187,6 +187,26 @@ def test_prefix_caching_reuses_a_shared_prompt_and_keeps_the_output():
     assert outputs[True] == outputs[False]
 
 
+def test_bfloat16_kv_cache_follows_the_model_within_its_rounding():
+    # Keys and values are rounded to bfloat16 as they are stored: every greedy token's logprob is
+    # the numpy model's within bfloat16's relative precision (2^-8) of the logits' scale (up to
+    # ~14 here; the float32 cache agrees to 1e-4), and each is its best token up to that.
+    w = load_llama2c(MODEL)
+    engine = LLM(model=str(MODEL), tokenizer=str(TOKENIZER), kv_cache_dtype="bfloat16")
+    out = engine.generate([PROMPTS[3]], SamplingParams(temperature=0, max_tokens=16,
+                                                       logprobs=1))[0].outputs[0]
+    assert len(out.token_ids) > 4
+    ids = list(PROMPTS[3])
+    for token, entry in zip(out.token_ids, out.logprobs):
+        logits = last_logits(w, ids)
+        lp = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+        assert entry[token].logprob == pytest.approx(lp[token], abs=5e-2)
+        assert lp[token] >= lp.max() - 5e-2
+        ids.append(token)
+    with pytest.raises(ValueError, match="KV cache dtype of auto, float32 or bfloat16"):
+        LLM(model=str(MODEL), tokenizer=str(TOKENIZER), kv_cache_dtype="fp8")
+
+
 def test_prompt_forms_and_per_prompt_params(llm):
     ids = llm.generate("The little dog", SamplingParams(**GREEDY))[0]
     assert ids.prompt == "The little dog"

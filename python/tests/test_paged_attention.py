@@ -3,7 +3,8 @@
 
 Block tables are drawn from a shuffled pool (non-contiguous), sequences share their first block
 when both fill it, and every cache slot no sequence attends to holds NaN, so a kernel that read
-one would fail. float32 runs the engine's kernel; float64, bfloat16 and ALiBi the composite."""
+one would fail. float32 and bfloat16 run the engine's kernel (over bfloat16 caches as they are);
+float64, float16 and ALiBi the composite."""
 import math
 
 import numpy as np

@@ -13,20 +13,22 @@
 namespace tessera::infer {
 namespace {
 
-// Floating values of the caches' dtype (the kernels' float32 is checked by their callers).
+// Floating values, of dtype when given (the caches', or float32 for the kernels).
 void check_values(const Tensor& t, const char* what, std::optional<DType> dtype, const char* op) {
   TESSERA_CHECK(t.defined() && is_floating(t.dtype()) && (!dtype || t.dtype() == *dtype), TypeError,
                 "[", op, "] expected ", what, " to be a ",
-                dtype ? detail::str(*dtype, " (the caches' dtype)") : std::string("floating"),
-                " tensor, got ",
+                dtype ? detail::str(*dtype) : std::string("floating"), " tensor, got ",
                 t.defined() ? detail::str(t.dtype(), " on ", t.device().str()) : "undefined");
   TESSERA_CHECK(t.is_contiguous(), ValueError, "[", op, "] expected a contiguous ", what);
 }
 
-// The kernels compute in float32 only.
-void check_float32(const Tensor& t, const char* op) {
-  TESSERA_CHECK(t.dtype() == kFloat32, TypeError, "[", op,
-                "] expected float32 tensors (the kernel's dtype), got ", t.dtype());
+// The kernels compute in float32 over float32 or bfloat16 caches.
+void check_kernel_caches(const Tensor& k_cache, const Tensor& v_cache, const char* op) {
+  TESSERA_CHECK(k_cache.defined() && v_cache.defined() && k_cache.dtype() == v_cache.dtype() &&
+                    (k_cache.dtype() == kFloat32 || k_cache.dtype() == kBFloat16),
+                TypeError, "[", op, "] expected float32 or bfloat16 caches of one dtype, got ",
+                k_cache.defined() ? detail::str(k_cache.dtype()) : "undefined", " and ",
+                v_cache.defined() ? detail::str(v_cache.dtype()) : "undefined");
 }
 
 void check_index(const Tensor& t, DType dtype, int64_t dims, const char* what, const char* op) {
@@ -64,13 +66,12 @@ void check_caches(const Tensor& k_cache, const Tensor& v_cache, const char* op) 
                 ", got ", k_cache.size(3));
 }
 
-}  // namespace
-
-void check_paged_caching(const char* op, const Tensor& k, const Tensor& v, const Tensor& k_cache,
-                         const Tensor& v_cache, const Tensor& slot_mapping) {
+// check_paged_caching with k and v of values_dtype.
+void check_caching(const char* op, const Tensor& k, const Tensor& v, const Tensor& k_cache,
+                   const Tensor& v_cache, const Tensor& slot_mapping, DType values_dtype) {
   check_caches(k_cache, v_cache, op);
-  check_values(k, "k", k_cache.dtype(), op);
-  check_values(v, "v", k_cache.dtype(), op);
+  check_values(k, "k", values_dtype, op);
+  check_values(v, "v", values_dtype, op);
   const int64_t Hkv = k_cache.size(1), D = k_cache.size(2), bs = k_cache.size(3);
   TESSERA_CHECK(k.dim() == 3 && k.sizes() == v.sizes() && k.size(1) == Hkv && k.size(2) == D,
                 ValueError, "[", op, "] expected k and v [N, ", Hkv, ", ", D, "], got ",
@@ -93,11 +94,12 @@ void check_paged_caching(const char* op, const Tensor& k, const Tensor& v, const
                   "] expected slots in [-1, ", num_slots, "), got ", slots[n]);
 }
 
-void check_paged_attention(const char* op, const Tensor& q, const Tensor& k_cache,
-                           const Tensor& v_cache, const Tensor& block_tables,
-                           const Tensor& seq_lens, const Tensor& query_start) {
+// check_paged_attention with q of q_dtype.
+void check_attention(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     const Tensor& block_tables, const Tensor& seq_lens, const Tensor& query_start,
+                     DType q_dtype) {
   check_caches(k_cache, v_cache, op);
-  check_values(q, "q", k_cache.dtype(), op);
+  check_values(q, "q", q_dtype, op);
   const int64_t num_blocks = k_cache.size(0), Hkv = k_cache.size(1), D = k_cache.size(2),
                 bs = k_cache.size(3);
   TESSERA_CHECK(q.dim() == 3 && q.size(2) == D && q.size(1) % Hkv == 0, ValueError, "[", op,
@@ -137,19 +139,33 @@ void check_paged_attention(const char* op, const Tensor& q, const Tensor& k_cach
   }
 }
 
+}  // namespace
+
+void check_paged_caching(const char* op, const Tensor& k, const Tensor& v, const Tensor& k_cache,
+                         const Tensor& v_cache, const Tensor& slot_mapping) {
+  check_caching(op, k, v, k_cache, v_cache, slot_mapping, k_cache.dtype());
+}
+
+void check_paged_attention(const char* op, const Tensor& q, const Tensor& k_cache,
+                           const Tensor& v_cache, const Tensor& block_tables,
+                           const Tensor& seq_lens, const Tensor& query_start) {
+  check_attention(op, q, k_cache, v_cache, block_tables, seq_lens, query_start, k_cache.dtype());
+}
+
 void paged_caching(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                    const Tensor& slot_mapping) {
   constexpr const char* op = "paged_caching";
-  check_paged_caching(op, k, v, k_cache, v_cache, slot_mapping);
-  check_float32(k, op);
+  check_kernel_caches(k_cache, v_cache, op);
+  check_caching(op, k, v, k_cache, v_cache, slot_mapping, kFloat32);
   const int64_t Hkv = k_cache.size(1), D = k_cache.size(2), bs = k_cache.size(3);
   const int64_t N = k.size(0);
   PagedCachingArgs a;
   a.k = k.data_ptr<float>();
   a.v = v.data_ptr<float>();
   a.k_stride = a.v_stride = Hkv * D;
-  a.k_cache = k_cache.data_ptr<float>();
-  a.v_cache = v_cache.data_ptr<float>();
+  a.k_cache = k_cache.data_ptr();
+  a.v_cache = v_cache.data_ptr();
+  a.cache_dtype = k_cache.dtype();
   a.slots = slot_mapping.data_ptr<int64_t>();
   a.num_tokens = N;
   a.num_kv_heads = Hkv;
@@ -162,8 +178,8 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
                        const Tensor& block_tables, const Tensor& seq_lens,
                        const Tensor& query_start, std::optional<double> scale) {
   constexpr const char* op = "paged_attention";
-  check_paged_attention(op, q, k_cache, v_cache, block_tables, seq_lens, query_start);
-  check_float32(q, op);
+  check_kernel_caches(k_cache, v_cache, op);
+  check_attention(op, q, k_cache, v_cache, block_tables, seq_lens, query_start, kFloat32);
   const int64_t S = seq_lens.size(0), Hkv = k_cache.size(1), D = k_cache.size(2),
                 bs = k_cache.size(3), max_blocks = block_tables.size(1);
   Tensor out = empty(q.sizes(), TensorOptions(kFloat32).with_device(q.device()));
@@ -171,8 +187,9 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   a.q = q.data_ptr<float>();
   a.out = out.data_ptr<float>();
   a.q_stride = a.out_stride = q.size(1) * D;
-  a.k_cache = k_cache.data_ptr<float>();
-  a.v_cache = v_cache.data_ptr<float>();
+  a.k_cache = k_cache.data_ptr();
+  a.v_cache = v_cache.data_ptr();
+  a.cache_dtype = k_cache.dtype();
   a.block_tables = block_tables.data_ptr<int32_t>();
   a.max_blocks = max_blocks;
   a.query_start = query_start.data_ptr<int32_t>();

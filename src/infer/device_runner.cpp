@@ -209,7 +209,9 @@ Tensor DeviceRunner::logits(const StepBatch& batch, const KVCache& cache) {
   cache_args.num_kv_heads = d_.n_kv_heads;
   cache_args.head_dim = D;
   cache_args.block_size = cache.block_size();
+  cache_args.cache_dtype = cache.spec().dtype;
   PagedAttentionArgs attn_args;
+  attn_args.cache_dtype = cache.spec().dtype;
   attn_args.block_tables = words + at.block_tables;
   attn_args.max_blocks = batch.max_blocks;
   attn_args.query_start = words + at.query_start;

@@ -32,8 +32,8 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
         (runner_.max_seq_len() + config_.block_size - 1) / std::max<int64_t>(config_.block_size, 1);
     config_.num_blocks = config_.max_num_seqs * per_seq;
   }
-  cache_ = std::make_unique<PagedKVCache>(runner_.kv_spec(), config_.num_blocks, config_.block_size,
-                                          runner_.device());
+  cache_ = std::make_unique<PagedKVCache>(runner_.kv_spec(config_.kv_cache_dtype),
+                                          config_.num_blocks, config_.block_size, runner_.device());
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens,
                       config_.enable_prefix_caching},
@@ -42,6 +42,13 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
 }
 
 Engine::~Engine() = default;
+
+DType kv_cache_dtype_from_name(std::string_view name, const char* op) {
+  if (name == "auto" || name == "float32") return kFloat32;
+  TESSERA_CHECK(name == "bfloat16", ValueError, "[", op,
+                "] expected a KV cache dtype of auto, float32 or bfloat16, got '", name, "'");
+  return kBFloat16;
+}
 
 int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {
   params.sampling.validate();
@@ -92,7 +99,7 @@ std::vector<float> Engine::embed(std::span<const int32_t> prompt) {
   TESSERA_CHECK(P >= 1 && P <= runner_.max_seq_len(), ValueError,
                 "[Engine.embed] expected a prompt of 1 to ", runner_.max_seq_len(), " tokens, got ",
                 P);
-  StaticKVCache cache(runner_.kv_spec(), P, runner_.device());
+  StaticKVCache cache(runner_.kv_spec(config_.kv_cache_dtype), P, runner_.device());
   StepBatch batch;
   batch.add_sequence(prompt, 0, cache.table(), cache.block_size(), /*want_logits=*/false);
   const std::span<const float> h = runner_.hidden_states(batch, cache);

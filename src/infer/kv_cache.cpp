@@ -95,22 +95,24 @@ KVCache::KVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size
                 ", got ", block_size);
   TESSERA_CHECK(num_blocks > 0, ValueError, "[", op, "] expected at least one block, got ",
                 num_blocks);
+  TESSERA_CHECK(spec.dtype == kFloat32 || spec.dtype == kBFloat16, TypeError, "[", op,
+                "] expected a float32 or bfloat16 cache, got ", spec.dtype);
   const Shape shape{spec.num_layers, num_blocks, spec.num_kv_heads, spec.head_dim, block_size};
-  keys_ = empty(shape, TensorOptions(kFloat32).with_device(device));
-  values_ = empty(shape, TensorOptions(kFloat32).with_device(device));
+  keys_ = empty(shape, TensorOptions(spec.dtype).with_device(device));
+  values_ = empty(shape, TensorOptions(spec.dtype).with_device(device));
 }
 
 Tensor KVCache::key_cache(int64_t layer) const { return keys_.select(0, layer); }
 Tensor KVCache::value_cache(int64_t layer) const { return values_.select(0, layer); }
 
-float* KVCache::key_data(int64_t layer) const {
+void* KVCache::key_data(int64_t layer) const {
   TESSERA_ASSERT(layer >= 0 && layer < spec_.num_layers, "layer ", layer);
-  return keys_.data_ptr<float>() + layer * keys_.stride(0);
+  return static_cast<char*>(keys_.data_ptr()) + layer * keys_.stride(0) * itemsize(spec_.dtype);
 }
 
-float* KVCache::value_data(int64_t layer) const {
+void* KVCache::value_data(int64_t layer) const {
   TESSERA_ASSERT(layer >= 0 && layer < spec_.num_layers, "layer ", layer);
-  return values_.data_ptr<float>() + layer * values_.stride(0);
+  return static_cast<char*>(values_.data_ptr()) + layer * values_.stride(0) * itemsize(spec_.dtype);
 }
 
 PagedKVCache::PagedKVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size,

@@ -293,7 +293,9 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
   cache_args.num_kv_heads = d_.n_kv_heads;
   cache_args.head_dim = D;
   cache_args.block_size = cache.block_size();
+  cache_args.cache_dtype = cache.spec().dtype;
   PagedAttentionArgs attn_args;
+  attn_args.cache_dtype = cache.spec().dtype;
   attn_args.q = qkv;
   attn_args.q_stride = qkv_width;
   attn_args.out = attn;

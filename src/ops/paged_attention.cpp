@@ -1,6 +1,7 @@
 // InfiniCore's KV-cache attention ops. Arguments are validated by the inference engine's checks
-// (infer/attention.h) under each op's own name; float32 without ALiBi then runs the engine's
-// kernel, everything else the composite below, which is also what the kernel is tested against.
+// (infer/attention.h) under each op's own name; float32 and bfloat16 without ALiBi then run the
+// engine's kernel (bfloat16 queries widened to float32, its caches read as they are),
+// everything else the composite below, which is also what the kernel is tested against.
 #include "tessera/ops/paged_attention.h"
 
 #include <cmath>
@@ -73,8 +74,10 @@ Tensor gather_positions(const Tensor& cache, const Tensor& blocks, int64_t L) {
 Tensor paged_attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                     const Tensor& tables, const Tensor& lens, const Tensor& query_start,
                     double scale, const std::optional<Tensor>& alibi_slopes) {
-  if (q.dtype() == kFloat32 && !alibi_slopes)
-    return infer::paged_attention(q, k_cache, v_cache, tables, lens, query_start, scale);
+  if ((q.dtype() == kFloat32 || q.dtype() == kBFloat16) && !alibi_slopes)
+    return infer::paged_attention(q.to(kFloat32), k_cache, v_cache, tables, lens, query_start,
+                                  scale)
+        .to(q.dtype());
   const Tensor host_tables = tables.to(kCPU).to(kInt64), host_lens = lens.to(kCPU),
                host_starts = query_start.to(kCPU);
   const int32_t* len = host_lens.data_ptr<int32_t>();
@@ -107,7 +110,9 @@ void paged_caching(const Tensor& k, const Tensor& v, const Tensor& k_cache, cons
   const Tensor slots = slot_mapping.to(kInt64).contiguous();
   const Tensor kc = k.contiguous(), vc = v.contiguous();
   infer::check_paged_caching(op, kc, vc, k_cache, v_cache, slots);
-  if (k.dtype() == kFloat32) return infer::paged_caching(kc, vc, k_cache, v_cache, slots);
+  // bfloat16 k and v come back exactly from the kernel's rounding of their float32 widening.
+  if (k.dtype() == kFloat32 || k.dtype() == kBFloat16)
+    return infer::paged_caching(kc.to(kFloat32), vc.to(kFloat32), k_cache, v_cache, slots);
   // Other dtypes: token n's [Hkv, D] goes to column slot % bs of block slot / bs.
   const Tensor host_slots = slots.to(kCPU);
   const int64_t* slot = host_slots.data_ptr<int64_t>();

@@ -207,6 +207,53 @@ TEST(PagedAttention, GqaMhaAndBlockSizes) {
   check_paged_attention({{25, 25}, {18, 1}}, 2, 2, 12, 16, 7);
 }
 
+// A bfloat16 cache: paged_caching stores keys and values rounded to nearest even and
+// paged_attention widens them back exactly, so its rows equal, bit for bit, those over a float32
+// cache holding the rounded values. Every head-dim path (8, 16, 32, 64, 128 and the generic
+// one), GQA and MHA, prefill and decode rows, a partly filled last block.
+TEST(PagedAttention, BFloat16CacheIsAFloat32CacheOfRoundedValues) {
+  struct Heads {
+    int64_t Hq, Hkv, D;
+  };
+  for (const auto& [Hq, Hkv, D] : {Heads{4, 2, 8}, Heads{2, 2, 16}, Heads{6, 2, 32},
+                                   Heads{2, 1, 64}, Heads{2, 2, 128}, Heads{3, 1, 24}}) {
+    manual_seed(static_cast<uint64_t>(D));
+    const int64_t L = 45;  // blocks 2, 0, 3 of 16 positions, the last one partly filled
+    const KVCacheSpec f32{1, Hkv, D, kFloat32}, bf16{1, Hkv, D, kBFloat16};
+    EXPECT_EQ(bf16.bytes_per_token() * 2, f32.bytes_per_token());
+    PagedKVCache cache32(f32, 4, 16), cache16(bf16, 4, 16);
+    for (const PagedKVCache* c : {&cache32, &cache16}) {
+      c->key_cache(0).zero_();
+      c->value_cache(0).zero_();
+    }
+    EXPECT_EQ(cache16.key_cache(0).dtype(), kBFloat16);
+    const std::vector<int32_t> table{2, 0, 3};
+    std::vector<int64_t> slots;
+    for (int64_t p = 0; p < L; ++p) slots.push_back(table[p / 16] * 16 + p % 16);
+    const Tensor k = randn({L, Hkv, D}), v = randn({L, Hkv, D});
+    infer::paged_caching(k, v, cache16.key_cache(0), cache16.value_cache(0), tensor(slots));
+    auto rounded = [](const Tensor& t) { return t.to(kBFloat16).to(kFloat32); };
+    infer::paged_caching(rounded(k), rounded(v), cache32.key_cache(0), cache32.value_cache(0),
+                         tensor(slots));
+    EXPECT_TRUE(all(cache16.key_cache(0).to(kFloat32) == cache32.key_cache(0)).item<bool>())
+        << "D " << D;
+    EXPECT_TRUE(all(cache16.value_cache(0).to(kFloat32) == cache32.value_cache(0)).item<bool>())
+        << "D " << D;
+    // Sequence 0 prefills all 45 rows, sequence 1 decodes its 45th over the same blocks.
+    const Tensor q = randn({L + 1, Hq, D});
+    const Tensor tables = tensor(std::vector<int32_t>{2, 0, 3, 2, 0, 3}).reshape({2, 3});
+    const Tensor lens = tensor(std::vector<int32_t>{45, 45});
+    const Tensor starts = tensor(std::vector<int32_t>{0, 45, 46});
+    const Tensor got = infer::paged_attention(q, cache16.key_cache(0), cache16.value_cache(0),
+                                              tables, lens, starts);
+    const Tensor want = infer::paged_attention(q, cache32.key_cache(0), cache32.value_cache(0),
+                                               tables, lens, starts);
+    ASSERT_EQ(got.dtype(), kFloat32);
+    EXPECT_EQ(std::memcmp(got.data_ptr(), want.data_ptr(), want.numel() * sizeof(float)), 0)
+        << "D " << D << ": max diff " << max(abs(got - want)).item<float>();
+  }
+}
+
 TEST(PagedAttention, RowsDoNotDependOnTheBatch) {
   const int64_t Hq = 4, Hkv = 2, D = 8, bs = 16;
   manual_seed(5);
@@ -258,7 +305,15 @@ TEST(PagedAttention, RejectsBadArguments) {
       ValueError, "table's 16 positions");
   EXPECT_TESSERA_ERROR(
       infer::paged_attention(randn({1, 4, 8}, kFloat64), kc, vc, tables, lens, starts), TypeError,
-      "float32");
+      "expected q to be a float32 tensor");
+  EXPECT_TESSERA_ERROR(infer::paged_attention(randn({1, 4, 8}), kc.to(kFloat16), vc.to(kFloat16),
+                                              tables, lens, starts),
+                       TypeError, "expected float32 or bfloat16 caches of one dtype");
+  EXPECT_TESSERA_ERROR(infer::paged_caching(randn({1, 2, 8}), randn({1, 2, 8}), kc,
+                                            vc.to(kBFloat16), tensor(std::vector<int64_t>{0})),
+                       TypeError, "[paged_caching] expected float32 or bfloat16 caches");
+  EXPECT_TESSERA_ERROR(PagedKVCache({1, 2, 8, kFloat16}, 2, 16), TypeError,
+                       "[PagedKVCache] expected a float32 or bfloat16 cache, got float16");
   EXPECT_TESSERA_ERROR(
       infer::paged_attention(randn({1, 4, 8}), kc, vc, full({1, 1}, 5, kInt32), lens, starts),
       IndexError, "expected blocks in [0, 2)");

@@ -224,8 +224,10 @@ void check_batched_equals_alone(const infer::EngineConfig& config, const std::ve
                                 bool expect_preemption) {
   auto model = engine_model();
   std::vector<std::vector<int32_t>> alone;
+  infer::EngineConfig solo_config;
+  solo_config.kv_cache_dtype = config.kv_cache_dtype;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    infer::Engine solo(*model);
+    infer::Engine solo(*model, solo_config);
     solo.add_request(prompt_of(reqs[i].prompt_len, i),
                      params(reqs[i].max_tokens, reqs[i].temperature, 100 + i));
     alone.push_back(run_all(solo).begin()->second);
@@ -265,6 +267,20 @@ TEST(Engine, PreemptionKeepsEveryRequestRight) {
   infer::EngineConfig config;
   config.num_blocks = 7;  // 112 positions for requests that need up to 60 each
   config.max_num_seqs = 6;
+  check_batched_equals_alone(
+      config,
+      {{10, 40, 0.0}, {20, 40, 0.7}, {5, 50, 0.0}, {30, 25, 0.0}, {12, 45, 0.0}, {8, 30, 0.9}},
+      true);
+}
+
+// A bfloat16 cache rounds keys and values as they are written, the same way whether a token is
+// decoded or recomputed by prefill after preemption, so batching and preemption still leave
+// every request's tokens as they are alone.
+TEST(Engine, BFloat16KVCacheKeepsBatchedAndPreemptedOutputsEqualToSingleRequests) {
+  infer::EngineConfig config;
+  config.num_blocks = 7;
+  config.max_num_seqs = 6;
+  config.kv_cache_dtype = kBFloat16;
   check_batched_equals_alone(
       config,
       {{10, 40, 0.0}, {20, 40, 0.7}, {5, 50, 0.0}, {30, 25, 0.0}, {12, 45, 0.0}, {8, 30, 0.9}},
@@ -449,6 +465,47 @@ TEST(Engine, PromptLogprobsAreTheModelsLogSoftmaxOverEveryPromptPosition) {
   GenerationParams bad = params(3);
   bad.prompt_logprobs = -2;
   EXPECT_TESSERA_ERROR(engine.add_request(prompt, bad), ValueError, "prompt_logprobs in [-1");
+}
+
+// With a bfloat16 cache the prompt's logprobs stay within bfloat16's rounding of the model's
+// own forward, and differ from the float32 cache's (the keys and values really are rounded).
+TEST(Engine, BFloat16KVCachePromptLogprobsStayCloseToTheModels) {
+  auto model = engine_model();
+  const std::vector<int32_t> prompt = prompt_of(60, 9);
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  const Tensor ids = tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0);
+  const Tensor want =
+      log_softmax(model->forward(ids).squeeze(0), -1).to(kFloat64).detach().contiguous();
+  auto logprobs = [&](DType dtype) {
+    infer::EngineConfig config;
+    config.kv_cache_dtype = dtype;
+    infer::Engine engine(*model, config);
+    GenerationParams p = params(1);
+    p.prompt_logprobs = 0;
+    engine.add_request(prompt, p);
+    std::vector<double> got;
+    while (engine.has_unfinished())
+      for (const auto& out : engine.step())
+        for (const auto& e : out.prompt_logprobs) got.push_back(e.logprob);
+    return got;
+  };
+  const std::vector<double> f32 = logprobs(kFloat32), bf16 = logprobs(kBFloat16);
+  ASSERT_EQ(static_cast<int64_t>(bf16.size()), P - 1);
+  double max_diff = 0;
+  for (int64_t i = 0; i + 1 < P; ++i) {
+    const double w = want.data_ptr<double>()[i * model->vocab_size() + prompt[i + 1]];
+    EXPECT_NEAR(f32[i], w, 1e-4) << i;
+    EXPECT_NEAR(bf16[i], w, 2e-2) << i;
+    max_diff = std::max(max_diff, std::abs(bf16[i] - f32[i]));
+  }
+  EXPECT_GT(max_diff, 0.0) << "the bfloat16 cache gave float32's logprobs exactly";
+  infer::EngineConfig bad;
+  bad.kv_cache_dtype = kFloat16;
+  EXPECT_TESSERA_ERROR(infer::Engine(*model, bad), TypeError, "float32 or bfloat16 cache");
+  EXPECT_EQ(infer::kv_cache_dtype_from_name("auto", "t"), kFloat32);
+  EXPECT_EQ(infer::kv_cache_dtype_from_name("bfloat16", "t"), kBFloat16);
+  EXPECT_TESSERA_ERROR(infer::kv_cache_dtype_from_name("fp8", "serve"), ValueError,
+                       "[serve] expected a KV cache dtype of auto, float32 or bfloat16, got 'fp8'");
 }
 
 TEST(Engine, StopsOnTokensStringsAndLength) {

@@ -1,7 +1,8 @@
 #pragma once
-// Attention over a paged KV cache (float32, on the CPU or a CUDA device: every tensor of a call
-// on one device), for batches that mix prefill and decode: the query tokens of all sequences are
-// flattened into rows, and each sequence reads its cached keys and values through its block
+// Attention over a paged KV cache (float32 queries, keys and values; float32 or bfloat16 caches,
+// which the kernels widen to float32 on reading; on the CPU or a CUDA device: every tensor of a
+// call on one device), for batches that mix prefill and decode: the query tokens of all sequences
+// are flattened into rows, and each sequence reads its cached keys and values through its block
 // table. Cache layouts are those of infer::KVCache (keys and values [num_blocks, Hkv, D, bs]).
 //
 //   infer::paged_caching(k, v, cache.key_cache(l), cache.value_cache(l), slots);
@@ -14,7 +15,8 @@
 namespace tessera::infer {
 
 // Writes k and v [N, Hkv, D] into the caches at slot_mapping [N] int64 (slot = block *
-// block_size + offset; -1 skips the token). The caches are written in place.
+// block_size + offset; -1 skips the token). The caches are written in place (a bfloat16 cache
+// gets k and v rounded to nearest even).
 void paged_caching(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                    const Tensor& slot_mapping);
 

@@ -24,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -46,7 +47,14 @@ struct EngineConfig {
   uint64_t seed = 0;
   // Keep computed full blocks findable by their tokens (vLLM's --enable-prefix-caching).
   bool enable_prefix_caching = true;
+  // What the cache stores keys and values as: float32 (the model's compute dtype), or bfloat16,
+  // which halves the cache's memory and what decode attention reads (vLLM's --kv-cache-dtype).
+  DType kv_cache_dtype = kFloat32;
 };
+
+// kv_cache_dtype from vLLM's spelling: "auto" (the compute dtype, float32), "float32" or
+// "bfloat16"; ValueError naming op otherwise.
+DType kv_cache_dtype_from_name(std::string_view name, const char* op);
 
 // What a step produced for one request.
 struct RequestOutput {

@@ -1,5 +1,6 @@
 #pragma once
-// Key/value caches for inference. Both keep, per layer, keys and values as float32
+// Key/value caches for inference. Both keep, per layer, keys and values as float32 or bfloat16
+// (KVCacheSpec::dtype; bfloat16 halves the memory and the bytes attention reads per token)
 // [num_blocks, Hkv, D, bs] (transposed within a block: one row of positions per dim; see
 // backend/common/paged_attention_kernels.h), so one attention kernel reads either:
 //
@@ -35,15 +36,18 @@
 
 namespace tessera::infer {
 
-// What one token stores per layer: n_kv_heads * head_dim keys and as many values.
+// What one token stores per layer: n_kv_heads * head_dim keys and as many values, of dtype
+// (float32 or bfloat16: the model computes in float32, and a bfloat16 cache rounds what it
+// stores to nearest even).
 struct KVCacheSpec {
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
+  DType dtype = kFloat32;
 
-  // What one token's keys and values take in either cache (float32, every layer).
+  // What one token's keys and values take in either cache (every layer).
   int64_t bytes_per_token() const {
-    return 2 * num_layers * num_kv_heads * head_dim * static_cast<int64_t>(sizeof(float));
+    return 2 * num_layers * num_kv_heads * head_dim * static_cast<int64_t>(itemsize(dtype));
   }
 };
 
@@ -115,13 +119,14 @@ class KVCache {
   // Views of one layer's storage: keys and values [num_blocks, Hkv, D, bs].
   Tensor key_cache(int64_t layer) const;
   Tensor value_cache(int64_t layer) const;
-  // Raw pointers to the same storage (device memory for a cache on a CUDA device).
-  float* key_data(int64_t layer) const;
-  float* value_data(int64_t layer) const;
+  // Raw pointers to the same storage (of spec().dtype; device memory for a cache on a CUDA
+  // device).
+  void* key_data(int64_t layer) const;
+  void* value_data(int64_t layer) const;
 
  protected:
   // ValueError unless the spec's sizes are positive and block_size is a positive multiple of
-  // kAttentionKeyChunk (16).
+  // kAttentionKeyChunk (16); TypeError unless its dtype is float32 or bfloat16.
   KVCache(const KVCacheSpec& spec, int64_t num_blocks, int64_t block_size, Device device,
           const char* op);
 

@@ -78,8 +78,10 @@ class ModelRunner {
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
-  // The cache shape this model needs.
-  KVCacheSpec kv_spec() const { return {num_layers_, d_.n_kv_heads, d_.head_dim}; }
+  // The cache shape this model needs, with elements of dtype (float32 or bfloat16).
+  KVCacheSpec kv_spec(DType dtype = kFloat32) const {
+    return {num_layers_, d_.n_kv_heads, d_.head_dim, dtype};
+  }
   int64_t vocab_size() const { return vocab_; }
   int64_t max_seq_len() const { return max_seq_; }
   // Where the forward runs (the model's device); caches passed to forward() must be there.

@@ -1,9 +1,9 @@
 #pragma once
 // InfiniCore's attention ops over KV caches (infinicore.ops.paged_caching, paged_attention,
 // paged_attention_prefill, attention), forward only. The paged ones use the inference engine's
-// cache layout and, for float32 without ALiBi, the engine's kernel (infer/attention.h); other
-// floating dtypes and ALiBi take a composite of public ops (gather the blocks, q k^T, bias,
-// causal_softmax, p v) computed in float32 (float64 stays float64).
+// cache layout and, for float32 and bfloat16 without ALiBi, the engine's kernel
+// (infer/attention.h); other floating dtypes and ALiBi take a composite of public ops (gather
+// the blocks, q k^T, bias, causal_softmax, p v) computed in float32 (float64 stays float64).
 //
 // Paged cache layout (both keys and values, vLLM's value-cache layout):
 //   [num_blocks, Hkv, D, block_size], block_size a multiple of 16, contiguous;

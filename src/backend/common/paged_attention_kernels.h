@@ -3,7 +3,10 @@
 // their cache slots, paged_attention attends a flattened batch of query tokens over the cached
 // keys through per-sequence block tables. The arguments are raw float32 views (validated by the
 // public ops in tessera/infer/attention.h, or built directly by the engine's model runner, which
-// calls these once per layer per step and must not allocate).
+// calls these once per layer per step and must not allocate). The caches hold float32 or
+// bfloat16 (cache_dtype): paged_caching rounds the float32 keys and values into a bfloat16 cache
+// (to nearest even), and paged_attention widens them back exactly, computing in float32 either
+// way.
 //
 // Cache layout per layer, block b, KV head h (Hkv heads, block size bs, head dim D):
 //   keys   [num_blocks, Hkv, D, bs]  transposed, so the scores of a run of keys are one SIMD
@@ -15,6 +18,7 @@
 #include <cstdint>
 
 #include "tessera/core/dispatcher.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera {
 
@@ -28,8 +32,9 @@ struct PagedCachingArgs {
   const float* k = nullptr;
   const float* v = nullptr;
   int64_t k_stride = 0, v_stride = 0;
-  float* k_cache = nullptr;        // [num_blocks, Hkv, D, bs]
-  float* v_cache = nullptr;        // [num_blocks, Hkv, D, bs]
+  void* k_cache = nullptr;         // [num_blocks, Hkv, D, bs] of cache_dtype
+  void* v_cache = nullptr;         // [num_blocks, Hkv, D, bs] of cache_dtype
+  DType cache_dtype = kFloat32;    // float32 or bfloat16
   const int64_t* slots = nullptr;  // [num_tokens]; -1 skips the token
   int64_t num_tokens = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
 };
@@ -40,8 +45,9 @@ struct PagedAttentionArgs {
   const float* q = nullptr;
   float* out = nullptr;
   int64_t q_stride = 0, out_stride = 0;
-  const float* k_cache = nullptr;
-  const float* v_cache = nullptr;
+  const void* k_cache = nullptr;  // of cache_dtype, as PagedCachingArgs
+  const void* v_cache = nullptr;
+  DType cache_dtype = kFloat32;
   // Sequence s: block_tables[s * max_blocks + i] is the block of positions [i bs, (i + 1) bs).
   const int32_t* block_tables = nullptr;
   int64_t max_blocks = 0;

@@ -20,8 +20,12 @@ constexpr int64_t kChunk = kAttentionKeyChunk;
 constexpr int64_t kQueryTile = 16;          // query tokens per work item
 constexpr int64_t kParallelWork = 1 << 19;  // multiply-adds below which one thread is faster
 
-void paged_caching(const PagedCachingArgs& a) {
+// C: float, or BFloat16 (rounded to nearest even).
+template <class C>
+void cache_tokens(const PagedCachingArgs& a) {
   const int64_t H = a.num_kv_heads, D = a.head_dim, bs = a.block_size;
+  C* k_cache = static_cast<C*>(a.k_cache);
+  C* v_cache = static_cast<C*>(a.v_cache);
   // Tiny per step (one token per sequence when decoding): serial.
   for (int64_t n = 0; n < a.num_tokens; ++n) {
     const int64_t slot = a.slots[n];
@@ -33,11 +37,18 @@ void paged_caching(const PagedCachingArgs& a) {
       // Column `off` of the block's [D, bs] keys and values.
       const int64_t column = ((block * H + h) * D) * bs + off;
       for (int64_t d = 0; d < D; ++d) {
-        a.k_cache[column + d * bs] = k[d];
-        a.v_cache[column + d * bs] = v[d];
+        k_cache[column + d * bs] = static_cast<C>(k[d]);
+        v_cache[column + d * bs] = static_cast<C>(v[d]);
       }
     }
   }
+}
+
+void paged_caching(const PagedCachingArgs& a) {
+  if (a.cache_dtype == kBFloat16)
+    cache_tokens<BFloat16>(a);
+  else
+    cache_tokens<float>(a);
 }
 
 // One work item: query tokens [t0, t0 + tq) of sequence s, all heads. Decode (one token) gives
@@ -64,12 +75,12 @@ tessera::detail::V16 sum_values(int64_t nd, int64_t n_keys, int64_t bs, const P&
   int64_t pos0 = 0;
   for (; pos0 + kChunk <= n_keys; pos0 += kChunk) {
     const V16 p = p_c(pos0);
-    const float* vt = v_rows(pos0);
+    const auto* vt = v_rows(pos0);
     for (int64_t d = 0; d < n; ++d) acc[d] = vfma(p, vload(vt + d * bs), acc[d]);
   }
   if (pos0 < n_keys) {  // unwritten slots may hold anything (NaN too): read zeros there
     const V16 p = p_c(pos0);
-    const float* vt = v_rows(pos0);
+    const auto* vt = v_rows(pos0);
     for (int64_t d = 0; d < n; ++d)
       acc[d] = vfma(p, vload_first(vt + d * bs, n_keys - pos0), acc[d]);
   }
@@ -81,7 +92,8 @@ tessera::detail::V16 sum_values(int64_t nd, int64_t n_keys, int64_t bs, const P&
 // p = exp(s - max) and its sum, then p v. Small heads (D <= 16) fuse the last two walks; larger
 // ones keep p in `scores` and walk it once per 16 dims. Every walk goes over 16-key chunks in
 // order, so the row's arithmetic depends only on its own query and keys, never on the batch.
-template <int kD>
+// C is the caches' element type (float or BFloat16, widened on load).
+template <int kD, class C>
 void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const int32_t* table,
                 int64_t n_keys, int64_t kv_head, float* scores) {
   using namespace tessera::detail;
@@ -89,8 +101,8 @@ void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const i
   const int64_t bs = a.block_size, Hkv = a.num_kv_heads;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // Rows [D, bs] of a chunk's block (keys and values share the layout).
-  auto block_rows = [&](const float* cache, int64_t pos0) {
-    return cache + ((table[pos0 / bs] * Hkv + kv_head) * D) * bs + pos0 % bs;
+  auto block_rows = [&](const void* cache, int64_t pos0) {
+    return static_cast<const C*>(cache) + ((table[pos0 / bs] * Hkv + kv_head) * D) * bs + pos0 % bs;
   };
 
   const V16 scale = vset1(a.scale);
@@ -107,7 +119,7 @@ void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const i
   };
   V16 vmax_s = vset1(kNegInf);
   for (int64_t pos0 = 0; pos0 < n_keys; pos0 += kChunk) {
-    const float* kt = block_rows(a.k_cache, pos0);
+    const C* kt = block_rows(a.k_cache, pos0);
     V16 even = vzero(), odd = vzero();
     int64_t d = 0;
     for (; d + 2 <= D; d += 2) {
@@ -148,7 +160,7 @@ void attend_row(const PagedAttentionArgs& a, const float* q, float* out, const i
   }
 }
 
-template <int kD>
+template <int kD, class C>
 void attend_item(const PagedAttentionArgs& a, const WorkItem& w, float* scores) {
   const int64_t Hq = a.num_heads, G = Hq / a.num_kv_heads, D = a.head_dim;
   const int64_t q_begin = a.query_start[w.s];
@@ -157,27 +169,28 @@ void attend_item(const PagedAttentionArgs& a, const WorkItem& w, float* scores) 
   const int32_t* table = a.block_tables + w.s * a.max_blocks;
   for (int64_t t = w.t0; t < w.t0 + w.tq; ++t)
     for (int64_t h = 0; h < Hq; ++h)
-      attend_row<kD>(a, a.q + (q_begin + t) * a.q_stride + h * D,
-                     a.out + (q_begin + t) * a.out_stride + h * D, table, first_pos + t + 1, h / G,
-                     scores);
+      attend_row<kD, C>(a, a.q + (q_begin + t) * a.q_stride + h * D,
+                        a.out + (q_begin + t) * a.out_stride + h * D, table, first_pos + t + 1,
+                        h / G, scores);
 }
 
 using ItemFn = void (*)(const PagedAttentionArgs&, const WorkItem&, float* scores);
 
+template <class C>
 ItemFn item_fn(int64_t D) {
   switch (D) {
     case 8:
-      return &attend_item<8>;
+      return &attend_item<8, C>;
     case 16:
-      return &attend_item<16>;
+      return &attend_item<16, C>;
     case 32:
-      return &attend_item<32>;
+      return &attend_item<32, C>;
     case 64:
-      return &attend_item<64>;
+      return &attend_item<64, C>;
     case 128:
-      return &attend_item<128>;
+      return &attend_item<128, C>;
     default:
-      return &attend_item<0>;
+      return &attend_item<0, C>;
   }
 }
 
@@ -197,7 +210,8 @@ void paged_attention(const PagedAttentionArgs& a) {
   work *= a.num_heads * a.head_dim;
   const int64_t n = static_cast<int64_t>(items.size());
   const WorkItem* list = items.data();
-  const ItemFn fn = item_fn(a.head_dim);
+  const ItemFn fn =
+      a.cache_dtype == kBFloat16 ? item_fn<BFloat16>(a.head_dim) : item_fn<float>(a.head_dim);
   const int64_t scores_size = (max_len + kChunk - 1) / kChunk * kChunk;
   // This thread's score row (it only grows).
   auto scratch = [&] {

@@ -1,14 +1,16 @@
 #pragma once
 // 16 floats in registers for the inference kernels (packed GEMM, paged attention): AVX-512, two
-// AVX2 halves, or a plain array. Every path rounds each operation once (FMAs fused) and the
-// reductions fold halves in a fixed order (8, 4, 2, 1 lanes apart), so results do not depend on
-// which lanes or tiles a value went through, only on the build's instruction set.
+// AVX2 halves, or a plain array; loads also widen 16 bfloat16 (a bfloat16 KV cache) exactly. Every
+// path rounds each operation once (FMAs fused) and the reductions fold halves in a fixed order (8,
+// 4, 2, 1 lanes apart), so results do not depend on which lanes or tiles a value went through, only
+// on the build's instruction set.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "backend/common/vec_math.h"
+#include "tessera/core/half.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -35,6 +37,11 @@ inline V16 vmul(V16 a, V16 b) { return {_mm512_mul_ps(a.r, b.r)}; }
 // a > b ? a : b per lane, so b where either is NaN (as maxps on every path).
 inline V16 vmax(V16 a, V16 b) { return {_mm512_max_ps(a.r, b.r)}; }
 inline void vstore(float* p, V16 v) { _mm512_storeu_ps(p, v.r); }
+// 16 bfloat16 widened exactly: each one's bits become the high half of a float's.
+inline V16 vload(const BFloat16* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
 inline __mmask16 first_lanes(int64_t n) {
   return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1);
 }
@@ -66,6 +73,13 @@ inline V16 vmax(V16 a, V16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps
 inline void vstore(float* p, V16 v) {
   _mm256_storeu_ps(p, v.lo);
   _mm256_storeu_ps(p + 8, v.hi);
+}
+inline V16 vload(const BFloat16* p) {
+  auto widen = [](const BFloat16* q) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  };
+  return {widen(p), widen(p + 8)};
 }
 inline V16 vkeep_first(V16 v, int64_t n, float fill) {
   alignas(32) float t[16];
@@ -105,6 +119,11 @@ inline V16 vmax(V16 a, V16 b) {
   return a;
 }
 inline void vstore(float* p, V16 v) { std::copy(v.v, v.v + 16, p); }
+inline V16 vload(const BFloat16* p) {
+  V16 r;
+  std::copy(p, p + 16, r.v);
+  return r;
+}
 inline V16 vkeep_first(V16 v, int64_t n, float fill) {
   for (int64_t j = std::max<int64_t>(n, 0); j < 16; ++j) v.v[j] = fill;
   return v;
@@ -221,6 +240,13 @@ inline V16 vreduce_add16(const V16* a) {
   return vload(t);
 }
 #endif
+
+// p[0, n) widened and zeros after; memory past p + n is not read.
+inline V16 vload_first(const BFloat16* p, int64_t n) {
+  BFloat16 t[16];
+  std::copy(p, p + std::clamp<int64_t>(n, 0, 16), t);
+  return vload(t);
+}
 
 }  // namespace tessera::detail
 

@@ -1,7 +1,8 @@
 // CUDA paged attention (the counterpart of cpu/paged_attention.cpp): writes into the block caches
 // and the attention over them, with the layouts of backend/common/paged_attention_kernels.h.
 // Every pointer of the arguments (the block tables, query_start and seq_lens included) must be
-// device memory.
+// device memory. The caches hold float or BFloat16 (cache_dtype; widened on load, rounded to
+// nearest even on store), the arithmetic is float either way.
 //
 // Attention gives each (query row, head) pair to one thread block. The block walks the row's keys
 // through the block table in tiles of one key per thread: scores (a thread per key, so each
@@ -20,6 +21,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/warp.cuh"
 #include "tessera/core/error.h"
+#include "tessera/core/half.h"
 
 namespace tessera::cuda {
 namespace {
@@ -34,6 +36,7 @@ constexpr int64_t kMaxHeadDim = kMaxThreads;
 constexpr int kKeyLanes = 8;
 constexpr int kDimLanes = kWarp / kKeyLanes;
 
+template <class C>
 __global__ void caching_kernel(PagedCachingArgs a) {
   const int64_t D = a.head_dim, HD = a.num_kv_heads * D, bs = a.block_size;
   const int64_t total = a.num_tokens * HD;
@@ -45,15 +48,18 @@ __global__ void caching_kernel(PagedCachingArgs a) {
     // Row d, column slot % bs of head h's [D, bs] keys and values in block slot / bs.
     const int64_t h = hd / D, d = hd - h * D;
     const int64_t dst = (((slot / bs) * a.num_kv_heads + h) * D + d) * bs + slot % bs;
-    a.k_cache[dst] = a.k[n * a.k_stride + hd];
-    a.v_cache[dst] = a.v[n * a.v_stride + hd];
+    static_cast<C*>(a.k_cache)[dst] = static_cast<C>(a.k[n * a.k_stride + hd]);
+    static_cast<C*>(a.v_cache)[dst] = static_cast<C>(a.v[n * a.v_stride + hd]);
   }
 }
 
 void paged_caching(const PagedCachingArgs& a) {
   const int64_t total = a.num_tokens * a.num_kv_heads * a.head_dim;
   if (total == 0) return;
-  caching_kernel<<<grid_size(total), kBlockSize, 0, current_stream()>>>(a);
+  if (a.cache_dtype == kBFloat16)
+    caching_kernel<BFloat16><<<grid_size(total), kBlockSize, 0, current_stream()>>>(a);
+  else
+    caching_kernel<float><<<grid_size(total), kBlockSize, 0, current_stream()>>>(a);
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -80,8 +86,8 @@ struct Smem {
 };
 
 // Acc: accumulators per thread, a power of 2 >= D / (4 warps). Accumulator i of warp w, dim
-// sub-lane dl is dim (i warps + w) 4 + dl.
-template <int Acc>
+// sub-lane dl is dim (i warps + w) 4 + dl. C: the caches' element type.
+template <int Acc, class C>
 __global__ void __launch_bounds__(kMaxThreads) attention_kernel(PagedAttentionArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int T = blockDim.x, warps = T / kWarp, tid = threadIdx.x;
@@ -133,15 +139,15 @@ __global__ void __launch_bounds__(kMaxThreads) attention_kernel(PagedAttentionAr
       float score = kNegInf;
       if (pos < n_keys) {
         const int64_t off = (int64_t{table[pos / bs]} * Hkv + kv_head) * D * bs + pos % bs;
-        const float* k = a.k_cache + off;
+        const C* k = static_cast<const C*>(a.k_cache) + off;
         float even = 0.0f, odd = 0.0f;
         int d = 0;
 #pragma unroll 4
         for (; d + 2 <= D; d += 2, k += 2 * bs) {
-          even = fmaf(sm.q[d], k[0], even);
-          odd = fmaf(sm.q[d + 1], k[bs], odd);
+          even = fmaf(sm.q[d], static_cast<float>(k[0]), even);
+          odd = fmaf(sm.q[d + 1], static_cast<float>(k[bs]), odd);
         }
-        if (d < D) even = fmaf(sm.q[d], k[0], even);
+        if (d < D) even = fmaf(sm.q[d], static_cast<float>(k[0]), even);
         score = (even + odd) * a.scale;
         offsets[tid] = off;
       }
@@ -162,10 +168,11 @@ __global__ void __launch_bounds__(kMaxThreads) attention_kernel(PagedAttentionAr
       const int n_tile = min(T, n_keys - tile0);
       for (int j = kl; j < n_tile; j += kKeyLanes) {
         const float pj = p[j];
-        const float* v = a.v_cache + offsets[j] + dim0 * bs;
+        const C* v = static_cast<const C*>(a.v_cache) + offsets[j] + dim0 * bs;
 #pragma unroll
         for (int i = 0; i < Acc; ++i)
-          if (dim0 + i * dim_step < D) acc[i] = fmaf(pj, v[i * dim_step * bs], acc[i]);
+          if (dim0 + i * dim_step < D)
+            acc[i] = fmaf(pj, static_cast<float>(v[i * dim_step * bs]), acc[i]);
       }
     }
 
@@ -190,11 +197,13 @@ __global__ void __launch_bounds__(kMaxThreads) attention_kernel(PagedAttentionAr
 
 template <int Acc>
 void launch_attention(const PagedAttentionArgs& a, int threads, size_t smem) {
+  const auto kernel =
+      a.cache_dtype == kBFloat16 ? &attention_kernel<Acc, BFloat16> : &attention_kernel<Acc, float>;
   const cudaDeviceProp& prop = device_properties();
   // As many threads as the SMs hold (the blocks stride over the (row, head) pairs).
   const unsigned blocks = static_cast<unsigned>(prop.multiProcessorCount *
                                                 (prop.maxThreadsPerMultiProcessor / threads));
-  attention_kernel<Acc><<<blocks, threads, smem, current_stream()>>>(a);
+  kernel<<<blocks, threads, smem, current_stream()>>>(a);
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 
