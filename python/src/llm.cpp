@@ -93,7 +93,8 @@ void bind_sampling_params(py::module_& m) {
                        double repetition_penalty, double presence_penalty, double frequency_penalty,
                        int64_t max_tokens, py::handle stop,
                        std::optional<std::vector<int32_t>> stop_token_ids, bool ignore_eos,
-                       std::optional<int64_t> seed, std::optional<int64_t> logprobs) {
+                       std::optional<int64_t> seed, std::optional<int64_t> logprobs,
+                       std::optional<int64_t> prompt_logprobs) {
              SamplingParams p;
              p.n = n;
              p.temperature = temperature;
@@ -109,6 +110,7 @@ void bind_sampling_params(py::module_& m) {
              p.ignore_eos = ignore_eos;
              p.seed = seed;
              p.logprobs = logprobs;
+             p.prompt_logprobs = prompt_logprobs;
              p.validate();
              return p;
            }),
@@ -117,7 +119,8 @@ void bind_sampling_params(py::module_& m) {
            py::arg("presence_penalty") = 0.0, py::arg("frequency_penalty") = 0.0,
            py::arg("max_tokens") = 16, py::arg("stop") = py::none(),
            py::arg("stop_token_ids") = py::none(), py::arg("ignore_eos") = false,
-           py::arg("seed") = py::none(), py::arg("logprobs") = py::none())
+           py::arg("seed") = py::none(), py::arg("logprobs") = py::none(),
+           py::arg("prompt_logprobs") = py::none())
       .def_readonly("n", &SamplingParams::n)
       .def_readonly("temperature", &SamplingParams::temperature)
       .def_readonly("top_p", &SamplingParams::top_p)
@@ -132,6 +135,7 @@ void bind_sampling_params(py::module_& m) {
       .def_readonly("ignore_eos", &SamplingParams::ignore_eos)
       .def_readonly("seed", &SamplingParams::seed)
       .def_readonly("logprobs", &SamplingParams::logprobs)
+      .def_readonly("prompt_logprobs", &SamplingParams::prompt_logprobs)
       .def("__repr__", [](const SamplingParams& p) {
         return detail::str("SamplingParams(n=", p.n, ", temperature=", p.temperature,
                            ", top_p=", p.top_p, ", top_k=", p.top_k, ", min_p=", p.min_p,
@@ -141,18 +145,24 @@ void bind_sampling_params(py::module_& m) {
       });
 }
 
-// A sequence's (index, token ids, text, finish reason) as a tuple.
-// and logprobs [(token, logprob, [(id, logprob) of the top k])] as a tuple.
-py::tuple sequence_tuple(int64_t index, const std::vector<int32_t>& ids, const std::string& text,
-                         infer::FinishReason reason,
-                         const std::vector<infer::TokenLogprob>& logprobs) {
+// Logprobs as [(token, logprob, [(id, logprob) of the top k])].
+py::list logprob_list(const std::vector<infer::TokenLogprob>& logprobs) {
   py::list lps;
   for (const infer::TokenLogprob& lp : logprobs)
     lps.append(py::make_tuple(lp.token, lp.logprob, lp.top));
+  return lps;
+}
+
+// A sequence's (index, token ids, text, finish reason, logprobs, prompt logprobs) as a tuple;
+// prompt logprobs are empty but on a request's first sequence when it asked for them.
+py::tuple sequence_tuple(int64_t index, const std::vector<int32_t>& ids, const std::string& text,
+                         infer::FinishReason reason,
+                         const std::vector<infer::TokenLogprob>& logprobs,
+                         const std::vector<infer::TokenLogprob>& prompt_logprobs) {
   return py::make_tuple(
       index, ids, py::bytes(text).attr("decode")("utf-8", "replace"),
       reason == infer::FinishReason::None ? py::object(py::none()) : py::str(finish_reason(reason)),
-      lps);
+      logprob_list(logprobs), logprob_list(prompt_logprobs));
 }
 
 void bind_stream(py::module_& m) {
@@ -168,12 +178,13 @@ void bind_stream(py::module_& m) {
               TESSERA_CHECK(d.output.error.empty(), RuntimeError, "[LLM] sequence ", d.index,
                             " failed in the engine: ", d.output.error);
               out.append(sequence_tuple(d.index, d.output.new_tokens, d.output.text,
-                                        d.output.finish_reason, d.output.logprobs));
+                                        d.output.finish_reason, d.output.logprobs,
+                                        d.output.prompt_logprobs));
             }
             return out;
           },
-          "The (index, new token ids, new text, finish reason or None, logprobs) outputs queued "
-          "since the last call.")
+          "The (index, new token ids, new text, finish reason or None, logprobs, prompt "
+          "logprobs) outputs queued since the last call.")
       .def_property_readonly("finished", &RequestStream::finished)
       .def("abort", &RequestStream::abort, py::call_guard<py::gil_scoped_release>(),
            "Aborts the unfinished sequences (their KV blocks are freed).")
@@ -266,15 +277,16 @@ void bind_llm(py::module_& m) {
                 TESSERA_CHECK(seqs[j].error.empty(), RuntimeError, "[LLM.generate] sequence ", j,
                               " of prompt ", i, " failed in the engine: ", seqs[j].error);
                 each.append(sequence_tuple(static_cast<int64_t>(j), seqs[j].token_ids, seqs[j].text,
-                                           seqs[j].finish_reason, seqs[j].logprobs));
+                                           seqs[j].finish_reason, seqs[j].logprobs,
+                                           seqs[j].prompt_logprobs));
               }
               out.append(each);
             }
             return out;
           },
           py::arg("prompts"), py::arg("params"),
-          "Every prompt's sequences as [(index, token ids, text, finish reason, logprobs)], all "
-          "submitted at once; the GIL is released while the engine works.");
+          "Every prompt's sequences as [(index, token ids, text, finish reason, logprobs, prompt "
+          "logprobs)], all submitted at once; the GIL is released while the engine works.");
 }
 
 }  // namespace

@@ -56,6 +56,9 @@ class RequestOutput:
     prompt_token_ids: List[int]
     outputs: List[CompletionOutput] = field(default_factory=list)
     finished: bool = False
+    # With SamplingParams(prompt_logprobs=k): None for the first prompt token, then per token
+    # {token id: Logprob} of it and the top k (computed once per request, whatever n is).
+    prompt_logprobs: Optional[List[Optional[Dict[int, Logprob]]]] = None
 
 
 def _logprobs(entries, tokenizer):
@@ -70,8 +73,15 @@ def _logprobs(entries, tokenizer):
     return out
 
 
+def _prompt_logprobs(entries, params, tokenizer):
+    """vLLM's prompt_logprobs (None first) from the engine's entries, or None unless asked."""
+    if params.prompt_logprobs is None:
+        return None
+    return [None] + _logprobs(entries, tokenizer)
+
+
 def _completion(seq, params, tokenizer):
-    index, token_ids, text, reason, entries = seq
+    index, token_ids, text, reason, entries, _ = seq
     return CompletionOutput(index=index, text=text, token_ids=list(token_ids),
                             cumulative_logprob=sum(e[1] for e in entries),
                             logprobs=None if params.logprobs is None else
@@ -144,7 +154,9 @@ class LLM:
         tok = self._engine.tokenizer
         return [RequestOutput(request_id=str(next(self._ids)), prompt=text, prompt_token_ids=ids,
                               outputs=[_completion(s, params[i % len(params)], tok)
-                                       for s in seqs], finished=True)
+                                       for s in seqs], finished=True,
+                              prompt_logprobs=_prompt_logprobs(seqs[0][5],
+                                                               params[i % len(params)], tok))
                 for i, ((text, ids), seqs) in enumerate(zip(parsed, results))]
 
     def chat(self, messages, sampling_params=None, use_tqdm=False) -> List[RequestOutput]:
@@ -226,6 +238,8 @@ class AsyncLLM:
                                     logprobs=None if params.logprobs is None else [])
                    for i in range(params.n)]
         tok = self.llm._engine.tokenizer
+        # Once the engine sent them: in every output ("cumulative"), else in that one output.
+        prompt_logprobs = None
         try:
             while True:
                 await ready.wait()
@@ -237,7 +251,12 @@ class AsyncLLM:
                 if output_kind == "delta":
                     outputs = [dataclasses.replace(o, text="", token_ids=[], logprobs=None if
                                                    o.logprobs is None else []) for o in outputs]
-                for index, new_ids, new_text, reason, entries in deltas:
+                fresh = None
+                for index, new_ids, new_text, reason, entries, prompt_entries in deltas:
+                    # The request's first output (of sequence 0) carries them.
+                    if index == 0 and params.prompt_logprobs is not None and \
+                            prompt_logprobs is None:
+                        fresh = prompt_logprobs = _prompt_logprobs(prompt_entries, params, tok)
                     o = outputs[index]
                     o.token_ids = o.token_ids + list(new_ids)
                     o.text += new_text
@@ -247,7 +266,9 @@ class AsyncLLM:
                         o.logprobs = o.logprobs + _logprobs(entries, tok)
                 yield RequestOutput(request_id=request_id, prompt=text, prompt_token_ids=ids,
                                     outputs=[dataclasses.replace(o) for o in outputs],
-                                    finished=finished)
+                                    finished=finished,
+                                    prompt_logprobs=fresh if output_kind == "delta"
+                                    else prompt_logprobs)
                 if finished:
                     return
         finally:

@@ -187,6 +187,37 @@ def test_prefix_caching_reuses_a_shared_prompt_and_keeps_the_output():
     assert outputs[True] == outputs[False]
 
 
+def check_prompt_logprobs(got, prompt, k, w, tok):
+    """vLLM's prompt_logprobs: None, then per token the numpy model's log_softmax at the position
+    before it, for it and the top k."""
+    assert len(got) == len(prompt) and got[0] is None
+    for i in range(1, len(prompt)):
+        logits = last_logits(w, prompt[:i])
+        lp = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+        entry = got[i]
+        assert entry[prompt[i]].logprob == pytest.approx(lp[prompt[i]], abs=1e-4)
+        top = [int(t) for t in np.argsort(-lp, kind="stable")[:k]]
+        assert [t for t, e in entry.items() if e.rank is not None] == top
+        for rank, t in enumerate(top, 1):
+            assert entry[t].rank == rank and entry[t].decoded_token == tok.decode([t])
+            assert entry[t].logprob == pytest.approx(lp[t], abs=1e-4)
+
+
+def test_prompt_logprobs_score_the_prompt_as_vllm(llm):
+    # What lm-evaluation-harness's vllm backend sends to score a continuation: max_tokens 1 and
+    # prompt_logprobs. Computed once per request (n = 2 here), and None unless asked.
+    w = load_llama2c(MODEL)
+    prompt = PROMPTS[3]
+    out = llm.generate([prompt], SamplingParams(temperature=0, max_tokens=1, n=2,
+                                                prompt_logprobs=2))[0]
+    check_prompt_logprobs(out.prompt_logprobs, prompt, 2, w, llm.get_tokenizer())
+    assert llm.generate([prompt], SamplingParams(max_tokens=1))[0].prompt_logprobs is None
+    one = llm.generate([[1]], SamplingParams(max_tokens=1, prompt_logprobs=0))[0]
+    assert one.prompt_logprobs == [None]
+    with pytest.raises(ValueError, match="prompt_logprobs None or >= 0"):
+        SamplingParams(prompt_logprobs=-1)
+
+
 def test_bfloat16_kv_cache_follows_the_model_within_its_rounding():
     # Keys and values are rounded to bfloat16 as they are stored: every greedy token's logprob is
     # the numpy model's within bfloat16's relative precision (2^-8) of the logits' scale (up to
@@ -400,6 +431,21 @@ def test_stream_deltas_add_up_to_the_offline_result(llm, engine):
     assert cumulative[-1].outputs[0].token_ids == want.token_ids
     assert cumulative[-1].outputs[0].cumulative_logprob == pytest.approx(want.cumulative_logprob)
     assert deltas[-1].outputs[0].cumulative_logprob == pytest.approx(want.cumulative_logprob)
+
+
+def test_stream_carries_prompt_logprobs(llm, engine):
+    w = load_llama2c(MODEL)
+    params = SamplingParams(temperature=0, max_tokens=20, ignore_eos=True, prompt_logprobs=1)
+
+    async def collect(kind):
+        return [o async for o in engine.generate(PROMPTS[3], params, output_kind=kind)]
+
+    deltas = run(collect("delta"))
+    assert deltas[0].prompt_logprobs is not None
+    assert all(d.prompt_logprobs is None for d in deltas[1:])  # in their first output only
+    check_prompt_logprobs(deltas[0].prompt_logprobs, PROMPTS[3], 1, w, llm.get_tokenizer())
+    cumulative = run(collect("cumulative"))
+    assert all(c.prompt_logprobs == deltas[0].prompt_logprobs for c in cumulative)
 
 
 def test_concurrent_streams_interleave_in_one_loop(engine):

@@ -179,6 +179,7 @@ std::vector<std::vector<Sequence>> LLM::generate(std::span<const std::vector<int
         seq.text += d.output.text;
         seq.finish_reason = d.output.finish_reason;
         seq.logprobs.insert(seq.logprobs.end(), d.output.logprobs.begin(), d.output.logprobs.end());
+        if (!d.output.prompt_logprobs.empty()) seq.prompt_logprobs = d.output.prompt_logprobs;
         if (!d.output.error.empty()) seq.error = d.output.error;
       }
       if (finished) break;

@@ -13,6 +13,9 @@ void SamplingParams::validate() const {
                 max_tokens);
   TESSERA_CHECK(!logprobs || *logprobs >= 0, ValueError,
                 "[SamplingParams] expected logprobs None or >= 0, got ", logprobs.value_or(0));
+  TESSERA_CHECK(!prompt_logprobs || *prompt_logprobs >= 0, ValueError,
+                "[SamplingParams] expected prompt_logprobs None or >= 0, got ",
+                prompt_logprobs.value_or(0));
   for (int32_t id : stop_token_ids)
     TESSERA_CHECK(id >= 0, ValueError,
                   "[SamplingParams] expected stop_token_ids to be token ids >= 0, got ", id);
@@ -34,6 +37,7 @@ infer::GenerationParams SamplingParams::generation_params(const tokenizers::Toke
   s.frequency_penalty = frequency_penalty;
   if (seed) s.seed = static_cast<uint64_t>(*seed) + static_cast<uint64_t>(index);
   p.logprobs = logprobs.value_or(0);
+  p.prompt_logprobs = prompt_logprobs && index == 0 ? *prompt_logprobs : -1;
   p.stopping.max_tokens = max_tokens;
   p.stopping.stop = stop;
   p.stopping.stop_token_ids = stop_token_ids;

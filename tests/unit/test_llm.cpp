@@ -1,6 +1,7 @@
 // llm::SamplingParams' mapping onto the engine's params, the plain chat template, and
 // llm::LLM's RequestStream on stories260K: close() ends on_output calls and frees the blocks, a
-// refused sequence leaves nothing submitted, and generate equals submit + take.
+// refused sequence leaves nothing submitted, generate equals submit + take, and prompt logprobs
+// come with a request's first sequence.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -31,6 +32,11 @@ TEST(LLMSamplingParams, MapsOntoTheEnginesParams) {
   EXPECT_FALSE(p.generation_params(nullptr, 3).sampling.seed.has_value());
   p.logprobs = 5;
   EXPECT_EQ(p.generation_params(nullptr).logprobs, 5);
+  EXPECT_EQ(p.generation_params(nullptr).prompt_logprobs, -1);  // unset: none
+  p.prompt_logprobs = 2;
+  EXPECT_EQ(p.generation_params(nullptr, 0).prompt_logprobs, 2);
+  EXPECT_EQ(p.generation_params(nullptr, 1).prompt_logprobs, -1)
+      << "the request's first sequence alone computes the shared prompt's logprobs";
 
   p.n = 0;
   EXPECT_THROW(
@@ -128,6 +134,29 @@ TEST(LLMGenerate, ASequenceTheEngineFailedCarriesItsError) {
     EXPECT_EQ(seq.token_ids.size(), 4u);
     EXPECT_TRUE(seq.error.empty()) << seq.error;
   }
+}
+
+// prompt_logprobs reach the request's first sequence, one per prompt token after the first
+// (their values are checked against a numpy model in python/tests/test_llm.py).
+TEST(LLMGenerate, PromptLogprobsComeWithTheFirstSequence) {
+  TESSERA_SHARED_DATA_OR_SKIP(model, "stories260K.bin");
+  TESSERA_SHARED_DATA_OR_SKIP(tok, "stories260K_idtok.bin");
+  LLM llm({.model = model, .tokenizer = tok});
+  SamplingParams p;
+  p.max_tokens = 2;
+  p.n = 2;
+  p.prompt_logprobs = 1;
+  const std::vector<std::vector<int32_t>> prompts{{1, 461, 430, 309}};
+  const std::vector<SamplingParams> params{p};
+  const auto got = llm.generate(prompts, params);
+  ASSERT_EQ(got[0].size(), 2u);
+  ASSERT_EQ(got[0][0].prompt_logprobs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[0][0].prompt_logprobs[i].token, prompts[0][i + 1]);
+    EXPECT_LT(got[0][0].prompt_logprobs[i].logprob, 0.0f);
+    EXPECT_EQ(got[0][0].prompt_logprobs[i].top.size(), 1u);
+  }
+  EXPECT_TRUE(got[0][1].prompt_logprobs.empty());
 }
 
 }  // namespace

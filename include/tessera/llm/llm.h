@@ -43,6 +43,9 @@ struct Sequence {
   infer::FinishReason finish_reason = infer::FinishReason::None;
   // Per token: its raw logprob (log_softmax of the model's logits) and the top alternatives.
   std::vector<infer::TokenLogprob> logprobs;
+  // With SamplingParams::prompt_logprobs, on a request's first sequence: one per prompt token
+  // after the first (the others leave it empty).
+  std::vector<infer::TokenLogprob> prompt_logprobs;
   // Why the engine failed this sequence (it ended with Abort then); empty otherwise.
   std::string error;
 };

@@ -30,6 +30,11 @@ struct SamplingParams {
   // Top alternatives to report per token (0: the sampled token's alone); unset: none. The
   // sampled tokens' raw logprobs are always computed (for the cumulative logprob).
   std::optional<int64_t> logprobs;
+  // Per prompt token after the first: its raw logprob and the top alternatives (vLLM's
+  // prompt_logprobs, what lm-evaluation-harness scores text with); unset: none. The engine then
+  // computes the whole prompt, not taking it from the prefix cache. A request's first sequence
+  // alone asks for them (the n sequences share the prompt).
+  std::optional<int64_t> prompt_logprobs;
 
   // ValueError "[SamplingParams] expected <field> ..." ("[sample] ..." for temperature, top_p
   // and top_k, checked by the sampler) naming the first field out of range.
