@@ -4,16 +4,18 @@
 // llama2.c's stories260K and a GPT-2 small-sized model (124M parameters, random weights: speed
 // does not depend on them). Greedy decoding without stop tokens, so every stream generates its
 // full budget. Prints one markdown table row per measurement; each number is the median over
-// --reps runs. --device cuda runs the models on the GPU (bench/torch_cuda_decode.py is the
-// PyTorch peer, with the same prompt length and token budget). These runs keep prefix caching
-// off: they measure prefill and decode. --only prefix measures it instead: chat turns on the
-// GPT-2-sized model, one after another, each a shared prompt of --prompt-len tokens and 16 of its
-// own, with the cache on and off in alternating rounds. --only kv-dtype compares a float32 and a
-// bfloat16 KV cache (alternating rounds) on the GPT-2-sized model: --streams streams (default 16)
-// decoding after prompts of --prompt-len tokens, where attention reads the long contexts.
+// --reps runs. --device cuda runs the models on the GPU. bench/torch_decode.py is the PyTorch
+// peer of the GPT-2 rows (--device cuda or cpu), with the same prompt length and token budget.
+// These runs keep prefix caching off: they measure prefill and decode. --only prefix measures it
+// instead: chat turns on the GPT-2-sized model, one after another, each a shared prompt of
+// --prompt-len tokens and 16 of its own, with the cache on and off in alternating rounds. --only
+// kv-dtype compares a float32 and a bfloat16 KV cache (alternating rounds) on the GPT-2-sized
+// model: --streams streams (default 16) decoding after prompts of --prompt-len tokens, where
+// attention reads the long contexts.
 //
 //   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2|prefix|kv-dtype] [--streams N]
 //                [--device cpu|cuda[:N]] [--prompt-len N] [--new-tokens N]
+//                [--dtype float32|bfloat16]   (the CPU runner's weights)
 #include <omp.h>
 
 #include <algorithm>
@@ -77,11 +79,11 @@ struct BatchResult {
   double tokens_per_s, ttft_ms, tbt_ms;
 };
 
-// streams requests at once through an Engine batching up to streams sequences.
+// streams requests at once through an Engine batching up to streams sequences (base: the
+// dtypes).
 BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_len, int64_t n,
-                    int reps, DType kv_cache_dtype = kFloat32) {
-  infer::EngineConfig config;
-  config.kv_cache_dtype = kv_cache_dtype;
+                    int reps, const infer::EngineConfig& base = {}) {
+  infer::EngineConfig config = base;
   config.max_num_seqs = streams;
   config.num_blocks = streams * ((prompt_len + n + 15) / 16 + 1);
   config.enable_prefix_caching = false;  // each rep sends the same prompts again
@@ -178,8 +180,10 @@ void run_kv_dtype(const models::CausalLM& model, int streams, int64_t prompt_len
       "|---|---|---|---|---|---|---|---|\n");
   std::vector<double> tbt32, tbt16, ratios, rate32, rate16;
   for (int r = 0; r < reps; ++r) {
-    const BatchResult f = batched(model, streams, prompt_len, n, 1, kFloat32);
-    const BatchResult b = batched(model, streams, prompt_len, n, 1, kBFloat16);
+    infer::EngineConfig bf16;
+    bf16.kv_cache_dtype = kBFloat16;
+    const BatchResult f = batched(model, streams, prompt_len, n, 1);
+    const BatchResult b = batched(model, streams, prompt_len, n, 1, bf16);
     tbt32.push_back(f.tbt_ms);
     tbt16.push_back(b.tbt_ms);
     ratios.push_back(f.tbt_ms / b.tbt_ms);
@@ -196,15 +200,16 @@ void run_kv_dtype(const models::CausalLM& model, int streams, int64_t prompt_len
 }
 
 void run_model(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
-               int64_t n, int reps, int single_reps, const std::vector<int>& streams) {
-  infer::ModelRunner runner(model);
+               int64_t n, int reps, int single_reps, const std::vector<int>& streams,
+               const infer::EngineConfig& base) {
+  infer::ModelRunner runner(model, base.weight_dtype);
   const double single =
       single_stream(runner, prompt_of(prompt_len, model.vocab_size(), 0), n, single_reps);
   std::printf("| %s | single stream (generate, static cache) | %lld | %.0f | | | |\n", name.c_str(),
               static_cast<long long>(n), single);
   std::fflush(stdout);
   for (int c : streams) {
-    const BatchResult b = batched(model, c, prompt_len, n, reps);
+    const BatchResult b = batched(model, c, prompt_len, n, reps, base);
     std::printf("| %s | %d streams (Engine, paged cache) | %lld | %.0f | %.2fx | %.2f | %.2f |\n",
                 name.c_str(), c, static_cast<long long>(n), b.tokens_per_s, b.tokens_per_s / single,
                 b.ttft_ms, b.tbt_ms);
@@ -229,6 +234,7 @@ int main(int argc, char** argv) {
   std::vector<int> streams;
   Device device = kCPU;
   int64_t gpt2_prompt = 16, gpt2_tokens = 64;
+  infer::EngineConfig base;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--stories"))
       stories = argv[i + 1];
@@ -244,9 +250,12 @@ int main(int argc, char** argv) {
       gpt2_prompt = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--new-tokens"))
       gpt2_tokens = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--dtype"))  // the CPU runner's weights
+      base.weight_dtype = infer::inference_dtype_from_name(argv[i + 1], "engine_bench", "a dtype");
   }
   if (streams.empty() && only != "kv-dtype")
     streams = device.is_cpu() ? std::vector<int>{1, 4, 16, 32} : std::vector<int>{1, 4, 16, 32, 64};
+  const std::string suffix = base.weight_dtype == kBFloat16 ? " (bfloat16 weights)" : "";
   std::fprintf(stderr, "device: %s\n", device.str().c_str());
   std::fprintf(stderr, "threads: %d\n", omp_get_max_threads());
   if (only == "prefix") {
@@ -266,7 +275,8 @@ int main(int argc, char** argv) {
       auto model = infer::load_model(stories);
       model->to(device);
       // A 200-token run takes milliseconds: many more single-stream runs for a stable median.
-      run_model("stories260K", *model, /*prompt_len=*/1, /*n=*/200, reps, 8 * reps, streams);
+      run_model("stories260K" + suffix, *model, /*prompt_len=*/1, /*n=*/200, reps, 8 * reps,
+                streams, base);
     } else {
       std::fprintf(stderr, "skipping stories260K: %s not found (--stories PATH)\n",
                    stories.c_str());
@@ -274,7 +284,8 @@ int main(int argc, char** argv) {
   }
   if (only.empty() || only == "gpt2") {
     const int r = std::max(1, reps / 2);
-    run_model("GPT-2 124M", *gpt2_124m(device), gpt2_prompt, gpt2_tokens, r, r, streams);
+    run_model("GPT-2 124M" + suffix, *gpt2_124m(device), gpt2_prompt, gpt2_tokens, r, r, streams,
+              base);
   }
   return 0;
 }

@@ -95,7 +95,7 @@ phase_ops() {
 
 phase_serve() {
   step serve_tessera "$bin/engine_bench" --device cuda --only gpt2 --reps 2
-  step serve_torch "$python" bench/torch_cuda_decode.py --reps 2
+  step serve_torch "$python" bench/torch_decode.py --reps 2
 }
 
 phase_profile() {

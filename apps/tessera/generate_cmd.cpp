@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "tessera/core/error.h"
+#include "tessera/infer/engine.h"
 #include "tessera/infer/generate.h"
 #include "tessera/llm/model_files.h"
 
@@ -20,7 +21,7 @@ using namespace llm;  // model files and their tokenizers
 namespace {
 
 struct Options {
-  std::string model, tokenizer, data_dir, prompt, device = "cpu";
+  std::string model, tokenizer, data_dir, prompt, device = "cpu", dtype = "auto";
   int64_t max_new_tokens = 256, top_k = 0;
   double temperature = 1.0, top_p = 1.0;
   uint64_t seed = 1337;
@@ -69,7 +70,8 @@ int run_generate(const Options& o) {
   infer::GenerationResult result;
   const auto start = std::chrono::steady_clock::now();
   if (o.max_new_tokens > 0) {  // the engine generates at least one token
-    infer::ModelRunner runner(*loaded.model);
+    infer::ModelRunner runner(*loaded.model,
+                              infer::inference_dtype_from_name(o.dtype, "generate", "a dtype"));
     result = infer::generate(runner, prompt, params, options);
   }
   std::fputc('\n', stdout);
@@ -132,6 +134,7 @@ Command add_generate_command(CLI::App& app) {
                   "cpu, cuda or cuda:N: where the model and its KV cache live and the forward "
                   "runs (tokens are drawn there too, except with penalties or logprobs)")
       ->capture_default_str();
+  add_weight_dtype_option(cmd, o->dtype);
   return {cmd, [o]() { return run_generate(*o); }};
 }
 

@@ -93,23 +93,29 @@ class LLM:
 
     model: a llama2.c .bin, an llm.c GPT-2 .bin, a .safetensors file or Hugging Face folder, a
     Tessera training run or checkpoint. tokenizer: a tokenizer path or name (default: the one
-    the model records). The engine computes in float32: dtype may be None, "auto" or float32.
+    the model records). The engine computes in float32.
     enable_prefix_caching: keep computed KV blocks for later prompts that start with the same
     tokens (vLLM's automatic prefix caching; stats() counts prefix_cache_queries and _hits).
     kv_cache_dtype: "auto" (float32) or "bfloat16", which halves the KV cache's memory and what
     decode attention reads per token (keys and values rounded to bfloat16 as they are stored).
+    dtype: None, "auto" or float32, or "bfloat16" (tessera.bfloat16): the CPU runner keeps the
+    linear layers' weights in bfloat16 (rounded once), halving what a decode step reads; the
+    arithmetic stays float32.
     """
 
     def __init__(self, model, tokenizer=None, *, max_num_seqs=32, num_blocks=0, block_size=16,
                  max_num_batched_tokens=2048, seed=0, dtype=None, device="cpu", data_dir=None,
                  enable_prefix_caching=True, kv_cache_dtype="auto"):
-        if dtype not in (None, "auto", "float32", _C.float32):
-            raise ValueError(f"[LLM] expected dtype None, 'auto' or float32 (the engine runs "
-                             f"float32 weights), got {dtype!r}")
+        for name, value in (("auto", None), ("float32", _C.float32), ("bfloat16", _C.bfloat16)):
+            if dtype is value or (value is not None and dtype == value):
+                dtype = name
+        if not isinstance(dtype, str):
+            raise ValueError(f"[LLM] expected dtype None, 'auto', 'float32' or 'bfloat16', got "
+                             f"{dtype!r}")
         self._engine = _C.llm.LLM(str(model), str(tokenizer or ""), str(data_dir or ""),
                                   str(device), max_num_seqs, num_blocks, block_size,
                                   max_num_batched_tokens, seed, bool(enable_prefix_caching),
-                                  str(kv_cache_dtype))
+                                  str(kv_cache_dtype), dtype)
         self._ids = itertools.count()
 
     def get_tokenizer(self) -> Tokenizer:

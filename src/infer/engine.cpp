@@ -24,7 +24,7 @@ struct Engine::Request {
 Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
                std::shared_ptr<const tokenizers::Tokenizer> tokenizer)
     : config_(config),
-      runner_(model),
+      runner_(model, config.weight_dtype),
       tokenizer_(std::move(tokenizer)),
       sampler_(runner_.vocab_size()) {
   if (config_.num_blocks == 0) {
@@ -43,10 +43,10 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
 
 Engine::~Engine() = default;
 
-DType kv_cache_dtype_from_name(std::string_view name, const char* op) {
+DType inference_dtype_from_name(std::string_view name, const char* op, const char* what) {
   if (name == "auto" || name == "float32") return kFloat32;
-  TESSERA_CHECK(name == "bfloat16", ValueError, "[", op,
-                "] expected a KV cache dtype of auto, float32 or bfloat16, got '", name, "'");
+  TESSERA_CHECK(name == "bfloat16", ValueError, "[", op, "] expected ", what,
+                " of auto, float32 or bfloat16, got '", name, "'");
   return kBFloat16;
 }
 

@@ -110,7 +110,9 @@ void StepBatch::slice(int64_t s0, int64_t s1, StepBatch& out) const {
     if (r >= t0 && r < t1) out.logit_rows.push_back(static_cast<int32_t>(r - t0));
 }
 
-ModelRunner::ModelRunner(const models::CausalLM& model) {
+ModelRunner::ModelRunner(const models::CausalLM& model, DType weight_dtype) {
+  TESSERA_CHECK(weight_dtype == kFloat32 || weight_dtype == kBFloat16, TypeError,
+                "[ModelRunner] expected float32 or bfloat16 weights, got ", weight_dtype);
   using Layout = models::InferenceLayout;
   const Layout layout = model.inference_layout();
   d_ = layout.dims();
@@ -119,6 +121,9 @@ ModelRunner::ModelRunner(const models::CausalLM& model) {
   vocab_ = model.vocab_size();
   device_ = model.device();
   if (!device_.is_cpu()) {
+    TESSERA_CHECK(weight_dtype == kFloat32, NotImplementedError,
+                  "[ModelRunner] expected float32 weights on ", device_.str(),
+                  " (bfloat16 weights are for the CPU runner), got ", weight_dtype);
     device_runner_ = std::make_unique<detail::DeviceRunner>(layout, device_);
     return;
   }
@@ -130,9 +135,12 @@ ModelRunner::ModelRunner(const models::CausalLM& model) {
   auto norm = [&](const Layout::NormWeights& n) {
     return Norm{f32(n.weight, "norm weight"), opt_f32(n.bias, "norm bias")};
   };
-  auto packed = [&](const Layout::Linear& l) {
-    return call_kernel<pack_linear_kernel>(device_, l.weights, l.biases);
+  auto pack = [&](const std::vector<Tensor>& weights, const std::vector<Tensor>& biases) {
+    PackedLinearWeights p = call_kernel<pack_linear_kernel>(device_, weights, biases);
+    p.packed = p.packed.to(weight_dtype);  // the panel layout is kept element for element
+    return p;
   };
+  auto packed = [&](const Layout::Linear& l) { return pack(l.weights, l.biases); };
   for (const Layout::Layer& l : layout.layers) {
     Layer& L = layers_.emplace_back();
     L.norm1 = norm(l.norm1);
@@ -143,11 +151,11 @@ ModelRunner::ModelRunner(const models::CausalLM& model) {
     L.fc2 = packed(l.fc2);
   }
   final_norm_ = norm(layout.final_norm);
-  lm_head_ = std::make_unique<PackedLinearWeights>(call_kernel<pack_linear_kernel>(
-      device_, std::vector<Tensor>{layout.lm_head}, std::vector<Tensor>{}));
+  lm_head_ = std::make_unique<PackedLinearWeights>(pack({layout.lm_head}, {}));
   for (const Layer& L : layers_)
     for (const PackedLinearWeights* p : {&L.qkv, &L.o, &L.fc1, &L.fc2})
-      weight_bytes_ += p->in * p->out * static_cast<int64_t>(sizeof(float));
+      weight_macs_ += p->in * p->out;
+  weight_bytes_ = weight_macs_ * static_cast<int64_t>(itemsize(weight_dtype));
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -241,11 +249,10 @@ int64_t ModelRunner::split_point(const StepBatch& batch) const {
   static const int64_t l2_bytes = l2_cache_bytes();
   if (S < 2 || omp_get_max_threads() < 2 || weight_bytes_ > l2_bytes) return 0;
   // Work of a sequence: its tokens through the linear layers and over their keys.
-  const int64_t token_macs = weight_bytes_ / static_cast<int64_t>(sizeof(float));
   const int64_t key_macs = 2 * num_layers_ * d_.n_heads * d_.head_dim;
   auto work = [&](int64_t s) {
     const int64_t n = batch.query_start[s + 1] - batch.query_start[s];
-    return n * (token_macs + key_macs * batch.seq_lens[s]);
+    return n * (weight_macs_ + key_macs * batch.seq_lens[s]);
   };
   int64_t total = 0;
   for (int64_t s = 0; s < S; ++s) total += work(s);

@@ -165,6 +165,51 @@ TEST(ModelRunner, StaticAndPagedCachesGiveIdenticalLogits) {
   EXPECT_EQ(last(fixed, fixed.table()), last(paged, table));
 }
 
+// bfloat16 weights are the float32 weights rounded once and widened exactly as the GEMM loads
+// them: on a model whose weights already are bfloat16 values the two runners' logits are
+// bit-identical (prefill, then decode), and on the original model they differ only by that
+// rounding.
+TEST(ModelRunner, BFloat16WeightsAreFloat32WeightsRoundedOnce) {
+  for (auto model : {small_llama(), small_gpt2()}) {
+    const std::vector<int32_t> ids = tokens(45, model->vocab_size(), 8);
+    auto logits = [&](DType weights) {
+      ModelRunner runner(*model, weights);
+      infer::PagedKVCache cache(runner.kv_spec(), 4, 16);
+      infer::BlockTable table;
+      EXPECT_TRUE(cache.reserve(table, 45));
+      StepBatch batch;
+      std::vector<float> out;
+      for (int64_t pos = 40; pos <= 45; ++pos) {  // prefill 40, then decode 5
+        batch.clear();
+        if (pos == 40)
+          batch.add_sequence(std::span(ids).first(40), 0, table, 16, true);
+        else
+          batch.add_sequence(std::span(ids).subspan(pos - 1, 1), pos - 1, table, 16, true);
+        const std::span<const float> step = runner.forward(batch, cache);
+        out.insert(out.end(), step.begin(), step.end());
+      }
+      return tensor(out);
+    };
+    const Tensor f32 = logits(kFloat32), bf16 = logits(kBFloat16);
+    const float scale = max(abs(f32)).item<float>();
+    EXPECT_TRUE(allclose(bf16, f32, 0.0, 2e-2 * scale))
+        << model->type_name() << ": max diff " << max(abs(bf16 - f32)).item<float>()
+        << " of logits up to " << scale;
+    EXPECT_FALSE(all(bf16 == f32).item<bool>()) << "the bfloat16 weights were not rounded";
+    {
+      autograd::NoGradGuard no_grad;
+      for (Tensor& p : model->parameters())
+        if (p.dim() == 2) p.copy_(p.to(kBFloat16).to(kFloat32));
+    }
+    const Tensor exact32 = logits(kFloat32), exact16 = logits(kBFloat16);
+    EXPECT_EQ(std::memcmp(exact16.data_ptr(), exact32.data_ptr(), exact32.numel() * sizeof(float)),
+              0)
+        << model->type_name() << ": max diff " << max(abs(exact16 - exact32)).item<float>();
+  }
+  EXPECT_TESSERA_ERROR(ModelRunner(*small_gpt2(), kFloat16), TypeError,
+                       "[ModelRunner] expected float32 or bfloat16 weights, got float16");
+}
+
 TEST(ModelRunner, RejectsBadInput) {
   auto model = small_gpt2();
   ModelRunner runner(*model);

@@ -226,6 +226,7 @@ void check_batched_equals_alone(const infer::EngineConfig& config, const std::ve
   std::vector<std::vector<int32_t>> alone;
   infer::EngineConfig solo_config;
   solo_config.kv_cache_dtype = config.kv_cache_dtype;
+  solo_config.weight_dtype = config.weight_dtype;
   for (size_t i = 0; i < reqs.size(); ++i) {
     infer::Engine solo(*model, solo_config);
     solo.add_request(prompt_of(reqs[i].prompt_len, i),
@@ -274,17 +275,20 @@ TEST(Engine, PreemptionKeepsEveryRequestRight) {
 }
 
 // A bfloat16 cache rounds keys and values as they are written, the same way whether a token is
-// decoded or recomputed by prefill after preemption, so batching and preemption still leave
-// every request's tokens as they are alone.
-TEST(Engine, BFloat16KVCacheKeepsBatchedAndPreemptedOutputsEqualToSingleRequests) {
-  infer::EngineConfig config;
-  config.num_blocks = 7;
-  config.max_num_seqs = 6;
-  config.kv_cache_dtype = kBFloat16;
-  check_batched_equals_alone(
-      config,
-      {{10, 40, 0.0}, {20, 40, 0.7}, {5, 50, 0.0}, {30, 25, 0.0}, {12, 45, 0.0}, {8, 30, 0.9}},
-      true);
+// decoded or recomputed by prefill after preemption, and bfloat16 weights are rounded once, so
+// batching and preemption still leave every request's tokens as they are alone.
+TEST(Engine, BFloat16KVCacheAndWeightsKeepBatchedAndPreemptedOutputsEqualToSingleRequests) {
+  for (const bool weights : {false, true}) {
+    infer::EngineConfig config;
+    config.num_blocks = 7;
+    config.max_num_seqs = 6;
+    config.kv_cache_dtype = kBFloat16;
+    if (weights) config.weight_dtype = kBFloat16;
+    check_batched_equals_alone(
+        config,
+        {{10, 40, 0.0}, {20, 40, 0.7}, {5, 50, 0.0}, {30, 25, 0.0}, {12, 45, 0.0}, {8, 30, 0.9}},
+        true);
+  }
 }
 
 // Requests sharing a 40-token system prompt (two full blocks of 16): with prefix caching a later
@@ -502,9 +506,10 @@ TEST(Engine, BFloat16KVCachePromptLogprobsStayCloseToTheModels) {
   infer::EngineConfig bad;
   bad.kv_cache_dtype = kFloat16;
   EXPECT_TESSERA_ERROR(infer::Engine(*model, bad), TypeError, "float32 or bfloat16 cache");
-  EXPECT_EQ(infer::kv_cache_dtype_from_name("auto", "t"), kFloat32);
-  EXPECT_EQ(infer::kv_cache_dtype_from_name("bfloat16", "t"), kBFloat16);
-  EXPECT_TESSERA_ERROR(infer::kv_cache_dtype_from_name("fp8", "serve"), ValueError,
+  EXPECT_EQ(infer::inference_dtype_from_name("auto", "t", "a KV cache dtype"), kFloat32);
+  EXPECT_EQ(infer::inference_dtype_from_name("bfloat16", "t", "a KV cache dtype"), kBFloat16);
+  EXPECT_TESSERA_ERROR(infer::inference_dtype_from_name("fp8", "serve", "a KV cache dtype"),
+                       ValueError,
                        "[serve] expected a KV cache dtype of auto, float32 or bfloat16, got 'fp8'");
 }
 

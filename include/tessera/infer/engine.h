@@ -50,11 +50,14 @@ struct EngineConfig {
   // What the cache stores keys and values as: float32 (the model's compute dtype), or bfloat16,
   // which halves the cache's memory and what decode attention reads (vLLM's --kv-cache-dtype).
   DType kv_cache_dtype = kFloat32;
+  // What the CPU runner keeps its linear layers' weights as: float32, or bfloat16, which halves
+  // what a decode step streams (ModelRunner's weight_dtype; vLLM's --dtype).
+  DType weight_dtype = kFloat32;
 };
 
-// kv_cache_dtype from vLLM's spelling: "auto" (the compute dtype, float32), "float32" or
-// "bfloat16"; ValueError naming op otherwise.
-DType kv_cache_dtype_from_name(std::string_view name, const char* op);
+// kv_cache_dtype or weight_dtype (what) from vLLM's spelling: "auto" (float32, the compute
+// dtype), "float32" or "bfloat16"; ValueError naming op otherwise.
+DType inference_dtype_from_name(std::string_view name, const char* op, const char* what);
 
 // What a step produced for one request.
 struct RequestOutput {

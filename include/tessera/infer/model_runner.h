@@ -73,7 +73,11 @@ class ModelRunner {
   // the CPU the linear layers are repacked and embeddings and norms held by reference; on a CUDA
   // device the fused projections are concatenated there. Later changes to the model's
   // parameters are not seen. TypeError for other dtypes or weights on mixed devices.
-  explicit ModelRunner(const models::CausalLM& model);
+  // weight_dtype bfloat16 keeps the CPU's packed linear weights (lm_head included) in bfloat16,
+  // rounded to nearest even: half the bytes a decode step streams, the arithmetic still float32
+  // (vLLM's --dtype, for the weights only); TypeError for other dtypes, NotImplementedError on a
+  // CUDA device.
+  explicit ModelRunner(const models::CausalLM& model, DType weight_dtype = kFloat32);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -142,6 +146,7 @@ class ModelRunner {
   Norm final_norm_;
   std::unique_ptr<PackedLinearWeights> lm_head_;
   int64_t weight_bytes_ = 0;  // of the layers' packed linears
+  int64_t weight_macs_ = 0;   // their multiply-adds per token
   Workspace workspaces_[2];
   std::vector<float> logits_, hidden_states_;
   std::vector<int32_t> tokens_;  // greedy_tokens()'s and sample_tokens()'s result

@@ -16,7 +16,9 @@ namespace tessera {
 // Linear layers' weights [O_i, K] stacked along O (q|k|v, gate|up) in the layout the backend's
 // GEMM reads, with their biases; made once by pack_linear_kernel.
 struct PackedLinearWeights {
-  Tensor packed;  // backend-defined layout (CPU: column panels [ceil(O / 16), K, 16])
+  // Backend-defined layout (CPU: column panels [ceil(O / 16), K, 16] of float32, or of bfloat16
+  // for a runner keeping its weights in bfloat16).
+  Tensor packed;
   Tensor bias;    // float32, zeros where a layer has none (CPU: padded to whole panels)
   int64_t in = 0, out = 0;
 };

@@ -1,6 +1,8 @@
 // The inference runner's GEMM (pack_linear_kernel, packed_linear_kernel): a weight W [O, K] is
 // repacked once as column panels [ceil(O / 16), K, 16], so a micro-kernel keeps a tile of rows x
-// 16..128 columns in registers and streams W once per tile of rows.
+// 16..128 columns in registers and streams W once per tile of rows. The panels may be float32 or
+// bfloat16 (the runner's weight dtype: half the bytes a decode step streams); bfloat16 panels are
+// widened exactly as they are loaded, and the arithmetic is float32 either way.
 //
 // Batch invariance: every output element is one FMA chain over k = 0..K-1 starting from 0, then
 // + b (then + the old y when accumulating), whatever the tile shape, the number of rows or the
@@ -30,9 +32,10 @@ constexpr int64_t kPanel = 16;
 constexpr int64_t kGroupPanels = 8;                  // columns per task: 128
 constexpr int64_t kParallelMacs = int64_t{1} << 20;  // ~50 us: below, a team costs more
 
-// MR rows x NP panels of y from x rows and the panels at w (panel q at w + q K 16).
-template <int MR, int NP>
-void tile(const float* x, int64_t ldx, const float* w, int64_t K, float* y, int64_t ldy,
+// MR rows x NP panels of y from x rows and the panels at w (panel q at w + q K 16), of W: float
+// or BFloat16.
+template <int MR, int NP, class W>
+void tile(const float* x, int64_t ldx, const W* w, int64_t K, float* y, int64_t ldy,
           const float* bias, int64_t cols, bool accumulate) {
   V16 acc[MR][NP];
   for (int i = 0; i < MR; ++i)
@@ -64,9 +67,9 @@ void tile(const float* x, int64_t ldx, const float* w, int64_t K, float* y, int6
 }
 
 // tile<MR, np> for a runtime np in [1, MaxNP].
-template <int MR, int MaxNP, int NP = 1>
-void tile_np(int64_t np, const float* x, int64_t ldx, const float* w, int64_t K, float* y,
-             int64_t ldy, const float* bias, int64_t cols, bool accumulate) {
+template <int MR, int MaxNP, int NP = 1, class W>
+void tile_np(int64_t np, const float* x, int64_t ldx, const W* w, int64_t K, float* y, int64_t ldy,
+             const float* bias, int64_t cols, bool accumulate) {
   if constexpr (NP < MaxNP) {
     if (np > NP)
       return tile_np<MR, MaxNP, NP + 1>(np, x, ldx, w, K, y, ldy, bias, cols, accumulate);
@@ -111,11 +114,12 @@ PackedLinearWeights pack_linear(const std::vector<Tensor>& weights,
   return p;
 }
 
-void packed_linear(const PackedLinearWeights& weights, const LinearRowsArgs& a) {
+template <class W>
+void packed_linear_of(const PackedLinearWeights& weights, const LinearRowsArgs& a) {
   const int64_t in = weights.in, out = weights.out, rows = a.rows;
   const int64_t panels = weights.packed.size(0);
   const int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels;
-  const float* packed = weights.packed.data_ptr<float>();
+  const W* packed = static_cast<const W*>(weights.packed.data_ptr());
   const float* bias = weights.bias.data_ptr<float>();
   const float* x = a.x;
   float* y = a.y;
@@ -125,7 +129,7 @@ void packed_linear(const PackedLinearWeights& weights, const LinearRowsArgs& a) 
   parallel_for(groups, rows * in * out >= kParallelMacs, [&](int64_t g) {
     const int64_t p0 = g * kGroupPanels, np = std::min(kGroupPanels, panels - p0);
     const int64_t c0 = p0 * kPanel, cols = std::min(out, (p0 + np) * kPanel) - c0;
-    const float* w = packed + p0 * in * kPanel;
+    const W* w = packed + p0 * in * kPanel;
     const float* b = bias + c0;
     int64_t r = 0;
     // Four rows share each weight load; single rows take all 8 panels at once so enough FMAs
@@ -144,7 +148,7 @@ void packed_linear(const PackedLinearWeights& weights, const LinearRowsArgs& a) 
         const int64_t n = std::min<int64_t>(4, np - h);
         const float* xr = x + r * ldx;
         float* yr = y + r * ldy + c0 + h * kPanel;
-        const float* wh = w + h * in * kPanel;
+        const W* wh = w + h * in * kPanel;
         if (left == 2)
           tile_np<2, 4>(n, xr, ldx, wh, in, yr, ldy, b + h * kPanel, cols - h * kPanel, accumulate);
         else
@@ -152,6 +156,13 @@ void packed_linear(const PackedLinearWeights& weights, const LinearRowsArgs& a) 
       }
     }
   });
+}
+
+void packed_linear(const PackedLinearWeights& weights, const LinearRowsArgs& a) {
+  if (weights.packed.dtype() == kBFloat16)
+    packed_linear_of<BFloat16>(weights, a);
+  else
+    packed_linear_of<float>(weights, a);
 }
 
 TESSERA_REGISTER_KERNEL(pack_linear_kernel, DeviceType::CPU, &pack_linear);

@@ -1,12 +1,17 @@
-"""PyTorch peer of `engine_bench --device cuda`: a GPT-2 124M-shaped model (random weights, tied
-embeddings, GELU-tanh) decoding greedily on the GPU, eager float32, with a static KV cache
+"""PyTorch peer of `engine_bench` (--device cuda or cpu): a GPT-2 124M-shaped model (random
+weights, tied embeddings, GELU-tanh) decoding greedily, eager float32, with a static KV cache
 (preallocated [B, H, max_len, D] per layer, written in place, as Hugging Face's StaticCache).
 Single-stream decode, then batched decode of B streams started together; each stream prefills
 its prompt in one forward and generates --new-tokens tokens. Every step's tokens are read back
 to the host (as a server streaming them would), as the Tessera engine does with its logits.
 Prints markdown rows in engine_bench's format.
 
-    python3 torch_cuda_decode.py [--prompt-len 16] [--new-tokens 64] [--reps 3]
+    python3 torch_decode.py [--device cuda|cpu] [--prompt-len 16] [--new-tokens 64] [--reps 3]
+                            [--streams 1 4 16 32 64]
+
+PyTorch 1.13 (this machine's CPU peer) has no scaled_dot_product_attention: attention is then
+the math Hugging Face's eager GPT-2 runs (q k^T / sqrt(D), a causal mask for the prefill,
+softmax, times v).
 """
 import argparse
 import statistics
@@ -15,6 +20,18 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+def attention(q, keys, values, causal):
+    """softmax(q k^T / sqrt(D)) v over [B, H, T, D], the mask aligned bottom-right."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, keys, values, is_causal=causal)
+    s = (q @ keys.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    if causal:
+        T, L = q.shape[-2], keys.shape[-2]
+        mask = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
+        s = s.masked_fill(~mask, float("-inf"))
+    return torch.softmax(s, -1) @ values
 
 
 class Block(nn.Module):
@@ -34,10 +51,7 @@ class Block(nn.Module):
         k_cache[:, :, pos : pos + T] = k
         v_cache[:, :, pos : pos + T] = v
         keys, values = k_cache[:, :, : pos + T], v_cache[:, :, : pos + T]
-        if T == 1:
-            y = F.scaled_dot_product_attention(q, keys, values)
-        else:  # prefill from position 0
-            y = F.scaled_dot_product_attention(q, keys, values, is_causal=True)
+        y = attention(q, keys, values, causal=T > 1)  # T > 1: the prefill from position 0
         x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
@@ -86,7 +100,8 @@ def tokens_per_s(model, B, P, n, reps, vocab, device):
     prompts = prompts_of(B, P, vocab, device)
     rates = []
     for r in range(reps + 1):
-        torch.cuda.synchronize()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         out = generate(model, prompts, n)
         dt = time.perf_counter() - t0
@@ -100,14 +115,20 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--streams", type=int, nargs="*", default=[1, 4, 16, 32, 64])
+    ap.add_argument("--streams", type=int, nargs="*", default=None,
+                    help="default: 1 4 16 32 64 on a GPU, 1 4 16 32 on the CPU (engine_bench's)")
+    ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
+    device = torch.device(a.device)
+    if a.streams is None:
+        a.streams = [1, 4, 16, 32, 64] if device.type == "cuda" else [1, 4, 16, 32]
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 GEMMs, as Tessera's default
     torch.manual_seed(0)
-    device = torch.device("cuda")
     vocab = 50257
     model = GPT(vocab).to(device).eval()
-    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
+    where = torch.cuda.get_device_name() if device.type == "cuda" else \
+        f"the CPU, {torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__} on {where}", flush=True)
     print("| model | mode | tokens per stream | tokens/s | vs single |\n|---|---|---|---|---|")
     single = tokens_per_s(model, 1, a.prompt_len, a.new_tokens, 3 * a.reps, vocab, device)
     print(f"| GPT-2 124M (torch eager fp32) | single stream (static cache) | {a.new_tokens} | "
