@@ -15,7 +15,7 @@
 //
 //   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2|prefix|kv-dtype] [--streams N]
 //                [--device cpu|cuda[:N]] [--prompt-len N] [--new-tokens N]
-//                [--dtype float32|bfloat16]   (the CPU runner's weights)
+//                [--dtype float32|bfloat16] [--quantization int8]   (the CPU runner's weights)
 #include <omp.h>
 
 #include <algorithm>
@@ -251,11 +251,14 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--new-tokens"))
       gpt2_tokens = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--dtype"))  // the CPU runner's weights
-      base.weight_dtype = infer::inference_dtype_from_name(argv[i + 1], "engine_bench", "a dtype");
+      base.weight_dtype = infer::weight_dtype_from_names(argv[i + 1], "none", "engine_bench");
+    else if (!std::strcmp(argv[i], "--quantization"))
+      base.weight_dtype = infer::weight_dtype_from_names("auto", argv[i + 1], "engine_bench");
   }
   if (streams.empty() && only != "kv-dtype")
     streams = device.is_cpu() ? std::vector<int>{1, 4, 16, 32} : std::vector<int>{1, 4, 16, 32, 64};
-  const std::string suffix = base.weight_dtype == kBFloat16 ? " (bfloat16 weights)" : "";
+  const std::string suffix =
+      base.weight_dtype == kFloat32 ? "" : detail::str(" (", base.weight_dtype, " weights)");
   std::fprintf(stderr, "device: %s\n", device.str().c_str());
   std::fprintf(stderr, "threads: %d\n", omp_get_max_threads());
   if (only == "prefix") {

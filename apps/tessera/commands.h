@@ -20,14 +20,19 @@ Command add_serve_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_studio_command(CLI::App& app);
 
-// The --dtype option of generate and serve (vLLM's): what the CPU runner keeps the linear
-// layers' weights as.
-inline void add_weight_dtype_option(CLI::App* cmd, std::string& dtype) {
+// The --dtype and --quantization options of generate and serve (vLLM's): what the CPU runner
+// keeps the linear layers' weights as (infer::weight_dtype_from_names reads them).
+inline void add_weight_dtype_options(CLI::App* cmd, std::string& dtype, std::string& quantization) {
   cmd->add_option("--dtype", dtype,
                   "What the CPU runner keeps the linear layers' weights as: auto (float32) or "
                   "bfloat16 (rounded once; half the bytes a decode step reads, float32 "
                   "arithmetic)")
       ->check(CLI::IsMember({"auto", "float32", "bfloat16"}))
+      ->capture_default_str();
+  cmd->add_option("--quantization", quantization,
+                  "none, or int8: the CPU runner's linear weights quantized per output channel "
+                  "(a quarter of float32's bytes, float32 arithmetic)")
+      ->check(CLI::IsMember({"none", "int8"}))
       ->capture_default_str();
 }
 

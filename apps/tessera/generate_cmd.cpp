@@ -21,7 +21,8 @@ using namespace llm;  // model files and their tokenizers
 namespace {
 
 struct Options {
-  std::string model, tokenizer, data_dir, prompt, device = "cpu", dtype = "auto";
+  std::string model, tokenizer, data_dir, prompt, device = "cpu";
+  std::string dtype = "auto", quantization = "none";  // the CPU runner's weights
   int64_t max_new_tokens = 256, top_k = 0;
   double temperature = 1.0, top_p = 1.0;
   uint64_t seed = 1337;
@@ -71,7 +72,7 @@ int run_generate(const Options& o) {
   const auto start = std::chrono::steady_clock::now();
   if (o.max_new_tokens > 0) {  // the engine generates at least one token
     infer::ModelRunner runner(*loaded.model,
-                              infer::inference_dtype_from_name(o.dtype, "generate", "a dtype"));
+                              infer::weight_dtype_from_names(o.dtype, o.quantization, "generate"));
     result = infer::generate(runner, prompt, params, options);
   }
   std::fputc('\n', stdout);
@@ -134,7 +135,7 @@ Command add_generate_command(CLI::App& app) {
                   "cpu, cuda or cuda:N: where the model and its KV cache live and the forward "
                   "runs (tokens are drawn there too, except with penalties or logprobs)")
       ->capture_default_str();
-  add_weight_dtype_option(cmd, o->dtype);
+  add_weight_dtype_options(cmd, o->dtype, o->quantization);
   return {cmd, [o]() { return run_generate(*o); }};
 }
 

@@ -38,7 +38,7 @@ Command add_serve_command(CLI::App& app) {
     double shutdown_grace = 30.0;
     uint64_t seed = 0;
     bool prefix_caching = true;
-    std::string kv_cache_dtype = "auto", dtype = "auto";
+    std::string kv_cache_dtype = "auto", dtype = "auto", quantization = "none";
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -98,7 +98,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->prefix_caching,
                 "Keep computed KV blocks for later prompts that start with the same tokens "
                 "(on by default)");
-  add_weight_dtype_option(cmd, o->dtype);
+  add_weight_dtype_options(cmd, o->dtype, o->quantization);
   cmd->add_option("--kv-cache-dtype", o->kv_cache_dtype,
                   "What the KV cache stores: auto (float32, the compute dtype) or bfloat16 (half "
                   "the memory per token, and what decode attention reads)")
@@ -135,7 +135,7 @@ Command add_serve_command(CLI::App& app) {
             ec.enable_prefix_caching = o->prefix_caching;
             ec.kv_cache_dtype =
                 infer::inference_dtype_from_name(o->kv_cache_dtype, "serve", "a KV cache dtype");
-            ec.weight_dtype = infer::inference_dtype_from_name(o->dtype, "serve", "a dtype");
+            ec.weight_dtype = infer::weight_dtype_from_names(o->dtype, o->quantization, "serve");
             auto engine = std::make_shared<infer::AsyncEngine>(
                 std::make_unique<infer::Engine>(*loaded.model, ec, tokenizer));
             serve::ServerConfig sc;

@@ -201,7 +201,7 @@ void bind_llm(py::module_& m) {
                        const std::string& data_dir, const std::string& device, int64_t max_num_seqs,
                        int64_t num_blocks, int64_t block_size, int64_t max_num_batched_tokens,
                        uint64_t seed, bool enable_prefix_caching, const std::string& kv_cache_dtype,
-                       const std::string& dtype) {
+                       const std::string& dtype, const std::string& quantization) {
              llm::LLMConfig c;
              c.model = model;
              c.tokenizer = tokenizer;
@@ -215,7 +215,7 @@ void bind_llm(py::module_& m) {
              c.engine.enable_prefix_caching = enable_prefix_caching;
              c.engine.kv_cache_dtype =
                  infer::inference_dtype_from_name(kv_cache_dtype, "LLM", "a KV cache dtype");
-             c.engine.weight_dtype = infer::inference_dtype_from_name(dtype, "LLM", "a dtype");
+             c.engine.weight_dtype = infer::weight_dtype_from_names(dtype, quantization, "LLM");
              py::gil_scoped_release release;
              return Unlocked<LLM>(new LLM(c));
            }),
@@ -223,7 +223,8 @@ void bind_llm(py::module_& m) {
            py::arg("device") = "cpu", py::arg("max_num_seqs") = 32, py::arg("num_blocks") = 0,
            py::arg("block_size") = 16, py::arg("max_num_batched_tokens") = 2048,
            py::arg("seed") = 0, py::arg("enable_prefix_caching") = true,
-           py::arg("kv_cache_dtype") = "auto", py::arg("dtype") = "auto")
+           py::arg("kv_cache_dtype") = "auto", py::arg("dtype") = "auto",
+           py::arg("quantization") = "none")
       .def_property_readonly("tokenizer", &LLM::shared_tokenizer)
       .def_property_readonly("source", [](const LLM& l) { return l.model().source; })
       .def_property_readonly("max_model_len",

@@ -50,6 +50,19 @@ DType inference_dtype_from_name(std::string_view name, const char* op, const cha
   return kBFloat16;
 }
 
+DType weight_dtype_from_names(std::string_view dtype, std::string_view quantization,
+                              const char* op) {
+  const DType d = inference_dtype_from_name(dtype, op, "a dtype");
+  if (quantization.empty() || quantization == "none") return d;
+  TESSERA_CHECK(quantization == "int8", ValueError, "[", op,
+                "] expected a quantization of none or int8, got '", quantization, "'");
+  TESSERA_CHECK(d == kFloat32, ValueError, "[", op,
+                "] expected dtype auto or float32 with int8 quantization (the weights are int8, "
+                "the arithmetic float32), got '",
+                dtype, "'");
+  return kInt8;
+}
+
 int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {
   params.sampling.validate();
   params.stopping.validate();

@@ -111,8 +111,9 @@ void StepBatch::slice(int64_t s0, int64_t s1, StepBatch& out) const {
 }
 
 ModelRunner::ModelRunner(const models::CausalLM& model, DType weight_dtype) {
-  TESSERA_CHECK(weight_dtype == kFloat32 || weight_dtype == kBFloat16, TypeError,
-                "[ModelRunner] expected float32 or bfloat16 weights, got ", weight_dtype);
+  TESSERA_CHECK(weight_dtype == kFloat32 || weight_dtype == kBFloat16 || weight_dtype == kInt8,
+                TypeError, "[ModelRunner] expected float32, bfloat16 or int8 weights, got ",
+                weight_dtype);
   using Layout = models::InferenceLayout;
   const Layout layout = model.inference_layout();
   d_ = layout.dims();
@@ -123,7 +124,7 @@ ModelRunner::ModelRunner(const models::CausalLM& model, DType weight_dtype) {
   if (!device_.is_cpu()) {
     TESSERA_CHECK(weight_dtype == kFloat32, NotImplementedError,
                   "[ModelRunner] expected float32 weights on ", device_.str(),
-                  " (bfloat16 weights are for the CPU runner), got ", weight_dtype);
+                  " (bfloat16 and int8 weights are for the CPU runner), got ", weight_dtype);
     device_runner_ = std::make_unique<detail::DeviceRunner>(layout, device_);
     return;
   }
@@ -136,9 +137,7 @@ ModelRunner::ModelRunner(const models::CausalLM& model, DType weight_dtype) {
     return Norm{f32(n.weight, "norm weight"), opt_f32(n.bias, "norm bias")};
   };
   auto pack = [&](const std::vector<Tensor>& weights, const std::vector<Tensor>& biases) {
-    PackedLinearWeights p = call_kernel<pack_linear_kernel>(device_, weights, biases);
-    p.packed = p.packed.to(weight_dtype);  // the panel layout is kept element for element
-    return p;
+    return call_kernel<pack_linear_kernel>(device_, weights, biases, weight_dtype);
   };
   auto packed = [&](const Layout::Linear& l) { return pack(l.weights, l.biases); };
   for (const Layout::Layer& l : layout.layers) {

@@ -331,6 +331,15 @@ def generate_stories260k(ctx):
     expected = idtok_text(STORIES260K_GREEDY)
     check(stdout == expected + "\n", f"expected {expected!r}, got {stdout!r}")
     check("generate: 200 tokens in" in stderr, stderr)
+    # bfloat16 or int8 weights move this 64-wide model's logits enough to change its greedy text
+    # (their values are checked in test_model_runner and python/tests/test_llm.py).
+    for flags in (["--dtype", "bfloat16"], ["--quantization", "int8"]):
+        low, stderr = ctx.run("generate", *model, *tokenizer, "--temperature", 0,
+                              "--max-new-tokens", 200, *flags)
+        check(low != expected + "\n" and " tokens in " in stderr, f"{flags}: {low!r}\n{stderr}")
+    _, stderr = ctx.run("generate", *model, *tokenizer, "--dtype", "bfloat16", "--quantization",
+                        "int8", ok=False)
+    check("expected dtype auto or float32 with int8 quantization" in stderr, stderr)
     stdout, stderr = ctx.run("generate", *model, *tokenizer, "--max-new-tokens", 0)
     check(stdout == "\n" and "generate: 0 tokens in" in stderr, f"{stdout!r}\n{stderr}")
     _, stderr = ctx.run("generate", *model, ok=False)

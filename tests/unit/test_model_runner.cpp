@@ -6,7 +6,10 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "tessera/infer/model_runner.h"
@@ -165,49 +168,83 @@ TEST(ModelRunner, StaticAndPagedCachesGiveIdenticalLogits) {
   EXPECT_EQ(last(fixed, fixed.table()), last(paged, table));
 }
 
-// bfloat16 weights are the float32 weights rounded once and widened exactly as the GEMM loads
-// them: on a model whose weights already are bfloat16 values the two runners' logits are
-// bit-identical (prefill, then decode), and on the original model they differ only by that
-// rounding.
-TEST(ModelRunner, BFloat16WeightsAreFloat32WeightsRoundedOnce) {
+// Logits of 40 prefilled tokens, then of 5 decode steps, with the runner's weights in dtype.
+Tensor runner_logits(const models::CausalLM& model, DType weights,
+                     const std::vector<int32_t>& ids) {
+  ModelRunner runner(model, weights);
+  infer::PagedKVCache cache(runner.kv_spec(), 4, 16);
+  infer::BlockTable table;
+  EXPECT_TRUE(cache.reserve(table, 45));
+  StepBatch batch;
+  std::vector<float> out;
+  for (int64_t pos = 40; pos <= 45; ++pos) {
+    batch.clear();
+    if (pos == 40)
+      batch.add_sequence(std::span(ids).first(40), 0, table, 16, true);
+    else
+      batch.add_sequence(std::span(ids).subspan(pos - 1, 1), pos - 1, table, 16, true);
+    const std::span<const float> step = runner.forward(batch, cache);
+    out.insert(out.end(), step.begin(), step.end());
+  }
+  return tensor(out);
+}
+
+// Low-precision weights are the float32 weights stored once in dtype and widened exactly as the
+// GEMM loads them: on the original models the logits differ from float32's by that storage alone
+// (within share of the logits' scale, and not equal); once make_exact has made every matrix's
+// values ones dtype stores exactly, the logits are bit-identical to float32's.
+void check_weight_dtype(DType dtype, const std::function<void(Tensor&)>& make_exact, double share) {
   for (auto model : {small_llama(), small_gpt2()}) {
     const std::vector<int32_t> ids = tokens(45, model->vocab_size(), 8);
-    auto logits = [&](DType weights) {
-      ModelRunner runner(*model, weights);
-      infer::PagedKVCache cache(runner.kv_spec(), 4, 16);
-      infer::BlockTable table;
-      EXPECT_TRUE(cache.reserve(table, 45));
-      StepBatch batch;
-      std::vector<float> out;
-      for (int64_t pos = 40; pos <= 45; ++pos) {  // prefill 40, then decode 5
-        batch.clear();
-        if (pos == 40)
-          batch.add_sequence(std::span(ids).first(40), 0, table, 16, true);
-        else
-          batch.add_sequence(std::span(ids).subspan(pos - 1, 1), pos - 1, table, 16, true);
-        const std::span<const float> step = runner.forward(batch, cache);
-        out.insert(out.end(), step.begin(), step.end());
-      }
-      return tensor(out);
-    };
-    const Tensor f32 = logits(kFloat32), bf16 = logits(kBFloat16);
+    const Tensor f32 = runner_logits(*model, kFloat32, ids);
+    const Tensor low = runner_logits(*model, dtype, ids);
     const float scale = max(abs(f32)).item<float>();
-    EXPECT_TRUE(allclose(bf16, f32, 0.0, 2e-2 * scale))
-        << model->type_name() << ": max diff " << max(abs(bf16 - f32)).item<float>()
+    EXPECT_TRUE(allclose(low, f32, 0.0, share * scale))
+        << model->type_name() << " " << dtype << ": max diff " << max(abs(low - f32)).item<float>()
         << " of logits up to " << scale;
-    EXPECT_FALSE(all(bf16 == f32).item<bool>()) << "the bfloat16 weights were not rounded";
+    EXPECT_FALSE(all(low == f32).item<bool>()) << dtype << " weights were stored as float32";
     {
       autograd::NoGradGuard no_grad;
       for (Tensor& p : model->parameters())
-        if (p.dim() == 2) p.copy_(p.to(kBFloat16).to(kFloat32));
+        if (p.dim() == 2) make_exact(p);
     }
-    const Tensor exact32 = logits(kFloat32), exact16 = logits(kBFloat16);
-    EXPECT_EQ(std::memcmp(exact16.data_ptr(), exact32.data_ptr(), exact32.numel() * sizeof(float)),
-              0)
-        << model->type_name() << ": max diff " << max(abs(exact16 - exact32)).item<float>();
+    const Tensor exact32 = runner_logits(*model, kFloat32, ids);
+    const Tensor exact = runner_logits(*model, dtype, ids);
+    EXPECT_EQ(std::memcmp(exact.data_ptr(), exact32.data_ptr(), exact32.numel() * sizeof(float)), 0)
+        << model->type_name() << " " << dtype << ": max diff "
+        << max(abs(exact - exact32)).item<float>();
   }
+}
+
+TEST(ModelRunner, BFloat16WeightsAreFloat32WeightsRoundedOnce) {
+  check_weight_dtype(
+      kBFloat16, [](Tensor& w) { w.copy_(w.to(kBFloat16).to(kFloat32)); }, 2e-2);
   EXPECT_TESSERA_ERROR(ModelRunner(*small_gpt2(), kFloat16), TypeError,
-                       "[ModelRunner] expected float32 or bfloat16 weights, got float16");
+                       "[ModelRunner] expected float32, bfloat16 or int8 weights, got float16");
+}
+
+// int8 stores W[o, k] = s_o q[o, k], s_o = max |W[o, :]| / 127. Rows that are integers in
+// [-127, 127] (127 among them) times a power of two are stored exactly, and then x (q s) = (x q) s
+// at every step of the chain, so int8's chain scaled once rounds as float32's does.
+TEST(ModelRunner, Int8WeightsArePerChannelScaledIntegers) {
+  check_weight_dtype(
+      kInt8,
+      [](Tensor& w) {
+        const int64_t O = w.size(0), K = w.size(1);
+        const Tensor c = w.contiguous();
+        std::vector<float> v(c.data_ptr<float>(), c.data_ptr<float>() + O * K);
+        for (int64_t o = 0; o < O; ++o) {
+          float* row = v.data() + o * K;
+          float amax = 0.0f;
+          for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::abs(row[k]));
+          const float s = std::exp2(std::floor(std::log2(amax / 127.0f)));
+          for (int64_t k = 0; k < K; ++k)
+            row[k] = std::clamp(std::nearbyint(row[k] / s), -127.0f, 127.0f) * s;
+          row[0] = 127.0f * s;
+        }
+        w.copy_(tensor(v).reshape({O, K}));
+      },
+      3e-2);
 }
 
 TEST(ModelRunner, RejectsBadInput) {

@@ -275,15 +275,15 @@ TEST(Engine, PreemptionKeepsEveryRequestRight) {
 }
 
 // A bfloat16 cache rounds keys and values as they are written, the same way whether a token is
-// decoded or recomputed by prefill after preemption, and bfloat16 weights are rounded once, so
-// batching and preemption still leave every request's tokens as they are alone.
-TEST(Engine, BFloat16KVCacheAndWeightsKeepBatchedAndPreemptedOutputsEqualToSingleRequests) {
-  for (const bool weights : {false, true}) {
+// decoded or recomputed by prefill after preemption, and bfloat16 or int8 weights are stored
+// once, so batching and preemption still leave every request's tokens as they are alone.
+TEST(Engine, LowPrecisionCacheAndWeightsKeepBatchedAndPreemptedOutputsEqualToSingleRequests) {
+  for (const DType weights : {kFloat32, kBFloat16, kInt8}) {
     infer::EngineConfig config;
     config.num_blocks = 7;
     config.max_num_seqs = 6;
     config.kv_cache_dtype = kBFloat16;
-    if (weights) config.weight_dtype = kBFloat16;
+    config.weight_dtype = weights;
     check_batched_equals_alone(
         config,
         {{10, 40, 0.0}, {20, 40, 0.7}, {5, 50, 0.0}, {30, 25, 0.0}, {12, 45, 0.0}, {8, 30, 0.9}},
@@ -508,6 +508,12 @@ TEST(Engine, BFloat16KVCachePromptLogprobsStayCloseToTheModels) {
   EXPECT_TESSERA_ERROR(infer::Engine(*model, bad), TypeError, "float32 or bfloat16 cache");
   EXPECT_EQ(infer::inference_dtype_from_name("auto", "t", "a KV cache dtype"), kFloat32);
   EXPECT_EQ(infer::inference_dtype_from_name("bfloat16", "t", "a KV cache dtype"), kBFloat16);
+  EXPECT_EQ(infer::weight_dtype_from_names("auto", "int8", "t"), kInt8);
+  EXPECT_EQ(infer::weight_dtype_from_names("bfloat16", "none", "t"), kBFloat16);
+  EXPECT_TESSERA_ERROR(infer::weight_dtype_from_names("bfloat16", "int8", "serve"), ValueError,
+                       "[serve] expected dtype auto or float32 with int8 quantization");
+  EXPECT_TESSERA_ERROR(infer::weight_dtype_from_names("auto", "awq", "serve"), ValueError,
+                       "[serve] expected a quantization of none or int8, got 'awq'");
   EXPECT_TESSERA_ERROR(infer::inference_dtype_from_name("fp8", "serve", "a KV cache dtype"),
                        ValueError,
                        "[serve] expected a KV cache dtype of auto, float32 or bfloat16, got 'fp8'");

@@ -50,14 +50,19 @@ struct EngineConfig {
   // What the cache stores keys and values as: float32 (the model's compute dtype), or bfloat16,
   // which halves the cache's memory and what decode attention reads (vLLM's --kv-cache-dtype).
   DType kv_cache_dtype = kFloat32;
-  // What the CPU runner keeps its linear layers' weights as: float32, or bfloat16, which halves
-  // what a decode step streams (ModelRunner's weight_dtype; vLLM's --dtype).
+  // What the CPU runner keeps its linear layers' weights as: float32, bfloat16 (half the bytes a
+  // decode step streams; vLLM's --dtype) or int8 (a quarter: per-channel quantization, vLLM's
+  // --quantization). ModelRunner's weight_dtype.
   DType weight_dtype = kFloat32;
 };
 
 // kv_cache_dtype or weight_dtype (what) from vLLM's spelling: "auto" (float32, the compute
 // dtype), "float32" or "bfloat16"; ValueError naming op otherwise.
 DType inference_dtype_from_name(std::string_view name, const char* op, const char* what);
+// weight_dtype from vLLM's --dtype and --quantization ("none" or "" and "int8", which needs
+// dtype auto or float32); ValueError naming op otherwise.
+DType weight_dtype_from_names(std::string_view dtype, std::string_view quantization,
+                              const char* op);
 
 // What a step produced for one request.
 struct RequestOutput {

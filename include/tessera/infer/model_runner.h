@@ -74,9 +74,10 @@ class ModelRunner {
   // device the fused projections are concatenated there. Later changes to the model's
   // parameters are not seen. TypeError for other dtypes or weights on mixed devices.
   // weight_dtype bfloat16 keeps the CPU's packed linear weights (lm_head included) in bfloat16,
-  // rounded to nearest even: half the bytes a decode step streams, the arithmetic still float32
-  // (vLLM's --dtype, for the weights only); TypeError for other dtypes, NotImplementedError on a
-  // CUDA device.
+  // rounded to nearest even: half the bytes a decode step streams (vLLM's --dtype, for the
+  // weights only); int8 quantizes them per output channel, symmetric (scale = max |W[o, :]| /
+  // 127): a quarter of the bytes. The arithmetic stays float32 either way. TypeError for other
+  // dtypes, NotImplementedError on a CUDA device.
   explicit ModelRunner(const models::CausalLM& model, DType weight_dtype = kFloat32);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;

@@ -16,20 +16,24 @@ namespace tessera {
 // Linear layers' weights [O_i, K] stacked along O (q|k|v, gate|up) in the layout the backend's
 // GEMM reads, with their biases; made once by pack_linear_kernel.
 struct PackedLinearWeights {
-  // Backend-defined layout (CPU: column panels [ceil(O / 16), K, 16] of float32, or of bfloat16
-  // for a runner keeping its weights in bfloat16).
+  // Backend-defined layout (CPU: column panels [ceil(O / 16), K, 16]) of the weight dtype:
+  // float32, bfloat16 (rounded to nearest even), or int8 (per output, symmetric: W[o, k] =
+  // scale[o] * packed[o, k], |packed| <= 127).
   Tensor packed;
-  Tensor bias;    // float32, zeros where a layer has none (CPU: padded to whole panels)
+  Tensor bias;   // float32, zeros where a layer has none (CPU: padded to whole panels)
+  Tensor scale;  // int8 only: float32 per output, laid out as bias
   int64_t in = 0, out = 0;
 };
 
 // biases: empty (none) or one per weight, undefined meaning zeros. Float32 weights on the
-// kernel's device; TypeError otherwise.
-TESSERA_DECLARE_KERNEL(pack_linear_kernel, PackedLinearWeights(const std::vector<Tensor>& weights,
-                                                               const std::vector<Tensor>& biases));
+// kernel's device, stored as dtype (float32, bfloat16 or int8); TypeError otherwise.
+TESSERA_DECLARE_KERNEL(pack_linear_kernel,
+                       PackedLinearWeights(const std::vector<Tensor>& weights,
+                                           const std::vector<Tensor>& biases, DType dtype));
 
 // y[n, o] = sum_k x[n, k] W[o, k] + b[o] for n < rows (y[n, o] += that with accumulate): one
-// FMA chain over k from 0, then + b, then + the old y. Rows of x and y are ldx and ldy apart.
+// FMA chain over k from 0, then + b (int8: scale[o] times the chain over the packed values, plus
+// b, in one FMA), then + the old y. Rows of x and y are ldx and ldy apart.
 struct LinearRowsArgs {
   const float* x = nullptr;
   int64_t ldx = 0;

@@ -1,9 +1,9 @@
 #pragma once
 // 16 floats in registers for the inference kernels (packed GEMM, paged attention): AVX-512, two
-// AVX2 halves, or a plain array; loads also widen 16 bfloat16 (a bfloat16 KV cache) exactly. Every
-// path rounds each operation once (FMAs fused) and the reductions fold halves in a fixed order (8,
-// 4, 2, 1 lanes apart), so results do not depend on which lanes or tiles a value went through, only
-// on the build's instruction set.
+// AVX2 halves, or a plain array; loads also widen 16 bfloat16 or int8 (KV caches and weights
+// kept small) exactly. Every path rounds each operation once (FMAs fused) and the reductions fold
+// halves in a fixed order (8, 4, 2, 1 lanes apart), so results do not depend on which lanes or
+// tiles a value went through, only on the build's instruction set.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -42,6 +42,11 @@ inline V16 vload(const BFloat16* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
 }
+// 16 int8 as floats (exact).
+inline V16 vload(const int8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b))};
+}
 inline __mmask16 first_lanes(int64_t n) {
   return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1);
 }
@@ -78,6 +83,13 @@ inline V16 vload(const BFloat16* p) {
   auto widen = [](const BFloat16* q) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  };
+  return {widen(p), widen(p + 8)};
+}
+inline V16 vload(const int8_t* p) {
+  auto widen = [](const int8_t* q) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
   };
   return {widen(p), widen(p + 8)};
 }
@@ -120,6 +132,11 @@ inline V16 vmax(V16 a, V16 b) {
 }
 inline void vstore(float* p, V16 v) { std::copy(v.v, v.v + 16, p); }
 inline V16 vload(const BFloat16* p) {
+  V16 r;
+  std::copy(p, p + 16, r.v);
+  return r;
+}
+inline V16 vload(const int8_t* p) {
   V16 r;
   std::copy(p, p + 16, r.v);
   return r;
