@@ -9,6 +9,7 @@
 #include "tessera/io/importers.h"
 #include "tessera/io/safetensors.h"
 #include "tessera/models/registry.h"
+#include "tessera/nn/init.h"
 
 namespace tessera::infer {
 namespace {
@@ -76,39 +77,52 @@ void load_weights(models::CausalLM& model, const nn::TensorDict& raw) {
   model.load_state_dict(state, /*strict=*/true);
 }
 
-std::shared_ptr<models::CausalLM> load_bin(const std::string& path) {
+std::shared_ptr<models::CausalLM> load_bin(const std::string& path, bool weights) {
   std::ifstream f(path, std::ios::binary);
   TESSERA_CHECK(f.good(), RuntimeError, kOp, " could not open '", path, "'");
   int32_t magic = 0;
   f.read(reinterpret_cast<char*>(&magic), sizeof(magic));
-  if (magic == 20240326) return io::load_llmc_gpt2(path);
-  return io::load_llama2c(path);  // its own checks name what does not match
+  const bool llmc = magic == 20240326;
+  if (weights)
+    return llmc ? std::shared_ptr<models::CausalLM>(io::load_llmc_gpt2(path))
+                : io::load_llama2c(path);  // its own checks name what does not match
+  nn::init::NoInitGuard no_init;
+  if (llmc) return std::make_shared<models::GPT2>(io::llmc_gpt2_config(path));
+  return std::make_shared<models::Llama>(io::llama2c_config(path));
 }
 
 // The model config describes, with the weights of state (whose names tell the family when the
-// config's keys do not).
-LoadedModel build_and_load(const nn::TensorDict& state, std::string config, std::string source) {
+// config's keys do not) unless weights is false.
+LoadedModel build_and_load(const nn::TensorDict& state, std::string config, std::string source,
+                           bool weights) {
   std::string hint;
   for (const models::ModelFamily& f : models::model_families()) {
     const std::string marker(f.weight_marker);
     const std::string unprefixed = marker.substr(marker.find('.') + 1);  // "wte.weight"
     if (state.contains(marker) || state.contains(unprefixed)) hint = f.name;
   }
-  LoadedModel out{make_model_from_config(config, hint), std::move(source), std::move(config)};
-  load_weights(*out.model, state);
+  std::shared_ptr<models::CausalLM> model;
+  {
+    nn::init::NoInitGuard no_init;  // the weights are loaded over them (or only shapes are wanted)
+    model = make_model_from_config(config, hint);
+  }
+  LoadedModel out{std::move(model), std::move(source), std::move(config)};
+  if (weights) load_weights(*out.model, state);
   return out;
 }
 
-LoadedModel from_checkpoint(const std::string& folder) {
+LoadedModel from_checkpoint(const std::string& folder, bool weights) {
   const io::Checkpoint ckpt = io::load_checkpoint(folder);
-  return build_and_load(ckpt.model, ckpt.config, folder);
+  return build_and_load(ckpt.model, ckpt.config, folder, weights);
 }
 
-LoadedModel from_safetensors(const fs::path& file) {
+LoadedModel from_safetensors(const fs::path& file, bool weights) {
   const fs::path config = file.parent_path() / "config.json";
   TESSERA_CHECK(fs::exists(config), ValueError, kOp, " expected a config.json beside '",
                 file.string(), "'");
-  return build_and_load(io::load_state_dict(file.string()), read_text(config), file.string());
+  // Mapped, not read: without weights only the header is parsed (and checked).
+  return build_and_load(io::load_state_dict(file.string()), read_text(config), file.string(),
+                        weights);
 }
 
 }  // namespace
@@ -139,7 +153,7 @@ std::shared_ptr<models::CausalLM> make_model_from_config(const std::string& json
   return family->build(j->dump(), &gen);
 }
 
-LoadedModel load_model_with_config(const std::string& path) {
+LoadedModel load_model_with_config(const std::string& path, bool weights) {
   fs::path p = fs::path(path).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "run/" is the folder "run"
   TESSERA_CHECK(fs::exists(p), ValueError, kOp, " expected an existing model path, got '", path,
@@ -147,22 +161,23 @@ LoadedModel load_model_with_config(const std::string& path) {
   LoadedModel out;
   if (fs::is_directory(p)) {
     if (fs::exists(p / "state.json")) {
-      out = from_checkpoint(p.string());
+      out = from_checkpoint(p.string(), weights);
     } else if (auto latest = io::latest_checkpoint(p.string())) {
-      out = from_checkpoint(*latest);
+      out = from_checkpoint(*latest, weights);
     } else {
       TESSERA_CHECK(fs::exists(p / "model.safetensors"), ValueError, kOp,
                     " expected a training run folder (with ckpt_* checkpoints), a checkpoint "
                     "folder, or a folder with model.safetensors and config.json, got '",
                     path, "'");
-      out = from_safetensors(p / "model.safetensors");
+      out = from_safetensors(p / "model.safetensors", weights);
     }
   } else if (p.extension() == ".safetensors") {
     // A checkpoint's weights: its config is in state.json, not in a config.json.
     const bool checkpoint = fs::exists(p.parent_path() / "state.json");
-    out = checkpoint ? from_checkpoint(p.parent_path().string()) : from_safetensors(p);
+    out = checkpoint ? from_checkpoint(p.parent_path().string(), weights)
+                     : from_safetensors(p, weights);
   } else {
-    out = {load_bin(p.string()), p.string(), ""};
+    out = {load_bin(p.string(), weights), p.string(), ""};
   }
   out.model->eval();
   return out;

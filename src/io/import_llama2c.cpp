@@ -6,6 +6,7 @@
 
 #include "io/mapped_file.h"
 #include "tessera/io/importers.h"
+#include "tessera/nn/init.h"
 
 namespace tessera::io {
 namespace {
@@ -23,11 +24,19 @@ Tensor interleaved_to_half_split(const Tensor& w, int64_t n_heads) {
   return w.view({n_heads, D / 2, 2, cols}).transpose(1, 2).reshape({rows, cols});
 }
 
-}  // namespace
+constexpr std::string_view kOp = "load_llama2c";
 
-std::shared_ptr<models::Llama> load_llama2c(const std::string& path) {
-  constexpr std::string_view op = "load_llama2c";
-  detail::MappedFile file = detail::map_file(path, op);
+// What a file's header says, checked against the file's size: the config, and the tensors'
+// shapes by name and their order in the file from data_offset.
+struct Llama2cLayout {
+  models::LlamaConfig config;
+  size_t data_offset = 0;
+  std::map<std::string, Shape> shapes;
+  std::vector<std::string> order;
+};
+
+Llama2cLayout read_layout(const detail::MappedFile& file, const std::string& path) {
+  constexpr std::string_view op = kOp;
   TESSERA_CHECK(file.size() >= kLegacyHeaderBytes, ValueError, "[", op, "] expected a header of ",
                 kLegacyHeaderBytes, " bytes in '", path, "', got a file of ", file.size(),
                 " bytes");
@@ -91,11 +100,8 @@ std::shared_ptr<models::Llama> load_llama2c(const std::string& path) {
   TESSERA_CHECK(file.size() == expected, ValueError, "[", op, "] expected ", expected,
                 " bytes in '", path, "' for the sizes in its header, got ", file.size());
 
-  detail::TensorReader reader(file, data_offset, kFloat32, op);
-  std::map<std::string, Tensor> w;
-  for (const std::string& name : order) w[name] = reader.next(shapes.at(name));
-
-  models::LlamaConfig config;
+  Llama2cLayout layout;
+  models::LlamaConfig& config = layout.config;
   config.vocab_size = V;
   config.dim = dim;
   config.n_layers = L;
@@ -106,7 +112,32 @@ std::shared_ptr<models::Llama> load_llama2c(const std::string& path) {
   config.norm_eps = 1e-5;  // run.c's rmsnorm
   config.rope_theta = 10000.0;
   config.tie_embeddings = shared;
-  auto model = std::make_shared<models::Llama>(config);
+  layout.data_offset = data_offset;
+  layout.shapes = std::move(shapes);
+  layout.order = std::move(order);
+  return layout;
+}
+
+}  // namespace
+
+models::LlamaConfig llama2c_config(const std::string& path) {
+  return read_layout(detail::map_file(path, kOp), path).config;
+}
+
+std::shared_ptr<models::Llama> load_llama2c(const std::string& path) {
+  constexpr std::string_view op = kOp;
+  detail::MappedFile file = detail::map_file(path, op);
+  const Llama2cLayout layout = read_layout(file, path);
+  const models::LlamaConfig& config = layout.config;
+  const int64_t L = config.n_layers, H = config.n_heads, KV = config.n_kv_heads;
+  detail::TensorReader reader(file, layout.data_offset, kFloat32, op);
+  std::map<std::string, Tensor> w;
+  for (const std::string& name : layout.order) w[name] = reader.next(layout.shapes.at(name));
+  std::shared_ptr<models::Llama> model;
+  {
+    nn::init::NoInitGuard no_init;  // every weight is read from the file
+    model = std::make_shared<models::Llama>(config);
+  }
 
   nn::TensorDict state;
   state.insert("model.embed_tokens.weight", w["emb"]);
@@ -125,7 +156,7 @@ std::shared_ptr<models::Llama> load_llama2c(const std::string& path) {
     state.insert(layer + "post_attention_layernorm.weight", w["rms_ffn"].select(0, i));
   }
   state.insert("model.norm.weight", w["rms_final"]);
-  state.insert("lm_head.weight", shared ? w["emb"] : w["wcls"]);
+  state.insert("lm_head.weight", config.tie_embeddings ? w["emb"] : w["wcls"]);
   model->load_state_dict(state, /*strict=*/true);
   return model;
 }

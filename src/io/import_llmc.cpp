@@ -4,9 +4,10 @@
 #include <cstring>
 #include <vector>
 
-#include "tessera/io/atomic_file.h"
 #include "io/mapped_file.h"
+#include "tessera/io/atomic_file.h"
 #include "tessera/io/importers.h"
+#include "tessera/nn/init.h"
 #include "tessera/ops/creation.h"
 
 namespace tessera::io {
@@ -50,11 +51,17 @@ std::string layer_name(int64_t layer, const std::string& suffix) {
   return str("transformer.h.", layer, ".", suffix);
 }
 
-}  // namespace
+constexpr std::string_view kOp = "load_llmc_gpt2";
 
-std::shared_ptr<models::GPT2> load_llmc_gpt2(const std::string& path) {
-  constexpr std::string_view op = "load_llmc_gpt2";
-  detail::MappedFile file = detail::map_file(path, op);
+// What a checkpoint's header says, checked against the file's size.
+struct LlmcHeader {
+  models::GPT2Config config;
+  int64_t padded_vocab = 0;
+  DType dtype = kFloat32;
+};
+
+LlmcHeader read_header(const detail::MappedFile& file, const std::string& path) {
+  constexpr std::string_view op = kOp;
   TESSERA_CHECK(file.size() >= kHeaderBytes, ValueError, "[", op, "] expected a header of ",
                 kHeaderBytes, " bytes in '", path, "', got a file of ", file.size(), " bytes");
   std::array<int32_t, 256> h{};
@@ -89,16 +96,37 @@ std::shared_ptr<models::GPT2> load_llmc_gpt2(const std::string& path) {
                 ", channels ", C, ", padded_vocab_size ", Vp);
   TESSERA_CHECK(file.size() == expected, ValueError, "[", op, "] expected ", expected,
                 " bytes in '", path, "' for the sizes in its header, got ", file.size());
+  LlmcHeader header;
+  header.config.vocab_size = V;
+  header.config.block_size = maxT;
+  header.config.n_layer = L;
+  header.config.n_head = NH;
+  header.config.n_embd = C;
+  header.padded_vocab = Vp;
+  header.dtype = dtype;
+  return header;
+}
 
-  models::GPT2Config config;
-  config.vocab_size = V;
-  config.block_size = maxT;
-  config.n_layer = L;
-  config.n_head = NH;
-  config.n_embd = C;
-  auto model = std::make_shared<models::GPT2>(config);
+}  // namespace
 
-  detail::TensorReader reader(file, kHeaderBytes, dtype, op);
+models::GPT2Config llmc_gpt2_config(const std::string& path) {
+  return read_header(detail::map_file(path, kOp), path).config;
+}
+
+std::shared_ptr<models::GPT2> load_llmc_gpt2(const std::string& path) {
+  constexpr std::string_view op = kOp;
+  detail::MappedFile file = detail::map_file(path, op);
+  const LlmcHeader header = read_header(file, path);
+  const int64_t V = header.config.vocab_size, L = header.config.n_layer;
+  const std::vector<LlmcTensor> layout =
+      llmc_layout(header.padded_vocab, header.config.block_size, L, header.config.n_embd);
+  std::shared_ptr<models::GPT2> model;
+  {
+    nn::init::NoInitGuard no_init;  // every weight is read from the file
+    model = std::make_shared<models::GPT2>(header.config);
+  }
+
+  detail::TensorReader reader(file, kHeaderBytes, header.dtype, op);
   nn::TensorDict state;
   for (const LlmcTensor& t : layout) {
     Tensor data = reader.next(t.shape);

@@ -9,6 +9,8 @@ namespace tessera::nn::init {
 
 namespace {
 
+thread_local bool skip_init = false;
+
 void check_floating(const Tensor& t, std::string_view op) {
   TESSERA_CHECK(t.defined() && t.is_floating_point(), TypeError, "[", op,
                 "] expected a defined floating-point tensor, got ",
@@ -21,6 +23,9 @@ double fan(const Tensor& t, FanMode mode) {
 }
 
 }  // namespace
+
+NoInitGuard::NoInitGuard() : previous_(skip_init) { skip_init = true; }
+NoInitGuard::~NoInitGuard() { skip_init = previous_; }
 
 double calculate_gain(Nonlinearity nonlinearity, std::optional<double> param) {
   switch (nonlinearity) {
@@ -52,6 +57,7 @@ std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
 
 Tensor normal_(const Tensor& t, double mean, double std, Generator* gen) {
   check_floating(t, "init.normal_");
+  if (skip_init) return t;
   autograd::NoGradGuard no_grad;
   Tensor out = t;
   tessera::normal_(out, mean, std, gen);
@@ -60,6 +66,7 @@ Tensor normal_(const Tensor& t, double mean, double std, Generator* gen) {
 
 Tensor uniform_(const Tensor& t, double low, double high, Generator* gen) {
   check_floating(t, "init.uniform_");
+  if (skip_init) return t;
   autograd::NoGradGuard no_grad;
   Tensor out = t;
   tessera::uniform_(out, low, high, gen);
@@ -70,6 +77,7 @@ Tensor constant_(const Tensor& t, const Scalar& value) {
   TESSERA_CHECK(t.defined(), ValueError,
                 "[init.constant_] expected a defined tensor, got an "
                 "undefined one");
+  if (skip_init) return t;
   autograd::NoGradGuard no_grad;
   Tensor out = t;
   out.fill_(value);

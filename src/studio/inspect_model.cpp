@@ -1,5 +1,6 @@
-// inspect_model: the library's loader reads the file (and validates it); the studio keeps the
-// facts a model card shows.
+// inspect_model: the library's loader reads the file's config and headers (and validates them)
+// and builds the architecture without its weights; the studio keeps the facts a model card
+// shows.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -58,7 +59,7 @@ nlohmann::json inspect_model(const std::string& path) {
   if (path.empty() || !fs::exists(path))
     throw ValueError("[studio.models] expected an existing model file or folder, got '" + path +
                      "'");
-  const llm::LoadedModel loaded = llm::load_model(path);
+  const llm::LoadedModel loaded = llm::load_model(path, /*weights=*/false);
   int64_t parameters = 0;
   for (const Tensor& p : loaded.model->parameters()) parameters += p.numel();
   const std::string format = file_format(path);

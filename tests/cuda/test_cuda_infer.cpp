@@ -1,8 +1,9 @@
 // The inference engine on a CUDA device against the CPU engine, its oracle: the paged caching /
 // attention kernels on random caches (several sequences, GQA, block sizes 16 and 32, prefill and
-// decode rows in one batch), the device ModelRunner's logits and greedy tokens for small GPT-2
-// and LLaMA models over a mixed prefill + decode schedule, and an Engine's greedy tokens for
-// stories260K (device argmax and host sampler). Skips with a message where no GPU is present.
+// decode rows in one batch; float32 and bfloat16 caches), the device ModelRunner's logits and
+// greedy tokens for small GPT-2 and LLaMA models over a mixed prefill + decode schedule, and an
+// Engine's greedy tokens for stories260K (device argmax and host sampler). Skips with a message
+// where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,12 +47,13 @@ struct SeqCase {
   int64_t len, num_queries;
 };
 
-// Writes each sequence's new rows into random caches (blocks shuffled over the pool, one token
-// skipped with slot -1) and attends them, on the CPU and on the GPU from the same inputs.
+// Writes each sequence's new rows into random caches of cache_dtype (blocks shuffled over the
+// pool, one token skipped with slot -1) and attends them, on the CPU and on the GPU from the same
+// inputs.
 void check_paged_kernels(const std::vector<SeqCase>& seqs, int64_t Hq, int64_t Hkv, int64_t D,
-                         int64_t bs, uint64_t seed) {
-  SCOPED_TRACE(::testing::Message()
-               << "Hq " << Hq << ", Hkv " << Hkv << ", D " << D << ", block size " << bs);
+                         int64_t bs, uint64_t seed, DType cache_dtype = kFloat32) {
+  SCOPED_TRACE(::testing::Message() << "Hq " << Hq << ", Hkv " << Hkv << ", D " << D
+                                    << ", block size " << bs << ", " << cache_dtype << " caches");
   manual_seed(seed);
   int64_t used = 0, max_blocks = 0;
   for (const SeqCase& s : seqs) {
@@ -75,7 +77,8 @@ void check_paged_kernels(const std::vector<SeqCase>& seqs, int64_t Hq, int64_t H
   }
   const int64_t N = starts.back();
   slots.push_back(-1);  // a padding token: written nowhere
-  Tensor kc = randn({num_blocks, Hkv, D, bs}), vc = randn({num_blocks, Hkv, D, bs});
+  Tensor kc = randn({num_blocks, Hkv, D, bs}).to(cache_dtype);
+  Tensor vc = randn({num_blocks, Hkv, D, bs}).to(cache_dtype);
   Tensor k = randn({N + 1, Hkv, D}), v = randn({N + 1, Hkv, D}), q = randn({N, Hq, D});
   Tensor kc_gpu = kc.to(kCuda), vc_gpu = vc.to(kCuda);
   Tensor slot_mapping = tensor(slots);
@@ -102,6 +105,14 @@ TEST_F(CudaInferTest, PagedKernelsMatchTheCpuForMixedPrefillAndDecode) {
     check_paged_kernels(mixed, 6, 1, 8, bs, 3);                    // multi-query, a tiny head
     check_paged_kernels({{300, 300}, {129, 1}}, 4, 2, 32, bs, 4);  // long prompt: many tiles
   }
+}
+
+// bfloat16 caches: the same rounding on both devices writes the same bits, and both widen them
+// exactly, so attention agrees as over float32 caches.
+TEST_F(CudaInferTest, PagedKernelsOverBFloat16CachesMatchTheCpu) {
+  const std::vector<SeqCase> mixed = {{37, 37}, {5, 1}, {70, 1}, {33, 3}, {200, 1}};
+  check_paged_kernels(mixed, 8, 2, 64, 16, 5, kBFloat16);
+  check_paged_kernels(mixed, 6, 1, 8, 32, 6, kBFloat16);
 }
 
 TEST_F(CudaInferTest, PagedOpsRefuseTensorsOnTwoDevices) {
@@ -153,6 +164,14 @@ TEST_F(CudaInferTest, DeviceRunnerMatchesTheCpuRunnerForGpt2) {
 
 TEST_F(CudaInferTest, DeviceRunnerMatchesTheCpuRunnerForGqaLlama) {
   check_device_runner([] { return small_llama(96); });
+}
+
+TEST_F(CudaInferTest, DeviceRunnerRefusesLowPrecisionWeights) {
+  auto model = small_gpt2();
+  model->to(kCuda);
+  for (const DType weights : {kBFloat16, kInt8})
+    EXPECT_TESSERA_ERROR(infer::ModelRunner(*model, weights), NotImplementedError,
+                         "[ModelRunner] expected float32 weights on cuda:0");
 }
 
 // stories260K (trained, so its next-token distributions are peaked and argmax is stable) through

@@ -1,7 +1,8 @@
 // infer::load_model: Tessera training checkpoints (config found in the run's config), safetensors
 // with Tessera names and a Tessera config.json, and Hugging Face-named safetensors with
 // Hugging Face's config.json (GPT-2's Conv1D weights transposed, its tied lm_head absent, its
-// attention-mask buffers ignored); each loads to a model with the original's logits.
+// attention-mask buffers ignored); each loads to a model with the original's logits. Without
+// weights, the same architecture from configs and headers alone.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,11 +10,13 @@
 
 #include "tessera/infer/model_loader.h"
 #include "tessera/io/checkpoint.h"
+#include "tessera/io/importers.h"
 #include "tessera/io/safetensors.h"
 #include "tessera/models/gpt2.h"
 #include "tessera/models/llama.h"
 #include "tessera/tessera.h"
 #include "testing/expect_error.h"
+#include "testing/shared_data.h"
 #include "testing/temp_dir.h"
 
 namespace tessera {
@@ -122,6 +125,77 @@ TEST(LoadModel, HuggingFaceLlamaConfig) {
             "tie_word_embeddings": false, "torch_dtype": "float32"})");
   auto loaded = infer::load_model(dir.file("model.safetensors"));
   expect_same_logits(model, *loaded);
+}
+
+// Names and shapes of a model's parameters.
+std::vector<std::pair<std::string, Shape>> shapes_of(const models::CausalLM& model) {
+  std::vector<std::pair<std::string, Shape>> out;
+  for (const auto& [name, p] : model.named_parameters()) out.emplace_back(name, p.sizes());
+  return out;
+}
+
+// Resident memory of this process, from /proc/self/statm.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * 4096;
+}
+
+// Without weights a loader builds the architecture from configs and headers alone: the same
+// parameters as a full load, for every format, and no memory committed for them (an llm.c file
+// of 17M parameters, 68 MB, adds a few MB of resident memory where a full load adds it all).
+TEST(LoadModel, ArchitectureWithoutWeightsHasTheFullLoadsParameters) {
+  testing::TempDir dir;
+  manual_seed(5);
+  models::GPT2 gpt2(gpt2_config());
+  io::save_state_dict(dir.file("model.safetensors"), gpt2.state_dict());
+  write(dir.file("config.json"), gpt2_config().to_json());
+  io::save_llmc_gpt2(dir.file("gpt2.bin"), gpt2);
+  io::TrainingObjects objects;
+  objects.model = &gpt2;
+  io::save_checkpoint(
+      dir.file("run"),
+      io::capture_checkpoint(3, objects, R"({"model": )" + gpt2_config().to_json() + "}"));
+  for (const std::string& path :
+       {dir.file("model.safetensors"), dir.file("gpt2.bin"), dir.file("run")}) {
+    const auto full = infer::load_model_with_config(path);
+    const auto bare = infer::load_model_with_config(path, /*weights=*/false);
+    EXPECT_EQ(shapes_of(*bare.model), shapes_of(*full.model)) << path;
+    EXPECT_EQ(bare.config, full.config) << path;
+  }
+  models::GPT2Config big = gpt2_config();
+  big.vocab_size = 8192;
+  big.block_size = 256;
+  big.n_layer = 4;
+  big.n_embd = 512;
+  big.n_head = 8;
+  const std::string big_path = dir.file("big.bin");
+  int64_t weight_bytes = 0;
+  {
+    nn::init::NoInitGuard no_init;  // its values do not matter
+    models::GPT2 model(big);
+    for (const Tensor& p : model.parameters()) weight_bytes += p.numel() * 4;
+    io::save_llmc_gpt2(big_path, model);
+  }
+  cpu_allocator()->empty_cache();  // freed blocks go back: a new model gets fresh pages
+  const int64_t before = resident_bytes();
+  const auto bare = infer::load_model_with_config(big_path, false);
+  const int64_t grown = resident_bytes() - before;
+  EXPECT_LT(grown, weight_bytes / 4) << "of " << weight_bytes << " bytes of weights";
+
+  TESSERA_SHARED_DATA_OR_SKIP(stories, "stories260K.bin");
+  EXPECT_EQ(shapes_of(*infer::load_model_with_config(stories, false).model),
+            shapes_of(*infer::load_model_with_config(stories).model));
+  // A truncated file is refused without its weights too: its size no longer fits its header.
+  const std::string cut = dir.file("cut.bin");
+  {
+    std::ifstream in(stories, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 4);
+  }
+  EXPECT_TESSERA_ERROR(infer::load_model_with_config(cut, false), ValueError,
+                       "for the sizes in its header");
 }
 
 TEST(LoadModel, RejectsWhatItCannotRead) {

@@ -408,6 +408,26 @@ TEST(NnInit, GainsFansAndDistributions) {
   Generator g1(3), g2(3);
   Tensor u1 = uniform_(empty({5}), -1, 1, &g1), u2 = uniform_(empty({5}), -1, 1, &g2);
   EXPECT_TRUE(allclose(u1, u2, 0, 0));
+
+  // Under a NoInitGuard (nested ones too) every function leaves its tensor as it was, and draws
+  // nothing from the generator; after the outer one they fill again.
+  Generator g(7), fresh(7);
+  {
+    nn::init::NoInitGuard outer;
+    { nn::init::NoInitGuard inner; }
+    constant_(w, 0.5);
+    nn::init::normal_(w, 0.0, 1.0, &g);
+    nn::init::uniform_(w, -1, 1, &g);
+    kaiming_uniform_(w, 0.0, FanMode::FanIn, Nonlinearity::LeakyReLU, &g);
+    xavier_normal_(w, 1.0, &g);
+    ones_(w);
+    EXPECT_EQ(max(abs(w)).item<double>(), 0.0);
+    EXPECT_TESSERA_ERROR(normal_(zeros({2}, kInt64)), TypeError, "[init.normal_]");
+  }
+  EXPECT_TRUE(allclose(uniform_(empty({5}), -1, 1, &g), uniform_(empty({5}), -1, 1, &fresh), 0, 0))
+      << "the guarded calls drew from the generator";
+  ones_(w);
+  EXPECT_EQ(min(w).item<double>(), 1.0);
   EXPECT_TESSERA_ERROR(normal_(zeros({2}, kInt64)), TypeError, "[init.normal_]");
 }
 

@@ -28,6 +28,9 @@
 
 namespace tessera::io {
 
+// The GPT2Config of an llm.c checkpoint from its header, checked against the file's size as
+// load_llmc_gpt2 does, without reading the weights.
+models::GPT2Config llmc_gpt2_config(const std::string& path);
 // A float32 GPT-2 from an llm.c checkpoint. block_size = max_seq_len; the vocabulary padding
 // rows (vocab_size..padded_vocab_size) are dropped, so logits cover the real vocabulary only
 // (llm.c's softmax ignores them too).
@@ -36,6 +39,9 @@ std::shared_ptr<models::GPT2> load_llmc_gpt2(const std::string& path);
 // padded_vocab_size (0: the next multiple of 128, as llm.c). Atomic.
 void save_llmc_gpt2(const std::string& path, models::GPT2& model, int64_t padded_vocab_size = 0);
 
+// The LlamaConfig of a llama2.c model file from its header, checked against the file's size as
+// load_llama2c does, without reading the weights.
+models::LlamaConfig llama2c_config(const std::string& path);
 // A float32 LLaMA from a llama2.c model file (rope_theta 10000, norm_eps 1e-5 as run.c).
 std::shared_ptr<models::Llama> load_llama2c(const std::string& path);
 

@@ -67,8 +67,9 @@ struct LoadedModel {
 };
 
 // Loads a model from any of the forms listed above (a run folder: its newest checkpoint).
-// ValueError "[load_model] ..." when path is none of them.
-LoadedModel load_model(const std::string& path);
+// ValueError "[load_model] ..." when path is none of them. Without weights, the architecture
+// alone (infer::load_model_with_config): for reading a model's card without its weights.
+LoadedModel load_model(const std::string& path, bool weights = true);
 
 // The device spec names ("cpu", "cuda", "cuda:N", e.g. a --device option); ValueError naming op
 // when this machine (or build) has no such device.

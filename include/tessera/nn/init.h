@@ -1,7 +1,8 @@
 #pragma once
 // Parameter initialisation (torch.nn.init). Every function fills its tensor in place under
 // no_grad, so it works on parameters that require grad, and returns the same handle. Random
-// fills draw from gen (the default generator when null).
+// fills draw from gen (the default generator when null). Under a NoInitGuard they leave it as it
+// is.
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -10,6 +11,21 @@
 #include "tessera/core/tensor.h"
 
 namespace tessera::nn::init {
+
+// While one is alive on this thread, every function below checks its tensor and returns it
+// unwritten (transformers' no_init_weights): for building a model whose weights a checkpoint is
+// about to overwrite, or whose shapes alone are wanted. Parameters made with empty() then hold
+// whatever their memory held, and a large one's pages are not even committed.
+class NoInitGuard {
+ public:
+  NoInitGuard();
+  ~NoInitGuard();
+  NoInitGuard(const NoInitGuard&) = delete;
+  NoInitGuard& operator=(const NoInitGuard&) = delete;
+
+ private:
+  bool previous_;
+};
 
 enum class FanMode { FanIn, FanOut };
 enum class Nonlinearity { Linear, Sigmoid, Tanh, ReLU, LeakyReLU, SELU };
