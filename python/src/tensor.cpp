@@ -334,7 +334,7 @@ void bind_autograd(py::class_<Tensor>& cls) {
                                return py::cast(t.grad_fn());
                              })
       .def_property(
-          "data", [](const Tensor& t) { return t.detach(); },
+          "data", [](const Tensor& t) { return t.variable_data(); },
           [](const Tensor& t, const Tensor& src) {
             // x.data = y re-points x at y's values and keeps x's autograd identity, as torch.
             t.impl()->set_data(src.impl()->storage(), src.sizes(), src.strides(),

@@ -139,6 +139,30 @@ def test_data_rebinds_values_keeping_the_leaf():
     assert not p.data.requires_grad
 
 
+def test_writes_through_data_are_untracked_as_torchs():
+    # torch: x.data has a version counter of its own, so writing through it leaves tensors saved
+    # from x valid (backward then sees the new values), while detach() shares x's counter.
+    w = tessera.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = (w * w).sum()
+    w.data.mul_(2)
+    y.backward()
+    assert w.grad.tolist() == [4.0, 8.0, 12.0] and w._version == 0
+    v = tessera.tensor([1.0, 2.0], requires_grad=True)
+    z = (v * v).sum()
+    v.detach().mul_(2)
+    with pytest.raises(RuntimeError, match="modified|version|in-place"):
+        z.backward()
+    # A tensor saved from x.data itself sees writes through it, as torch's counter of its own
+    # does; views of the alias are untracked too.
+    p = tessera.tensor([1.0, 2.0], requires_grad=True)
+    alias = p.data
+    q = (alias * p).sum()  # saves alias for p's gradient
+    alias[0:1].add_(1)
+    assert p._version == 0
+    with pytest.raises(RuntimeError, match="modified|version|in-place"):
+        q.backward()
+
+
 def test_detect_anomaly_names_the_op():
     x = tessera.tensor([-1.0], requires_grad=True)
     with autograd.detect_anomaly():

@@ -79,7 +79,14 @@ Tensor Tensor::detach() const {
   auto impl = std::make_shared<TensorImpl>(s->storage(), s->sizes(), s->strides(),
                                            s->storage_offset(), s->dtype());
   impl->is_inference = s->is_inference;
+  impl->untracked_version = s->untracked_version;
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::variable_data() const {
+  Tensor alias = detach();
+  alias.impl()->untracked_version = true;
+  return alias;
 }
 
 Tensor& Tensor::detach_() {

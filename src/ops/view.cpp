@@ -21,6 +21,7 @@ Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>(x.impl()->storage(), std::move(sizes),
                                            std::move(strides), offset, x.dtype());
   impl->is_inference = x.impl()->is_inference;
+  impl->untracked_version = x.impl()->untracked_version;
   return Tensor(std::move(impl));
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 struct CachedCast {
   Tensor source;  // kept alive so its address is not reused while cached
-  uint32_t version;
+  uint32_t generation;  // of the storage when cast
   Tensor result;
 };
 
@@ -40,10 +40,13 @@ Tensor cached_cast(const Tensor& x, DType dtype) {
   if (!cacheable) return cast(x, dtype);
   auto& cache = t_autocast.cache[autograd::GradMode::is_enabled() ? 1 : 0];
   auto it = cache.find(x.impl());
-  if (it != cache.end() && it->second.version == x.version() && it->second.result.dtype() == dtype)
+  // Every write counts, x.data's too.
+  const uint32_t generation = x.impl()->storage()->generation();
+  if (it != cache.end() && it->second.generation == generation &&
+      it->second.result.dtype() == dtype)
     return it->second.result;
   Tensor result = cast(x, dtype);
-  cache[x.impl()] = {x, x.version(), result};
+  cache[x.impl()] = {x, generation, result};
   return result;
 }
 

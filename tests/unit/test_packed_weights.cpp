@@ -75,6 +75,11 @@ TEST_F(PackedWeights, AFrozenWeightIsPackedOnceAndReusedUntilItChanges) {
   EXPECT_EQ(packs_during([&] { y3 = linear(x1, w, b); }), 1);
   expect_matches_float32(y3, x1, w, b);
   EXPECT_EQ(packs_during([&] { y3 = linear(x1, w, b); }), 0);
+  // A write autograd does not track (torch's x.data) still makes the packed copy stale.
+  w.variable_data().mul_(2.0);
+  EXPECT_EQ(w.version(), 1u) << "the write through variable_data is not autograd's";
+  EXPECT_EQ(packs_during([&] { y3 = linear(x1, w, b); }), 1);
+  expect_matches_float32(y3, x1, w, b);
 }
 
 TEST_F(PackedWeights, AViewOfAPackedWeightIsPackedOnItsOwn) {
@@ -111,6 +116,11 @@ TEST_F(PackedWeights, AutocastEvaluationPacksEachCastWeightOnce) {
             }),
             1);
   EXPECT_EQ(y.dtype(), kBFloat16);
+  expect_matches_float32(y, cast(x, kBFloat16), cast(layer.weight, kBFloat16),
+                         cast(layer.bias, kBFloat16));
+  // A write through the weight's x.data (untracked by autograd) reaches the cached bf16 cast.
+  layer.weight.variable_data().mul_(-1.0);
+  EXPECT_EQ(packs_during([&] { y = layer(x); }), 1);
   expect_matches_float32(y, cast(x, kBFloat16), cast(layer.weight, kBFloat16),
                          cast(layer.bias, kBFloat16));
 }

@@ -1,6 +1,8 @@
 #pragma once
-// A refcounted buffer. Every tensor viewing the same buffer shares its version counter, which
-// autograd uses to detect in-place changes to tensors saved for backward.
+// A refcounted buffer with two write counters. version() counts the writes autograd tracks
+// (through any tensor viewing the buffer but an untracked alias, Tensor::variable_data()): it
+// detects in-place changes to tensors saved for backward. generation() counts every write: caches
+// derived from the buffer (a packed weight, an autocast copy) compare it.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +32,12 @@ class StorageImpl {
   // asynchronously.
   bool pinned() const { return allocator_ != nullptr && allocator_ == pinned_host_allocator(); }
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
-  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  uint32_t generation() const { return generation_.load(std::memory_order_relaxed); }
+  // A write: generation() moves on, and version() too when autograd tracks it.
+  void bump_version(bool tracked = true) {
+    generation_.fetch_add(1, std::memory_order_relaxed);
+    if (tracked) version_.fetch_add(1, std::memory_order_relaxed);
+  }
 
   // Set by ops that read this buffer as a weight no gradient is taken for (linear under no_grad,
   // frozen or inference weights): it is read again unchanged, so a backend may keep a copy of it
@@ -39,7 +46,7 @@ class StorageImpl {
   bool is_frozen_weight() const { return frozen_weight_.load(std::memory_order_relaxed); }
 
   // That backend copy: one slot, created on first use and freed with the buffer. The backend
-  // stores its own type and checks version() against the version it copied.
+  // stores its own type and checks generation() against the one it copied.
   template <class T>
   std::shared_ptr<T> derived_layout() {
     std::lock_guard<std::mutex> lock(derived_mutex_);
@@ -54,6 +61,7 @@ class StorageImpl {
   Allocator* allocator_ = nullptr;
   std::function<void(void*)> deleter_;
   std::atomic<uint32_t> version_{0};
+  std::atomic<uint32_t> generation_{0};
   std::atomic<bool> frozen_weight_{false};
   std::mutex derived_mutex_;
   std::shared_ptr<void> derived_;

@@ -72,14 +72,26 @@ class Tensor {
                 bool create_graph = false) const;
   Tensor detach() const;
   Tensor& detach_();
+  // torch's x.data: the same values without autograd, whose writes autograd does not track (a
+  // tensor saved for backward from this one's original still passes the in-place check after
+  // them). Caches derived from the storage still see them.
+  Tensor variable_data() const;
   void retain_grad() const;
   bool retains_grad() const;
   // Registers a hook on the gradient of this tensor (it may return a replacement gradient).
   void register_hook(TensorHook hook) const;
   // Leaf tensors only: runs after .grad is accumulated.
   void register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
-  uint32_t version() const { return checked()->storage()->version(); }
-  void bump_version() const { checked()->storage()->bump_version(); }
+  // The write counter autograd checks: the storage's version(), or its generation() for an
+  // untracked alias (TensorImpl::untracked_version).
+  uint32_t version() const {
+    const TensorImpl* t = checked();
+    return t->untracked_version ? t->storage()->generation() : t->storage()->version();
+  }
+  void bump_version() const {
+    const TensorImpl* t = checked();
+    t->storage()->bump_version(!t->untracked_version);
+  }
 
   // ---- views and copies (tessera/ops/shape.h) ----
   Tensor view(const Shape& shape) const;

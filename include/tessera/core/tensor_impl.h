@@ -76,6 +76,10 @@ class TensorImpl {
   bool is_wrapped_number = false;
   // Created under InferenceMode: may not be saved for backward.
   bool is_inference = false;
+  // An untracked alias (Tensor::variable_data(), Python's x.data) or a view or detach of one: its
+  // writes leave the storage's autograd version alone, and its own version is the storage's
+  // generation (so tensors saved from it still see every write).
+  bool untracked_version = false;
 
  private:
   void refresh();

@@ -100,7 +100,7 @@ dnnl::memory packed_weights(const Tensor& b, const dnnl::memory::desc& layout) {
   const dnnl::memory::desc plain = desc2(b);
   auto cache = b.impl()->storage()->derived_layout<PackedWeights>();
   std::lock_guard<std::mutex> lock(cache->mutex);
-  const uint32_t version = b.version();
+  const uint32_t version = b.impl()->storage()->generation();  // every write, tracked or not
   std::erase_if(cache->entries, [&](const auto& e) { return e.version != version; });
   for (const auto& e : cache->entries)
     if (e.offset == b.storage_offset() && e.plain == plain && e.layout == layout)
