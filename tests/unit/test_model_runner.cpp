@@ -245,6 +245,17 @@ TEST(ModelRunner, Int8WeightsArePerChannelScaledIntegers) {
         w.copy_(tensor(v).reshape({O, K}));
       },
       3e-2);
+  auto broken = small_gpt2();
+  {
+    autograd::NoGradGuard no_grad;
+    broken->named_parameters()
+        .at("transformer.h.0.attn.c_attn.weight")
+        .select(0, 1)
+        .narrow(0, 5, 1)
+        .fill_(std::nan(""));
+  }
+  EXPECT_TESSERA_ERROR(ModelRunner(*broken, kInt8), ValueError,
+                       "[pack_linear] expected finite weights to quantize to int8, got nan");
 }
 
 TEST(ModelRunner, RejectsBadInput) {

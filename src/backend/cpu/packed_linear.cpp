@@ -84,7 +84,8 @@ void tile_np(int64_t np, const float* x, int64_t ldx, const W* w, int64_t K, flo
 }
 
 // Per output (a panel lane): scale = max_k |W[o, k]| / 127 (1 for an all-zero output, the
-// padding too) and packed = W / scale rounded to nearest even, within [-127, 127].
+// padding too) and packed = W / scale rounded to nearest even, within [-127, 127]. ValueError for
+// a weight that is not finite (no scale represents it).
 void quantize_int8(PackedLinearWeights& p) {
   const int64_t panels = p.packed.size(0), K = p.in;
   Tensor q = empty({panels, K, kPanel}, TensorOptions(kInt8));
@@ -96,7 +97,13 @@ void quantize_int8(PackedLinearWeights& p) {
     for (int64_t j = 0; j < kPanel; ++j) {
       const int64_t at = panel * K * kPanel + j;  // then every kPanel along k
       float amax = 0.0f;
-      for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::abs(w[at + k * kPanel]));
+      for (int64_t k = 0; k < K; ++k) {
+        const float v = w[at + k * kPanel];
+        TESSERA_CHECK(std::isfinite(v), ValueError,
+                      "[pack_linear] expected finite weights to quantize to int8, got ", v,
+                      " in output ", panel * kPanel + j);
+        amax = std::max(amax, std::abs(v));
+      }
       const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
       scale[panel * kPanel + j] = s;
       for (int64_t k = 0; k < K; ++k)
@@ -150,7 +157,7 @@ PackedLinearWeights pack_linear(const std::vector<Tensor>& weights,
 }
 
 // p + offset, or null for null p (the scales of float panels).
-const float* at(const float* p, int64_t offset) { return p ? p + offset : nullptr; }
+const float* offset_or_null(const float* p, int64_t offset) { return p ? p + offset : nullptr; }
 
 template <class W>
 void packed_linear_of(const PackedLinearWeights& weights, const LinearRowsArgs& a) {
@@ -170,15 +177,15 @@ void packed_linear_of(const PackedLinearWeights& weights, const LinearRowsArgs& 
     const int64_t c0 = p0 * kPanel, cols = std::min(out, (p0 + np) * kPanel) - c0;
     const W* w = packed + p0 * in * kPanel;
     const float* b = bias + c0;
-    const float* sc = at(scale, c0);
+    const float* sc = offset_or_null(scale, c0);
     int64_t r = 0;
     // Four rows share each weight load; single rows take all 8 panels at once so enough FMAs
     // are in flight. Two half groups for 2..4 rows keep the accumulators in registers.
     for (; r + 4 <= rows; r += 4) {
       for (int64_t h = 0; h < np; h += 4)
         tile_np<4, 4>(std::min<int64_t>(4, np - h), x + r * ldx, ldx, w + h * in * kPanel, in,
-                      y + r * ldy + c0 + h * kPanel, ldy, b + h * kPanel, at(sc, h * kPanel),
-                      cols - h * kPanel, accumulate);
+                      y + r * ldy + c0 + h * kPanel, ldy, b + h * kPanel,
+                      offset_or_null(sc, h * kPanel), cols - h * kPanel, accumulate);
     }
     const int64_t left = rows - r;
     if (left == 1) {
@@ -190,7 +197,7 @@ void packed_linear_of(const PackedLinearWeights& weights, const LinearRowsArgs& 
         float* yr = y + r * ldy + c0 + h * kPanel;
         const W* wh = w + h * in * kPanel;
         const float* bh = b + h * kPanel;
-        const float* sh = at(sc, h * kPanel);
+        const float* sh = offset_or_null(sc, h * kPanel);
         if (left == 2)
           tile_np<2, 4>(n, xr, ldx, wh, in, yr, ldy, bh, sh, cols - h * kPanel, accumulate);
         else
