@@ -33,6 +33,7 @@ Command add_serve_command(CLI::App& app) {
     std::string device = "cpu";
     int port = 8000, threads = 0;
     int64_t max_batch = 32, kv_blocks = 0, block_size = 16, max_batched_tokens = 2048;
+    uint64_t kv_cache_memory = 0;
     int64_t max_concurrent = 64;
     size_t max_body_bytes = size_t{1} << 20;
     double shutdown_grace = 30.0;
@@ -77,6 +78,11 @@ Command add_serve_command(CLI::App& app) {
                   "KV cache blocks of --block-size tokens (0: room for --max-batch full contexts)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory,
+                  "The KV cache's size instead of --kv-blocks, e.g. 2GiB (a bfloat16 cache holds "
+                  "twice the blocks of a float32 one)")
+      ->transform(CLI::AsSizeValue(false))
+      ->excludes("--kv-blocks");
   cmd->add_option("--block-size", o->block_size, "Tokens per KV cache block (a multiple of 16)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -129,6 +135,7 @@ Command add_serve_command(CLI::App& app) {
             infer::EngineConfig ec;
             ec.block_size = o->block_size;
             ec.num_blocks = o->kv_blocks;
+            ec.kv_cache_memory_bytes = static_cast<int64_t>(o->kv_cache_memory);
             ec.max_num_seqs = o->max_batch;
             ec.max_num_batched_tokens = std::max(o->max_batched_tokens, o->max_batch);
             ec.seed = o->seed;

@@ -201,7 +201,8 @@ void bind_llm(py::module_& m) {
                        const std::string& data_dir, const std::string& device, int64_t max_num_seqs,
                        int64_t num_blocks, int64_t block_size, int64_t max_num_batched_tokens,
                        uint64_t seed, bool enable_prefix_caching, const std::string& kv_cache_dtype,
-                       const std::string& dtype, const std::string& quantization) {
+                       const std::string& dtype, const std::string& quantization,
+                       int64_t kv_cache_memory_bytes) {
              llm::LLMConfig c;
              c.model = model;
              c.tokenizer = tokenizer;
@@ -209,6 +210,7 @@ void bind_llm(py::module_& m) {
              c.device = device;
              c.engine.max_num_seqs = max_num_seqs;
              c.engine.num_blocks = num_blocks;
+             c.engine.kv_cache_memory_bytes = kv_cache_memory_bytes;
              c.engine.block_size = block_size;
              c.engine.max_num_batched_tokens = std::max(max_num_batched_tokens, max_num_seqs);
              c.engine.seed = seed;
@@ -224,7 +226,7 @@ void bind_llm(py::module_& m) {
            py::arg("block_size") = 16, py::arg("max_num_batched_tokens") = 2048,
            py::arg("seed") = 0, py::arg("enable_prefix_caching") = true,
            py::arg("kv_cache_dtype") = "auto", py::arg("dtype") = "auto",
-           py::arg("quantization") = "none")
+           py::arg("quantization") = "none", py::arg("kv_cache_memory_bytes") = 0)
       .def_property_readonly("tokenizer", &LLM::shared_tokenizer)
       .def_property_readonly("source", [](const LLM& l) { return l.model().source; })
       .def_property_readonly("max_model_len",

@@ -101,12 +101,14 @@ class LLM:
     dtype: None, "auto" or float32, or "bfloat16" (tessera.bfloat16): the CPU runner keeps the
     linear layers' weights in bfloat16 (rounded once), halving what a decode step reads.
     quantization: None or "int8": those weights quantized per output channel (a quarter of the
-    bytes). The arithmetic stays float32 either way.
+    bytes). The arithmetic stays float32 either way. kv_cache_memory_bytes: the KV cache's size
+    instead of num_blocks (a bfloat16 cache holds twice the blocks).
     """
 
     def __init__(self, model, tokenizer=None, *, max_num_seqs=32, num_blocks=0, block_size=16,
                  max_num_batched_tokens=2048, seed=0, dtype=None, device="cpu", data_dir=None,
-                 enable_prefix_caching=True, kv_cache_dtype="auto", quantization=None):
+                 enable_prefix_caching=True, kv_cache_dtype="auto", quantization=None,
+                 kv_cache_memory_bytes=0):
         for name, value in (("auto", None), ("float32", _C.float32), ("bfloat16", _C.bfloat16)):
             if dtype is value or (value is not None and dtype == value):
                 dtype = name
@@ -116,7 +118,8 @@ class LLM:
         self._engine = _C.llm.LLM(str(model), str(tokenizer or ""), str(data_dir or ""),
                                   str(device), max_num_seqs, num_blocks, block_size,
                                   max_num_batched_tokens, seed, bool(enable_prefix_caching),
-                                  str(kv_cache_dtype), dtype, str(quantization or "none"))
+                                  str(kv_cache_dtype), dtype, str(quantization or "none"),
+                                  int(kv_cache_memory_bytes))
         self._ids = itertools.count()
 
     def get_tokenizer(self) -> Tokenizer:

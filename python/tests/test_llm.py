@@ -245,6 +245,17 @@ def test_bfloat16_kv_cache_follows_the_model_within_its_rounding():
         LLM(model=str(MODEL), tokenizer=str(TOKENIZER), kv_cache_dtype="fp8")
 
 
+def test_kv_cache_memory_sizes_the_cache_in_bytes():
+    # stories260K: K and V of 5 layers x 4 KV heads x 8 dims per token, 16 tokens a block.
+    block = 16 * 2 * 5 * 4 * 8 * 4
+    for kv_cache_dtype, blocks in (("auto", 3), ("bfloat16", 6)):
+        engine = LLM(model=str(MODEL), tokenizer=str(TOKENIZER), kv_cache_dtype=kv_cache_dtype,
+                     kv_cache_memory_bytes=3 * block + 100)
+        assert engine.stats()["blocks_total"] == blocks
+    with pytest.raises(ValueError, match="not with num_blocks"):
+        LLM(model=str(MODEL), tokenizer=str(TOKENIZER), num_blocks=4, kv_cache_memory_bytes=block)
+
+
 def test_bfloat16_weights_follow_the_model_within_their_rounding():
     # The CPU runner's linear weights rounded to bfloat16 once (the arithmetic stays float32):
     # within 1% of the logits' scale (their 2^-9 rounding compounds over 5 layers and the

@@ -27,13 +27,24 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
       runner_(model, config.weight_dtype),
       tokenizer_(std::move(tokenizer)),
       sampler_(runner_.vocab_size()) {
-  if (config_.num_blocks == 0) {
-    const int64_t per_seq =
-        (runner_.max_seq_len() + config_.block_size - 1) / std::max<int64_t>(config_.block_size, 1);
+  const KVCacheSpec spec = runner_.kv_spec(config_.kv_cache_dtype);
+  const int64_t block_size = std::max<int64_t>(config_.block_size, 1);  // the cache checks it
+  const int64_t memory = config_.kv_cache_memory_bytes;
+  TESSERA_CHECK(memory >= 0 && (memory == 0 || config_.num_blocks == 0), ValueError,
+                "[Engine] expected kv_cache_memory_bytes >= 0 and not with num_blocks, got ",
+                memory, " bytes and ", config_.num_blocks, " blocks");
+  if (memory > 0) {
+    const int64_t block_bytes = block_size * spec.bytes_per_token();
+    config_.num_blocks = memory / block_bytes;
+    TESSERA_CHECK(config_.num_blocks >= 1, ValueError,
+                  "[Engine] expected kv_cache_memory_bytes to hold at least one block of ",
+                  block_bytes, " bytes, got ", memory);
+  } else if (config_.num_blocks == 0) {
+    const int64_t per_seq = (runner_.max_seq_len() + block_size - 1) / block_size;
     config_.num_blocks = config_.max_num_seqs * per_seq;
   }
-  cache_ = std::make_unique<PagedKVCache>(runner_.kv_spec(config_.kv_cache_dtype),
-                                          config_.num_blocks, config_.block_size, runner_.device());
+  cache_ = std::make_unique<PagedKVCache>(spec, config_.num_blocks, config_.block_size,
+                                          runner_.device());
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens,
                       config_.enable_prefix_caching},

@@ -519,6 +519,26 @@ TEST(Engine, BFloat16KVCachePromptLogprobsStayCloseToTheModels) {
                        "[serve] expected a KV cache dtype of auto, float32 or bfloat16, got 'fp8'");
 }
 
+// Sized in bytes (vLLM's --kv-cache-memory), a bfloat16 cache holds twice the blocks of a
+// float32 one; bytes and blocks together, or less than a block, are refused.
+TEST(Engine, KVCacheSizedInBytesHoldsTwiceTheBlocksInBFloat16) {
+  auto model = engine_model();
+  const int64_t block_bytes = 16 * infer::ModelRunner(*model).kv_spec().bytes_per_token();
+  for (const auto& [dtype, blocks] : {std::pair{kFloat32, 10}, std::pair{kBFloat16, 20}}) {
+    infer::EngineConfig sized;
+    sized.kv_cache_dtype = dtype;
+    sized.kv_cache_memory_bytes = 10 * block_bytes + block_bytes / 4;  // and a bit
+    EXPECT_EQ(infer::Engine(*model, sized).stats().blocks_total, blocks) << dtype;
+  }
+  infer::EngineConfig both;
+  both.num_blocks = 4;
+  both.kv_cache_memory_bytes = 10 * block_bytes;
+  EXPECT_TESSERA_ERROR(infer::Engine(*model, both), ValueError, "not with num_blocks");
+  infer::EngineConfig tiny;
+  tiny.kv_cache_memory_bytes = block_bytes - 1;
+  EXPECT_TESSERA_ERROR(infer::Engine(*model, tiny), ValueError, "to hold at least one block");
+}
+
 TEST(Engine, StopsOnTokensStringsAndLength) {
   auto model = engine_model();
   auto tok =
