@@ -86,9 +86,10 @@ std::shared_ptr<models::CausalLM> load_bin(const std::string& path, bool weights
   if (weights)
     return llmc ? std::shared_ptr<models::CausalLM>(io::load_llmc_gpt2(path))
                 : io::load_llama2c(path);  // its own checks name what does not match
-  nn::init::NoInitGuard no_init;
-  if (llmc) return std::make_shared<models::GPT2>(io::llmc_gpt2_config(path));
-  return std::make_shared<models::Llama>(io::llama2c_config(path));
+  return nn::init::without_init([&]() -> std::shared_ptr<models::CausalLM> {
+    if (llmc) return std::make_shared<models::GPT2>(io::llmc_gpt2_config(path));
+    return std::make_shared<models::Llama>(io::llama2c_config(path));
+  });
 }
 
 // The model config describes, with the weights of state (whose names tell the family when the
@@ -101,12 +102,8 @@ LoadedModel build_and_load(const nn::TensorDict& state, std::string config, std:
     const std::string unprefixed = marker.substr(marker.find('.') + 1);  // "wte.weight"
     if (state.contains(marker) || state.contains(unprefixed)) hint = f.name;
   }
-  std::shared_ptr<models::CausalLM> model;
-  {
-    nn::init::NoInitGuard no_init;  // the weights are loaded over them (or only shapes are wanted)
-    model = make_model_from_config(config, hint);
-  }
-  LoadedModel out{std::move(model), std::move(source), std::move(config)};
+  LoadedModel out{nn::init::without_init([&] { return make_model_from_config(config, hint); }),
+                  std::move(source), std::move(config)};
   if (weights) load_weights(*out.model, state);
   return out;
 }

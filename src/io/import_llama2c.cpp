@@ -133,11 +133,8 @@ std::shared_ptr<models::Llama> load_llama2c(const std::string& path) {
   detail::TensorReader reader(file, layout.data_offset, kFloat32, op);
   std::map<std::string, Tensor> w;
   for (const std::string& name : layout.order) w[name] = reader.next(layout.shapes.at(name));
-  std::shared_ptr<models::Llama> model;
-  {
-    nn::init::NoInitGuard no_init;  // every weight is read from the file
-    model = std::make_shared<models::Llama>(config);
-  }
+  // Every weight is read from the file.
+  auto model = nn::init::without_init([&] { return std::make_shared<models::Llama>(config); });
 
   nn::TensorDict state;
   state.insert("model.embed_tokens.weight", w["emb"]);

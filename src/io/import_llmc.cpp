@@ -53,10 +53,11 @@ std::string layer_name(int64_t layer, const std::string& suffix) {
 
 constexpr std::string_view kOp = "load_llmc_gpt2";
 
-// What a checkpoint's header says, checked against the file's size.
+// What a checkpoint's header says, checked against the file's size: the config, the tensors in
+// file order and their dtype.
 struct LlmcHeader {
   models::GPT2Config config;
-  int64_t padded_vocab = 0;
+  std::vector<LlmcTensor> layout;
   DType dtype = kFloat32;
 };
 
@@ -81,7 +82,7 @@ LlmcHeader read_header(const detail::MappedFile& file, const std::string& path) 
   // L * C * C does; check that first.
   TESSERA_CHECK(L * C < (int64_t{1} << 40) && C < (int64_t{1} << 20), ValueError, "[", op,
                 "] expected plausible sizes in '", path, "', got num_layers ", L, ", channels ", C);
-  const std::vector<LlmcTensor> layout = llmc_layout(Vp, maxT, L, C);
+  std::vector<LlmcTensor> layout = llmc_layout(Vp, maxT, L, C);
   // Each tensor's size fits int64, their sum in bytes may not: checked.
   uint64_t expected = kHeaderBytes;
   bool overflow = false;
@@ -102,7 +103,7 @@ LlmcHeader read_header(const detail::MappedFile& file, const std::string& path) 
   header.config.n_layer = L;
   header.config.n_head = NH;
   header.config.n_embd = C;
-  header.padded_vocab = Vp;
+  header.layout = std::move(layout);
   header.dtype = dtype;
   return header;
 }
@@ -118,17 +119,13 @@ std::shared_ptr<models::GPT2> load_llmc_gpt2(const std::string& path) {
   detail::MappedFile file = detail::map_file(path, op);
   const LlmcHeader header = read_header(file, path);
   const int64_t V = header.config.vocab_size, L = header.config.n_layer;
-  const std::vector<LlmcTensor> layout =
-      llmc_layout(header.padded_vocab, header.config.block_size, L, header.config.n_embd);
-  std::shared_ptr<models::GPT2> model;
-  {
-    nn::init::NoInitGuard no_init;  // every weight is read from the file
-    model = std::make_shared<models::GPT2>(header.config);
-  }
+  // Every weight is read from the file.
+  auto model =
+      nn::init::without_init([&] { return std::make_shared<models::GPT2>(header.config); });
 
   detail::TensorReader reader(file, kHeaderBytes, header.dtype, op);
   nn::TensorDict state;
-  for (const LlmcTensor& t : layout) {
+  for (const LlmcTensor& t : header.layout) {
     Tensor data = reader.next(t.shape);
     if (!t.per_layer) {
       // The padding rows of wte never get a logit: keep the real vocabulary.

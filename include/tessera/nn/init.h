@@ -27,6 +27,14 @@ class NoInitGuard {
   bool previous_;
 };
 
+// make() run under a NoInitGuard: a model built for its weights to be loaded over (or for its
+// shapes alone).
+template <class Make>
+auto without_init(Make&& make) {
+  NoInitGuard no_init;
+  return make();
+}
+
 enum class FanMode { FanIn, FanOut };
 enum class Nonlinearity { Linear, Sigmoid, Tanh, ReLU, LeakyReLU, SELU };
 
