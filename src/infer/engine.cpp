@@ -1,6 +1,7 @@
 #include "tessera/infer/engine.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "tessera/core/error.h"
 #include "tessera/core/generator.h"
@@ -14,11 +15,14 @@ struct Engine::Request {
   int64_t logprobs;                  // GenerationParams::logprobs
   int64_t prompt_logprobs;           // GenerationParams::prompt_logprobs
   std::vector<TokenLogprob> prompt;  // of positions 1, 2, ... so far
+  std::optional<JsonMatcher> json;   // where its text is in its grammar
   Request(Sequence s, const tokenizers::Tokenizer* tokenizer, const GenerationParams& params)
       : seq(std::move(s)),
         text(tokenizer, &seq.stopping.stop, seq.tokens.back()),
         logprobs(params.logprobs),
-        prompt_logprobs(params.prompt_logprobs) {}
+        prompt_logprobs(params.prompt_logprobs) {
+    if (params.json_grammar) json.emplace(params.json_grammar);
+  }
 };
 
 Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
@@ -95,6 +99,23 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
     TESSERA_CHECK(t >= 0 && t < runner_.vocab_size(), ValueError,
                   "[Engine.add_request] expected token ids in [0, ", runner_.vocab_size(),
                   "), got ", t);
+  for (const auto& [t, bias] : params.sampling.logit_bias)
+    TESSERA_CHECK(t < runner_.vocab_size(), ValueError,
+                  "[Engine.add_request] expected logit_bias token ids in [0, ",
+                  runner_.vocab_size(), "), got ", t);
+  if (params.json_grammar && !masker_) {
+    TESSERA_CHECK(tokenizer_ != nullptr, ValueError,
+                  "[Engine.add_request] expected an engine with a tokenizer for a JSON grammar");
+    TESSERA_CHECK(tokenizer_->vocab_size() <= runner_.vocab_size(), ValueError,
+                  "[Engine.add_request] expected a tokenizer of at most the model's ",
+                  runner_.vocab_size(), " tokens for a JSON grammar, got ",
+                  tokenizer_->vocab_size());
+    // BOS and EOS never stand for text; whether a stop token may come is the request's.
+    std::vector<int32_t> special;
+    for (auto id : {tokenizer_->bos_id(), tokenizer_->eos_id()})
+      if (id) special.push_back(*id);
+    masker_ = std::make_unique<TokenMasker>(*tokenizer_, special);
+  }
   Sequence s;
   s.id = next_id_++;
   s.arrival = s.id;
@@ -164,6 +185,26 @@ RequestOutput output_of(const Sequence& seq) {
 
 }  // namespace
 
+bool Engine::constrain_to_grammar(Request& r) {
+  masker_->allowed_tokens(*r.json, allowed_);
+  allowed_.resize(logits_.size(), 0);  // model rows beyond the tokenizer's vocabulary
+  const bool complete = r.json->accepting();
+  for (int32_t t : r.seq.stopping.stop_token_ids)
+    if (t >= 0 && static_cast<size_t>(t) < allowed_.size())
+      allowed_[static_cast<size_t>(t)] = complete;
+  if (std::find(allowed_.begin(), allowed_.end(), 1) == allowed_.end()) {
+    const std::string& text = r.text.text();
+    TESSERA_CHECK(complete, ValueError,
+                  "[Engine] structured output: no token of the vocabulary continues the JSON "
+                  "text after '",
+                  text.substr(text.size() - std::min<size_t>(text.size(), 40)), "'");
+    return false;
+  }
+  for (size_t t = 0; t < logits_.size(); ++t)
+    if (!allowed_[t]) logits_[t] = -std::numeric_limits<float>::infinity();
+  return true;
+}
+
 RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
                               std::span<const float> logits) {
   Sequence& seq = r.seq;
@@ -174,6 +215,11 @@ RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> 
   } else {
     const std::span<const float> raw = logits.subspan(row * V, V);
     std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
+    if (r.json && !constrain_to_grammar(r)) {  // a complete value that only its end may follow
+      RequestOutput out = output_of(seq);
+      finish(r, FinishReason::Stop, out);
+      return out;
+    }
     const std::span<const int32_t> all(seq.tokens);
     token =
         sampler_.sample(logits_, seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output()),
@@ -183,13 +229,16 @@ RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> 
   // A stop token ends the text without adding its own (OpenAI's and vLLM's completions leave
   // out GPT-2's "<|endoftext|>"); its id stays in the token ids.
   const bool stop_token = seq.stopping.is_stop_token(token);
+  if (r.json && !stop_token)
+    TESSERA_CHECK(r.json->advance(masker_->bytes(token)), RuntimeError,
+                  "[Engine] structured output: token ", token, " left the JSON grammar");
   RequestOutput out = output_of(seq);
   out.new_tokens = {token};
   if (seq.num_output() == 1) out.prompt_logprobs = std::move(r.prompt);
   out.text = stop_token ? std::string() : r.text.push(token);
   if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
     out.logprobs.push_back(token_logprobs(logits.subspan(row * V, V), token, r.logprobs));
-  if (stop_token || r.text.stopped())
+  if (stop_token || r.text.stopped() || (r.json && r.json->terminated()))
     finish(r, FinishReason::Stop, out);
   else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= runner_.max_seq_len())
     finish(r, FinishReason::Length, out);
@@ -258,9 +307,10 @@ const std::vector<RequestOutput>& Engine::step() {
     const Sequence& seq = *plan.scheduled[i].seq;
     if (rows_[i].num_prompt > 0) greedy = drawn_by_runner = false;
     if (rows_[i].sample < 0) continue;
-    const bool no_logprobs = rows_[i].request->logprobs < 0;
-    greedy = greedy && seq.sampling.raw_argmax() && no_logprobs;
-    drawn_by_runner = drawn_by_runner && !seq.sampling.penalized() && no_logprobs;
+    // Logprobs and grammars need the logits on the host.
+    const bool host = rows_[i].request->logprobs >= 0 || rows_[i].request->json.has_value();
+    greedy = greedy && seq.sampling.raw_argmax() && !host;
+    drawn_by_runner = drawn_by_runner && !seq.sampling.edits_logits() && !host;
     if (drawn_by_runner)  // never on the CPU: no draws computed there
       draws_.push_back(
           RowSampling::of(seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output())));

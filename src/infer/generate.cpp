@@ -11,6 +11,8 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
                           const GenerationParams& params, const GenerateOptions& options) {
   params.sampling.validate();
   params.stopping.validate();
+  TESSERA_CHECK(params.json_grammar == nullptr, ValueError,
+                "[generate] expected no json_grammar: structured output runs in the Engine");
   const int64_t P = static_cast<int64_t>(prompt.size());
   TESSERA_CHECK(P >= 1 && P < runner.max_seq_len(), ValueError,
                 "[generate] expected a prompt of 1 to ", runner.max_seq_len() - 1,
@@ -35,11 +37,12 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
   GenerationResult result;
   result.tokens.reserve(static_cast<size_t>(max_new));
 
-  // Greedy without penalties, and nobody watching the logits: the runner returns just the argmax
-  // (on a device, the logits never leave it). On a device, unpenalized sampling is drawn there.
+  // Greedy without penalties or biases, and nobody watching the logits: the runner returns just the
+  // argmax (on a device, the logits never leave it). On a device, unpenalized sampling is drawn
+  // there.
   const bool greedy = params.sampling.raw_argmax() && !options.on_logits;
   const bool drawn_by_runner =
-      !runner.device().is_cpu() && !params.sampling.penalized() && !options.on_logits;
+      !runner.device().is_cpu() && !params.sampling.edits_logits() && !options.on_logits;
 
   for (int64_t pos = P;; ++pos) {
     int32_t token;

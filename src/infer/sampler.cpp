@@ -26,6 +26,11 @@ void SamplingParams::validate() const {
     throw bad("presence_penalty", "in [-2, 2]", presence_penalty);
   if (!(frequency_penalty >= -2.0 && frequency_penalty <= 2.0))
     throw bad("frequency_penalty", "in [-2, 2]", frequency_penalty);
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0) throw bad("logit_bias token ids", ">= 0", token);
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      throw bad("logit_bias values", "in [-100, 100]", bias);
+  }
 }
 
 RowSampling RowSampling::of(const SamplingParams& params, uint64_t seed, uint64_t step) {
@@ -92,6 +97,13 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint64
                         std::span<const int32_t> output) {
   TESSERA_CHECK(static_cast<int64_t>(logits.size()) == vocab_, ValueError,
                 "[Sampler.sample] expected ", vocab_, " logits, got ", logits.size());
+  for (const auto& [token, bias] : p.logit_bias) {
+    TESSERA_CHECK(token >= 0 && token < vocab_, IndexError,
+                  "[Sampler.sample] expected logit_bias "
+                  "token ids in [0, ",
+                  vocab_, "), got ", token);
+    logits[static_cast<size_t>(token)] += bias;
+  }
   if (p.penalized()) apply_penalties(logits, p, prompt, output);
   if (p.greedy()) return argmax(logits);
 

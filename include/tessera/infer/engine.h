@@ -13,6 +13,8 @@
 // with the same tokens (a chat's system prompt and history, the n choices of one prompt) takes
 // them instead of prefilling them again. A request asking for prompt logprobs (scoring text, as
 // OpenAI's echo) computes its whole prompt, and its step brings those rows' logits to the host.
+// A request with a JSON grammar (structured output) samples on the host from logits masked to
+// the tokens that keep its text inside the grammar, and finishes when the value is complete.
 //
 //   infer::Engine engine(model, {.num_blocks = 512});
 //   GenerationParams p;
@@ -33,6 +35,7 @@
 #include "tessera/infer/logprobs.h"
 #include "tessera/infer/model_runner.h"
 #include "tessera/infer/scheduler.h"
+#include "tessera/infer/structured_output.h"
 #include "tessera/tokenizers/tokenizer.h"
 
 namespace tessera::infer {
@@ -105,7 +108,8 @@ class Engine {
 
   // Queues a request and returns its id. ValueError for an empty prompt, one that leaves no room
   // in the model's context or the cache, or invalid params (logprobs or prompt_logprobs
-  // outside [-1, vocab]).
+  // outside [-1, vocab], logit_bias tokens outside the vocabulary, a json_grammar without a
+  // tokenizer).
   // max_tokens is capped to the context.
   int64_t add_request(std::vector<int32_t> prompt, const GenerationParams& params);
   // Drops a request (waiting or running) and frees its blocks; unknown ids are ignored.
@@ -140,6 +144,10 @@ class Engine {
   };
   // Adds the scheduled sequences to batch_, and their logit rows to rows_.
   void build_batch(const SchedulerOutput& plan);
+  // Masks logits_ to the tokens that keep r's text in its grammar (stop tokens once the value is
+  // complete); false when nothing may follow (the value is complete and no stop token is
+  // allowed). ValueError when no token can continue an incomplete value.
+  bool constrain_to_grammar(Request& r);
   // Appends to r the prompt logprobs of the positions computed this step.
   void collect_prompt_logprobs(Request& r, int64_t first_position, const StepRows& rows,
                                std::span<const float> logits);
@@ -154,6 +162,8 @@ class Engine {
   int64_t next_id_ = 0, num_steps_ = 0;
   StepBatch batch_;
   std::vector<float> logits_;
+  std::unique_ptr<TokenMasker> masker_;  // built for the first request with a JSON grammar
+  std::vector<uint8_t> allowed_;         // its mask of the step's row
   std::vector<RowSampling> draws_;  // the step's sampled rows, for a runner that draws them
   std::vector<StepRows> rows_;      // per scheduled sequence of the step
   std::vector<RequestOutput> outputs_;

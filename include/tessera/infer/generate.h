@@ -13,6 +13,7 @@
 //   infer::GenerationResult r = infer::generate(runner, std::vector<int32_t>{1}, params, opts);
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,8 @@
 
 namespace tessera::infer {
 
+class JsonGrammar;
+
 struct GenerationParams {
   SamplingParams sampling;
   StoppingCriteria stopping;
@@ -35,6 +38,10 @@ struct GenerationParams {
   // before it (vLLM's prompt_logprobs, OpenAI's echo), in the request's first output. The whole
   // prompt is then computed: it takes nothing from the prefix cache.
   int64_t prompt_logprobs = -1;
+  // Engine only (needs its tokenizer): every token keeps the text inside this JSON grammar
+  // (infer/structured_output.h), stop tokens come only once the value is complete, and the
+  // request finishes (Stop) when nothing can follow it. Null: free text.
+  std::shared_ptr<const JsonGrammar> json_grammar;
 };
 
 struct GenerationResult {

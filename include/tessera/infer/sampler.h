@@ -1,10 +1,10 @@
 #pragma once
 // Next-token sampling for the engine, built on models::sampling_probs (temperature, top-k,
-// top-p): repetition / presence / frequency penalties are applied to the logits first and min-p
-// filtering to the probabilities after. Each request carries its own seed and draws its
-// u ~ U[0, 1) for step i from Philox(seed, i), so a request's samples never depend on the other
-// requests in a batch or on scheduling. Greedy decoding (temperature 0) is an argmax that
-// allocates nothing.
+// top-p): logit biases and then repetition / presence / frequency penalties are applied to the
+// logits first (vLLM's order) and min-p filtering to the probabilities after. Each request carries
+// its own seed and draws its u ~ U[0, 1) for step i from Philox(seed, i), so a request's samples
+// never depend on the other requests in a batch or on scheduling. Greedy decoding (temperature 0)
+// is an argmax that allocates nothing.
 //
 //   infer::SamplingParams p;
 //   p.temperature = 0.8; p.top_p = 0.95; p.min_p = 0.05; p.seed = 7;
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "tessera/models/sampling.h"
@@ -28,14 +29,19 @@ struct SamplingParams : models::SamplingOptions {
   double presence_penalty = 0.0;    // [-2, 2]: subtracted once from tokens already generated
   double frequency_penalty = 0.0;   // [-2, 2]: subtracted per occurrence in the output
   std::optional<uint64_t> seed;     // unset: the engine picks one
+  // (token, bias in [-100, 100]) added to the token's logit (OpenAI's logit_bias; -100 in
+  // effect bans it). A token listed twice gets both.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature == 0.0 || top_k == 1; }
   bool penalized() const {
     return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0;
   }
-  // Whether the sample is argmax(logits) of the model's unedited logits (greedy, no penalty;
-  // min_p, top-k and top-p cannot move an argmax), so a runner may take it where they live.
-  bool raw_argmax() const { return greedy() && !penalized(); }
+  // Penalties or biases change the logits before the draw.
+  bool edits_logits() const { return penalized() || !logit_bias.empty(); }
+  // Whether the sample is argmax(logits) of the model's unedited logits (greedy, no penalty or
+  // bias; min_p, top-k and top-p cannot move an argmax), so a runner may take it where they live.
+  bool raw_argmax() const { return greedy() && !edits_logits(); }
   // ValueError "[sample] expected ..." / "[SamplingParams] expected ..." naming the first field
   // out of range.
   void validate() const;
@@ -58,7 +64,8 @@ struct RowSampling {
 class Sampler {
  public:
   explicit Sampler(int64_t vocab_size);
-  // The next token from logits [vocab] (modified in place by penalties), for a sequence with
+  // The next token from logits [vocab] (modified in place by biases and penalties; IndexError
+  // for a biased token outside the vocabulary), for a sequence with
   // the given prompt and output so far; step is the index of the token being drawn
   // (output.size() in a plain generation loop).
   int32_t sample(std::span<float> logits, const SamplingParams& params, uint64_t seed,

@@ -1,0 +1,148 @@
+#pragma once
+// Structured output: generation constrained to JSON, any object (OpenAI's response_format
+// json_object) or what a JSON Schema allows (json_schema), as vLLM does through xgrammar. The
+// schema compiles into a JsonGrammar; a JsonMatcher follows a generation's bytes through it (a
+// byte-level pushdown recognizer, nondeterministic where the schema has anyOf); a TokenMasker
+// holds the vocabulary as a byte trie and finds, each step, every token whose bytes keep the
+// matcher inside the grammar, pruning a whole subtree at the first byte that leaves it.
+//
+//   auto grammar = infer::JsonGrammar::from_schema(nlohmann::json::parse(R"({"type": "object",
+//       "properties": {"name": {"type": "string"}}, "required": ["name"]})"));
+//   infer::GenerationParams p;
+//   p.json_grammar = grammar;  // the engine masks every step and stops when the value closes
+//
+// Schemas: type (a name or a list), properties, required, additionalProperties, items, minItems,
+// maxItems, minLength, maxLength, enum, const, anyOf / oneOf, $ref into "#/$defs/..." or
+// "#/definitions/..." (recursion allowed), nullable. Annotations (title, description, default,
+// examples, format, $schema, $id, $comment, ...) are ignored, as JSON Schema's validation does
+// by default; any other keyword (pattern, minimum, allOf, ...) is a ValueError naming it and its
+// place, rather than output that might not validate. What the grammar generates always validates:
+// objects hold only the listed properties (each at most once, the required ones before the
+// object closes: OpenAI's strict mode, additionalProperties false) unless there are none (then
+// any keys, with additionalProperties' schema); whitespace between tokens is allowed in runs of
+// at most 16 bytes, so a model cannot pad forever; numbers have at most 32 characters and 2
+// exponent digits (they stay within a double's range, which some parsers insist on); strings'
+// bytes are not checked to be UTF-8 (byte-level tokens may split a character).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "tessera/tokenizers/tokenizer.h"
+
+namespace tessera::infer {
+
+class JsonGrammar {
+ public:
+  enum class Kind : uint8_t { Any, Object, Array, String, Number, Integer, Literals, Union };
+  struct Property {
+    std::string key;  // its JSON text with the quotes: "\"name\""
+    int32_t value;    // node
+  };
+  struct Node {
+    Kind kind = Kind::Any;
+    std::vector<Property> properties{};     // Object: at most 64
+    uint64_t required = 0;                  // Object: bits of properties
+    int32_t additional = -1;                // Object without properties: the values' node
+    int32_t items = -1;                     // Array
+    int64_t min_count = 0, max_count = -1;  // Array items / String characters; -1: unbounded
+    std::vector<std::string> literals{};    // Literals: JSON texts (enum, const, true, null)
+    std::vector<int32_t> alternatives{};    // Union
+  };
+
+  // Any JSON object (response_format {"type": "json_object"}).
+  static std::shared_ptr<const JsonGrammar> any_object();
+  // ValueError "[JsonGrammar] ..." naming an unsupported keyword or a malformed schema and where.
+  static std::shared_ptr<const JsonGrammar> from_schema(const nlohmann::json& schema);
+
+  const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
+  int32_t root() const { return root_; }
+  // Nodes every grammar has, for values of unconstrained JSON.
+  static constexpr int32_t kAny = 0, kAnyObject = 1, kAnyArray = 2, kString = 3, kNumber = 4,
+                           kBoolean = 5, kNull = 6;
+
+ private:
+  JsonGrammar();
+  friend class JsonSchemaCompiler;
+  std::vector<Node> nodes_;
+  int32_t root_ = kAny;
+};
+
+// Where a generation stands in a grammar. Cheap to copy (a few small frames per alternative).
+class JsonMatcher {
+ public:
+  explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar);
+  // Consumes bytes if they keep the text inside the grammar; else returns false, unchanged.
+  bool advance(std::string_view bytes);
+  // The text so far is one complete value (end of text allowed here).
+  bool accepting() const;
+  // ... and no byte can follow it: the generation is over.
+  bool terminated() const;
+  // Every alternative is inside a string without a length bound, where any byte but a quote, a
+  // backslash or a control byte keeps it.
+  bool in_free_string() const;
+
+  // Internal state, public for the token masker.
+  struct Frame {
+    int32_t node = 0;
+    uint8_t kind = 0;   // FrameKind (json_matcher.cpp)
+    uint8_t state = 0;  // kind's state
+    uint8_t is_key = 0;
+    uint32_t count = 0;    // array items, string characters, literal or number position
+    uint64_t bits = 0;     // object: properties seen; literals: candidates left; exponent digits
+    int32_t pending = -1;  // object: the node of the value after the key
+    bool operator==(const Frame&) const = default;
+  };
+  // One alternative's stack: frames [begin, end) of frames_, its trailing-whitespace run.
+  struct Thread {
+    uint32_t begin = 0, end = 0;
+    uint8_t whitespace = 0;
+  };
+  // This state after byte c into out (whose buffers it reuses); false if no alternative takes it.
+  bool step_into(uint8_t c, JsonMatcher& out) const;
+
+ private:
+  void push_thread(std::span<const Frame> frames, uint8_t whitespace);
+  std::shared_ptr<const JsonGrammar> grammar_;
+  std::vector<Frame> frames_;
+  std::vector<Thread> threads_;
+  friend class JsonStepper;
+};
+
+// The vocabulary of a tokenizer as a byte trie, for masks over it.
+class TokenMasker {
+ public:
+  // Tokens in `excluded` (BOS, EOS: the engine decides about stop tokens) and tokens without
+  // bytes are never allowed.
+  TokenMasker(const tokenizers::Tokenizer& tokenizer, std::span<const int32_t> excluded);
+  // allowed[t] = 1 where token t's bytes keep matcher inside its grammar, else 0
+  // (allowed is resized to the vocabulary).
+  void allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
+  // Token t's bytes.
+  std::string_view bytes(int32_t t) const { return token_bytes_[static_cast<size_t>(t)]; }
+  int64_t vocab_size() const { return static_cast<int64_t>(token_bytes_.size()); }
+
+ private:
+  struct Trie {
+    // Pre-order: node i's subtree is [i, subtree_end[i]); its byte leads from its parent.
+    std::vector<uint8_t> byte;
+    std::vector<uint16_t> depth;
+    std::vector<uint32_t> subtree_end, tokens_begin, tokens_end;  // into token_order
+    std::vector<int32_t> token_order;
+    uint16_t max_depth = 0;
+    void build(const std::vector<std::string>& bytes, const std::vector<int32_t>& ids);
+  };
+  void walk(const Trie& trie, const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
+  std::vector<std::string> token_bytes_;
+  // String-content tokens (no quote, backslash or control byte) are allowed wholesale inside a
+  // string without a length bound, so only the others are walked there.
+  std::vector<uint8_t> plain_;
+  Trie all_, special_;
+  mutable std::vector<JsonMatcher> scratch_;  // one state per trie depth: not thread-safe
+};
+
+}  // namespace tessera::infer

@@ -1,0 +1,236 @@
+// JSON Schema -> JsonGrammar nodes (see structured_output.h for what is supported).
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tessera/core/error.h"
+#include "tessera/infer/structured_output.h"
+
+namespace tessera::infer {
+
+using Json = nlohmann::json;
+
+JsonGrammar::JsonGrammar() {
+  auto add = [&](Node n) { nodes_.push_back(std::move(n)); };
+  add({.kind = Kind::Any});
+  add({.kind = Kind::Object, .additional = kAny});
+  add({.kind = Kind::Array, .items = kAny});
+  add({.kind = Kind::String});
+  add({.kind = Kind::Number});
+  add({.kind = Kind::Literals, .literals = {"true", "false"}});
+  add({.kind = Kind::Literals, .literals = {"null"}});
+}
+
+std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
+  auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
+  g->root_ = kAnyObject;
+  return g;
+}
+
+// Compiles one schema; $refs resolve against the root document, each once (so recursive
+// definitions become cycles between nodes).
+class JsonSchemaCompiler {
+ public:
+  JsonSchemaCompiler(JsonGrammar& g, const Json& root) : g_(g), root_(root) {}
+
+  int32_t compile(const Json& s, const std::string& where) {
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) fail(where, "the schema false matches nothing");
+      return JsonGrammar::kAny;
+    }
+    if (!s.is_object()) fail(where, "a schema must be an object or a boolean");
+    check_keywords(s, where);
+    if (s.contains("$ref")) return ref(s, where);
+    std::vector<int32_t> alternatives;
+    if (s.contains("const")) {
+      alternatives.push_back(add({.kind = Kind::Literals, .literals = {s["const"].dump()}}));
+    } else if (s.contains("enum")) {
+      const Json& e = s["enum"];
+      if (!e.is_array() || e.empty() || e.size() > 64)
+        fail(where + "/enum", "expected an array of 1 to 64 values");
+      JsonGrammar::Node n{.kind = Kind::Literals};
+      for (const Json& v : e) n.literals.push_back(v.dump());
+      alternatives.push_back(add(std::move(n)));
+    } else {
+      for (const char* key : {"anyOf", "oneOf"}) {
+        if (!s.contains(key)) continue;
+        const Json& list = s[key];
+        if (!list.is_array() || list.empty())
+          fail(where + "/" + key, "expected a non-empty array of schemas");
+        // oneOf as anyOf: the grammar cannot exclude a value two branches both match.
+        for (size_t i = 0; i < list.size(); ++i)
+          alternatives.push_back(compile(list[i], where + "/" + key + "/" + std::to_string(i)));
+      }
+      if (alternatives.empty()) alternatives = typed(s, where);
+    }
+    if (s.value("nullable", false)) alternatives.push_back(JsonGrammar::kNull);
+    if (alternatives.size() == 1) return alternatives[0];
+    return add({.kind = Kind::Union, .alternatives = std::move(alternatives)});
+  }
+
+ private:
+  using Kind = JsonGrammar::Kind;
+
+  [[noreturn]] static void fail(const std::string& where, const std::string& what) {
+    throw ValueError("[JsonGrammar] " + what + " at " + "#" + where);
+  }
+
+  static void check_keywords(const Json& s, const std::string& where) {
+    static const std::set<std::string> supported{
+        "type",      "properties", "required", "additionalProperties",
+        "items",     "minItems",   "maxItems", "minLength",
+        "maxLength", "enum",       "const",    "anyOf",
+        "oneOf",     "$ref",       "$defs",    "definitions",
+        "nullable"};
+    static const std::set<std::string> annotations{
+        "title",           "description", "default",   "examples",
+        "format",          "$schema",     "$id",       "$comment",
+        "deprecated",      "readOnly",    "writeOnly", "contentMediaType",
+        "contentEncoding", "strict",      "name"};
+    for (const auto& [key, value] : s.items())
+      if (!supported.contains(key) && !annotations.contains(key))
+        fail(where, "unsupported JSON Schema keyword '" + key + "'");
+  }
+
+  int32_t add(JsonGrammar::Node n) {
+    g_.nodes_.push_back(std::move(n));
+    return static_cast<int32_t>(g_.nodes_.size() - 1);
+  }
+
+  int32_t ref(const Json& s, const std::string& where) {
+    const Json& r = s["$ref"];
+    if (!r.is_string()) fail(where + "/$ref", "expected a string");
+    const std::string path = r.get<std::string>();
+    if (auto it = refs_.find(path); it != refs_.end()) return it->second;
+    if (!path.starts_with("#"))
+      fail(where + "/$ref", "expected a reference into this schema (#/...), got '" + path + "'");
+    const Json* target = nullptr;
+    try {
+      target = &root_.at(Json::json_pointer(path.substr(1)));
+    } catch (const Json::exception&) {
+      fail(where + "/$ref", "'" + path + "' names nothing in the schema");
+    }
+    // A placeholder union of one, filled once the target compiled: a cycle back to path finds it.
+    const int32_t slot = add({.kind = Kind::Union});
+    refs_[path] = slot;
+    const int32_t target_node = compile(*target, path.substr(1));
+    g_.nodes_[static_cast<size_t>(slot)].alternatives = {target_node};
+    return slot;
+  }
+
+  std::vector<int32_t> typed(const Json& s, const std::string& where) {
+    std::vector<std::string> types;
+    if (const auto t = s.find("type"); t != s.end()) {
+      if (t->is_string())
+        types.push_back(t->get<std::string>());
+      else if (t->is_array() && !t->empty())
+        for (const Json& x : *t) {
+          if (!x.is_string()) fail(where + "/type", "expected type names");
+          types.push_back(x.get<std::string>());
+        }
+      else
+        fail(where + "/type", "expected a type name or a non-empty list of them");
+    } else if (s.contains("properties") || s.contains("additionalProperties") ||
+               s.contains("required")) {
+      types = {"object"};
+    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+      types = {"array"};
+    } else if (s.contains("minLength") || s.contains("maxLength")) {
+      types = {"string"};
+    } else {
+      return {JsonGrammar::kAny};
+    }
+    std::vector<int32_t> out;
+    for (const std::string& t : types) {
+      if (t == "object")
+        out.push_back(object(s, where));
+      else if (t == "array")
+        out.push_back(array(s, where));
+      else if (t == "string")
+        out.push_back(string(s, where));
+      else if (t == "number")
+        out.push_back(JsonGrammar::kNumber);
+      else if (t == "integer")
+        out.push_back(add({.kind = Kind::Integer}));
+      else if (t == "boolean")
+        out.push_back(JsonGrammar::kBoolean);
+      else if (t == "null")
+        out.push_back(JsonGrammar::kNull);
+      else
+        fail(where + "/type", "unknown type '" + t + "'");
+    }
+    return out;
+  }
+
+  static std::pair<int64_t, int64_t> bounds(const Json& s, const char* min, const char* max,
+                                            const std::string& where) {
+    auto get = [&](const char* key, int64_t fallback) {
+      const auto it = s.find(key);
+      if (it == s.end()) return fallback;
+      if (!it->is_number_integer() || it->get<int64_t>() < 0)
+        fail(where + "/" + key, "expected a non-negative integer");
+      return it->get<int64_t>();
+    };
+    const int64_t lo = get(min, 0), hi = get(max, -1);
+    if (hi >= 0 && hi < lo) fail(where, std::string(max) + " is below " + min);
+    return {lo, hi};
+  }
+
+  int32_t object(const Json& s, const std::string& where) {
+    JsonGrammar::Node n{.kind = Kind::Object};
+    std::map<std::string, int32_t> index;
+    if (const auto props = s.find("properties"); props != s.end()) {
+      if (!props->is_object()) fail(where + "/properties", "expected an object");
+      if (props->size() > 64) fail(where + "/properties", "expected at most 64 properties");
+      for (const auto& [key, value] : props->items()) {
+        index[key] = static_cast<int32_t>(n.properties.size());
+        n.properties.push_back({Json(key).dump(), -1});
+      }
+      size_t i = 0;
+      for (const auto& [key, value] : props->items())
+        n.properties[i++].value = compile(value, where + "/properties/" + key);
+    }
+    if (const auto req = s.find("required"); req != s.end()) {
+      if (!req->is_array()) fail(where + "/required", "expected an array of property names");
+      for (const Json& k : *req) {
+        if (!k.is_string() || !index.contains(k.get<std::string>()))
+          fail(where + "/required", k.dump() + " is not one of the properties");
+        n.required |= uint64_t{1} << index[k.get<std::string>()];
+      }
+    }
+    if (n.properties.empty()) {  // free keys; with listed properties, only those (strict mode)
+      const auto extra = s.find("additionalProperties");
+      if (extra == s.end() || (extra->is_boolean() && extra->get<bool>()))
+        n.additional = JsonGrammar::kAny;
+      else if (!extra->is_boolean())
+        n.additional = compile(*extra, where + "/additionalProperties");
+      // false: only {}
+    }
+    return add(std::move(n));
+  }
+
+  int32_t array(const Json& s, const std::string& where) {
+    const auto [lo, hi] = bounds(s, "minItems", "maxItems", where);
+    const auto items = s.find("items");
+    const int32_t item = items == s.end() ? JsonGrammar::kAny : compile(*items, where + "/items");
+    return add({.kind = Kind::Array, .items = item, .min_count = lo, .max_count = hi});
+  }
+
+  int32_t string(const Json& s, const std::string& where) {
+    const auto [lo, hi] = bounds(s, "minLength", "maxLength", where);
+    if (lo == 0 && hi < 0) return JsonGrammar::kString;
+    return add({.kind = Kind::String, .min_count = lo, .max_count = hi});
+  }
+
+  JsonGrammar& g_;
+  const Json& root_;
+  std::map<std::string, int32_t> refs_;
+};
+
+std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(const Json& schema) {
+  auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
+  g->root_ = JsonSchemaCompiler(*g, schema).compile(schema, "");
+  return g;
+}
+
+}  // namespace tessera::infer

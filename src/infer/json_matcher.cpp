@@ -1,0 +1,416 @@
+// JsonMatcher: a pushdown recognizer over bytes. Each alternative (thread) is a stack of frames:
+// a value about to start, an object, array, string, number or literal (enum, const, true, false,
+// null, or an object's known keys) in progress. A frame that finishes pops itself; its parent
+// already says what may follow (an object waiting for its colon, an array for ',' or ']').
+// Numbers, and literals one of which extends another (enum [1, 12]), learn they ended only from
+// the next byte: they pop and hand that byte to their parent.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "tessera/core/error.h"
+#include "tessera/infer/structured_output.h"
+
+namespace tessera::infer {
+
+namespace {
+
+using Frame = JsonMatcher::Frame;
+using Kind = JsonGrammar::Kind;
+
+enum FrameKind : uint8_t { kValue, kObject, kArray, kString, kNumber, kLiteral };
+enum ObjectState : uint8_t { kObjectOpen, kObjectColon, kObjectAfterValue, kObjectComma };
+enum ArrayState : uint8_t { kArrayOpen, kArrayAfterValue, kArrayComma };
+// A string's body, after a backslash, or with 1..4 hex digits of \uXXXX left (state 1 + left).
+enum StringState : uint8_t { kStringBody, kStringEscape };
+enum NumberState : uint8_t {
+  kNumberStart,
+  kNumberMinus,
+  kNumberZero,
+  kNumberInt,
+  kNumberDot,
+  kNumberFrac,
+  kNumberExp,
+  kNumberExpSign,
+  kNumberExpDigit
+};
+
+constexpr uint8_t kMaxWhitespace = 16;
+constexpr uint32_t kMaxNumberChars = 32, kMaxExponentDigits = 2;
+constexpr size_t kMaxDepth = 64, kMaxThreads = 64;
+constexpr int kMaxUnionNesting = 16;  // a $ref cycle without a value in between ends here
+
+bool is_whitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+bool number_accepting(uint8_t state) {
+  return state == kNumberZero || state == kNumberInt || state == kNumberFrac ||
+         state == kNumberExpDigit;
+}
+
+// The number state after c, or -1.
+int number_next(uint8_t state, uint8_t c, bool integer) {
+  const bool digit = is_digit(c);
+  switch (state) {
+    case kNumberStart:
+      return c == '-' ? kNumberMinus : c == '0' ? kNumberZero : digit ? kNumberInt : -1;
+    case kNumberMinus:
+      return c == '0' ? kNumberZero : digit ? kNumberInt : -1;
+    case kNumberZero:
+    case kNumberInt:
+      if (digit && state == kNumberInt) return kNumberInt;
+      if (integer) return -1;
+      return c == '.' ? kNumberDot : (c == 'e' || c == 'E') ? kNumberExp : -1;
+    case kNumberDot:
+      return digit ? kNumberFrac : -1;
+    case kNumberFrac:
+      return digit ? kNumberFrac : (!integer && (c == 'e' || c == 'E')) ? kNumberExp : -1;
+    case kNumberExp:
+      return (c == '+' || c == '-') ? kNumberExpSign : digit ? kNumberExpDigit : -1;
+    case kNumberExpSign:
+    case kNumberExpDigit:
+      return digit ? kNumberExpDigit : -1;
+    default:
+      return -1;
+  }
+}
+
+// The texts a literal frame chooses among.
+const std::string& literal_text(const JsonGrammar& g, const Frame& f, int i) {
+  const JsonGrammar::Node& n = g.node(f.node);
+  return f.is_key ? n.properties[static_cast<size_t>(i)].key : n.literals[static_cast<size_t>(i)];
+}
+
+uint64_t all_bits(size_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
+
+}  // namespace
+
+// Feeds one byte to a thread's stack and emits each state it can lead to into a matcher.
+class JsonStepper {
+ public:
+  JsonStepper(const JsonGrammar& g, JsonMatcher& out) : g_(g), out_(out) {}
+
+  void feed(std::vector<Frame>& s, uint8_t whitespace, uint8_t c, int unions = 0) {
+    if (s.empty()) return;  // the value is complete: nothing may follow
+    Frame& f = s.back();
+    const bool white = is_whitespace(c);
+    switch (f.kind) {
+      case kValue:
+        if (white) return skip_whitespace(s, whitespace);
+        return start_value(s, whitespace, c, unions);
+      case kObject:
+        if (white) return skip_whitespace(s, whitespace);
+        return object(s, c);
+      case kArray:
+        if (white) return skip_whitespace(s, whitespace);
+        return array(s, whitespace, c);
+      case kString:
+        return string(s, c);
+      case kNumber: {
+        const int next = number_next(f.state, c, g_.node(f.node).kind == Kind::Integer);
+        // Only into a state the bound lets finish: '-', '.', 'e' and its sign need a digit after.
+        const uint32_t room = next >= 0 && number_accepting(static_cast<uint8_t>(next)) ? 1 : 2;
+        // At most 2 exponent digits: every number stays within a double's range.
+        const bool exponent_full = next == kNumberExpDigit && f.bits == kMaxExponentDigits;
+        if (next >= 0 && f.count + room <= kMaxNumberChars && !exponent_full) {
+          if (next == kNumberExpDigit) ++f.bits;
+          f.state = static_cast<uint8_t>(next);
+          ++f.count;
+          return emit(s);
+        }
+        if (!number_accepting(f.state)) return;
+        s.pop_back();  // the number ended before c
+        return feed(s, whitespace, c);
+      }
+      case kLiteral:
+        return literal(s, whitespace, c);
+      default:
+        return;
+    }
+  }
+
+ private:
+  void emit(const std::vector<Frame>& s, uint8_t whitespace = 0) {
+    out_.push_thread(s, whitespace);
+  }
+
+  void skip_whitespace(const std::vector<Frame>& s, uint8_t whitespace) {
+    if (whitespace < kMaxWhitespace) emit(s, static_cast<uint8_t>(whitespace + 1));
+  }
+
+  bool push(std::vector<Frame>& s, Frame f) {
+    if (s.size() >= kMaxDepth) return false;
+    s.push_back(f);
+    return true;
+  }
+
+  void start_value(std::vector<Frame>& s, uint8_t whitespace, uint8_t c, int unions) {
+    Frame& f = s.back();
+    const JsonGrammar::Node& n = g_.node(f.node);
+    switch (n.kind) {
+      case Kind::Union:
+        if (unions >= kMaxUnionNesting) return;
+        for (int32_t alt : n.alternatives) {
+          std::vector<Frame> t = s;
+          t.back().node = alt;
+          feed(t, whitespace, c, unions + 1);
+        }
+        return;
+      case Kind::Any: {
+        const int32_t node = c == '{'                  ? JsonGrammar::kAnyObject
+                             : c == '['                ? JsonGrammar::kAnyArray
+                             : c == '"'                ? JsonGrammar::kString
+                             : c == '-' || is_digit(c) ? JsonGrammar::kNumber
+                             : c == 't' || c == 'f'    ? JsonGrammar::kBoolean
+                             : c == 'n'                ? JsonGrammar::kNull
+                                                       : -1;
+        if (node < 0) return;
+        f.node = node;
+        return start_value(s, whitespace, c, unions);
+      }
+      case Kind::Object:
+        if (c != '{') return;
+        f = Frame{.node = f.node, .kind = kObject, .state = kObjectOpen};
+        return emit(s);
+      case Kind::Array:
+        if (c != '[') return;
+        f = Frame{.node = f.node, .kind = kArray, .state = kArrayOpen};
+        return emit(s);
+      case Kind::String:
+        if (c != '"') return;
+        f = Frame{.node = f.node, .kind = kString, .state = kStringBody};
+        return emit(s);
+      case Kind::Number:
+      case Kind::Integer:
+        f = Frame{.node = f.node, .kind = kNumber, .state = kNumberStart};
+        return feed(s, whitespace, c);
+      case Kind::Literals:
+        f = Frame{.node = f.node, .kind = kLiteral, .bits = all_bits(n.literals.size())};
+        return feed(s, whitespace, c);
+    }
+  }
+
+  void object(std::vector<Frame>& s, uint8_t c) {
+    Frame& f = s.back();
+    const JsonGrammar::Node& n = g_.node(f.node);
+    const bool complete = (n.required & ~f.bits) == 0;
+    const uint64_t unseen = all_bits(n.properties.size()) & ~f.bits;
+    switch (f.state) {
+      case kObjectOpen:
+      case kObjectComma:
+        if (c == '}' && f.state == kObjectOpen && complete) {
+          s.pop_back();
+          return emit(s);
+        }
+        if (c != '"') return;
+        if (!n.properties.empty()) {
+          if (unseen == 0) return;
+          f.state = kObjectColon;
+          if (!push(s, Frame{.node = s.back().node, .kind = kLiteral, .is_key = 1, .bits = unseen}))
+            return;
+          return feed(s, 0, c);
+        }
+        if (n.additional < 0) return;  // additionalProperties false: only {}
+        f.state = kObjectColon;
+        f.pending = n.additional;
+        if (!push(s, Frame{.node = JsonGrammar::kString, .kind = kString, .state = kStringBody}))
+          return;
+        return emit(s);
+      case kObjectColon:
+        if (c != ':') return;
+        f.state = kObjectAfterValue;
+        if (!push(s, Frame{.node = f.pending, .kind = kValue})) return;
+        return emit(s);
+      case kObjectAfterValue:
+        if (c == ',' && (unseen != 0 || n.additional >= 0)) {
+          f.state = kObjectComma;
+          return emit(s);
+        }
+        if (c == '}' && complete) {
+          s.pop_back();
+          return emit(s);
+        }
+        return;
+      default:
+        return;
+    }
+  }
+
+  void array(std::vector<Frame>& s, uint8_t whitespace, uint8_t c) {
+    Frame& f = s.back();
+    const JsonGrammar::Node& n = g_.node(f.node);
+    const bool closable = static_cast<int64_t>(f.count) >= n.min_count;
+    const bool room = n.max_count < 0 || static_cast<int64_t>(f.count) < n.max_count;
+    if (f.state == kArrayAfterValue) {
+      if (c == ',' && room) {
+        f.state = kArrayComma;
+        emit(s);
+      } else if (c == ']' && closable) {
+        s.pop_back();
+        emit(s);
+      }
+      return;
+    }
+    if (c == ']' && f.state == kArrayOpen && closable) {
+      s.pop_back();
+      return emit(s);
+    }
+    if (!room) return;
+    f.state = kArrayAfterValue;
+    ++f.count;
+    if (!push(s, Frame{.node = n.items, .kind = kValue})) return;
+    feed(s, whitespace, c);
+  }
+
+  void string(std::vector<Frame>& s, uint8_t c) {
+    Frame& f = s.back();
+    const JsonGrammar::Node& n = g_.node(f.node);
+    // A character counts at its first byte (an escape at its backslash), so a string at its
+    // maximum length cannot start one it could not finish.
+    auto count_char = [&] {
+      ++f.count;
+      return n.max_count < 0 || static_cast<int64_t>(f.count) <= n.max_count;
+    };
+    if (f.state == kStringBody) {
+      if (c == '"') {
+        if (static_cast<int64_t>(f.count) < n.min_count) return;
+        s.pop_back();
+        return emit(s);
+      }
+      if (c == '\\') {
+        if (!count_char()) return;
+        f.state = kStringEscape;
+        return emit(s);
+      }
+      if (c < 0x20) return;
+      // A UTF-8 continuation byte adds no character.
+      if ((c & 0xC0) != 0x80 && !count_char()) return;
+      return emit(s);
+    }
+    if (f.state == kStringEscape) {
+      if (c == 'u') {
+        f.state = kStringEscape + 4;
+        return emit(s);
+      }
+      if (!std::strchr("\"\\/bfnrt", c) || c == 0) return;
+      f.state = kStringBody;
+      return emit(s);
+    }
+    if (!is_hex(c)) return;  // \u with hex digits left
+    if (--f.state == kStringEscape) f.state = kStringBody;
+    emit(s);
+  }
+
+  void literal(std::vector<Frame>& s, uint8_t whitespace, uint8_t c) {
+    Frame& f = s.back();
+    uint64_t next = 0;
+    int ended = -1, ends_now = -1;  // a candidate complete before c; one c completes
+    bool longer = false;            // some candidate goes on after c
+    for (uint64_t bits = f.bits; bits != 0; bits &= bits - 1) {
+      const int i = std::countr_zero(bits);
+      const std::string& t = literal_text(g_, f, i);
+      if (f.count == t.size()) {
+        if (ended < 0) ended = i;
+      } else if (static_cast<uint8_t>(t[f.count]) == c) {
+        next |= uint64_t{1} << i;
+        if (t.size() == f.count + 1) {
+          if (ends_now < 0) ends_now = i;
+        } else {
+          longer = true;
+        }
+      }
+    }
+    if (next != 0) {
+      f.bits = next;
+      ++f.count;
+      if (ends_now >= 0 && !longer) finish_literal(s, ends_now);
+      return emit(s);
+    }
+    if (ended < 0) return;
+    finish_literal(s, ended);
+    feed(s, whitespace, c);
+  }
+
+  // Pops a literal that matched candidate i; a key tells its object which property follows.
+  void finish_literal(std::vector<Frame>& s, int i) {
+    const Frame f = s.back();
+    s.pop_back();
+    if (!f.is_key) return;
+    Frame& object = s.back();
+    object.pending = g_.node(f.node).properties[static_cast<size_t>(i)].value;
+    object.bits |= uint64_t{1} << i;
+  }
+
+  const JsonGrammar& g_;
+  JsonMatcher& out_;
+};
+
+JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar)
+    : grammar_(std::move(grammar)) {
+  TESSERA_CHECK(grammar_ != nullptr, ValueError, "[JsonMatcher] expected a grammar, got null");
+  const Frame root{.node = grammar_->root(), .kind = kValue};
+  push_thread({&root, 1}, 0);
+}
+
+void JsonMatcher::push_thread(std::span<const Frame> frames, uint8_t whitespace) {
+  if (threads_.size() >= kMaxThreads) return;
+  for (const Thread& t : threads_)  // the same state reached twice (anyOf branches that agree)
+    if (t.whitespace == whitespace && t.end - t.begin == frames.size() &&
+        std::equal(frames.begin(), frames.end(), frames_.begin() + t.begin))
+      return;
+  const auto begin = static_cast<uint32_t>(frames_.size());
+  frames_.insert(frames_.end(), frames.begin(), frames.end());
+  threads_.push_back({begin, static_cast<uint32_t>(frames_.size()), whitespace});
+}
+
+bool JsonMatcher::step_into(uint8_t c, JsonMatcher& out) const {
+  if (out.grammar_ != grammar_) out.grammar_ = grammar_;
+  out.frames_.clear();
+  out.threads_.clear();
+  thread_local std::vector<Frame> work;
+  JsonStepper stepper(*grammar_, out);
+  for (const Thread& t : threads_) {
+    work.assign(frames_.begin() + t.begin, frames_.begin() + t.end);
+    stepper.feed(work, is_whitespace(c) ? t.whitespace : 0, c);
+  }
+  return !out.threads_.empty();
+}
+
+bool JsonMatcher::advance(std::string_view bytes) {
+  JsonMatcher cur = *this, next(grammar_);
+  for (char c : bytes) {
+    if (!cur.step_into(static_cast<uint8_t>(c), next)) return false;
+    std::swap(cur, next);
+  }
+  *this = std::move(cur);
+  return true;
+}
+
+bool JsonMatcher::accepting() const {
+  for (const Thread& t : threads_) {
+    if (t.begin == t.end) return true;
+    if (t.end - t.begin != 1) continue;
+    const Frame& f = frames_[t.begin];
+    if (f.kind == kNumber && number_accepting(f.state)) return true;
+    if (f.kind == kLiteral)
+      for (uint64_t bits = f.bits; bits != 0; bits &= bits - 1)
+        if (literal_text(*grammar_, f, std::countr_zero(bits)).size() == f.count) return true;
+  }
+  return false;
+}
+
+bool JsonMatcher::terminated() const {
+  return !threads_.empty() && std::all_of(threads_.begin(), threads_.end(),
+                                          [](const Thread& t) { return t.begin == t.end; });
+}
+
+bool JsonMatcher::in_free_string() const {
+  return std::all_of(threads_.begin(), threads_.end(), [&](const Thread& t) {
+    if (t.begin == t.end) return false;
+    const Frame& f = frames_[t.end - 1];
+    return f.kind == kString && f.state == kStringBody && grammar_->node(f.node).max_count < 0;
+  });
+}
+
+}  // namespace tessera::infer

@@ -1,0 +1,102 @@
+// TokenMasker: the vocabulary as a pre-order byte trie, walked with one matcher state per depth.
+#include <algorithm>
+#include <numeric>
+
+#include "tessera/core/error.h"
+#include "tessera/infer/structured_output.h"
+
+namespace tessera::infer {
+
+namespace {
+
+// Bytes that end or escape a JSON string, or may not stand in one.
+bool plain_string_bytes(std::string_view b) {
+  return !b.empty() && std::none_of(b.begin(), b.end(), [](char ch) {
+    const auto c = static_cast<uint8_t>(ch);
+    return c == '"' || c == '\\' || c < 0x20;
+  });
+}
+
+}  // namespace
+
+void TokenMasker::Trie::build(const std::vector<std::string>& bytes,
+                              const std::vector<int32_t>& ids) {
+  token_order = ids;
+  std::stable_sort(token_order.begin(), token_order.end(),
+                   [&](int32_t a, int32_t b) { return bytes[a] < bytes[b]; });
+  std::vector<uint32_t> path;  // the nodes of the last token's bytes
+  auto close_to = [&](size_t depth) {
+    for (; path.size() > depth; path.pop_back())
+      subtree_end[path.back()] = static_cast<uint32_t>(byte.size());
+  };
+  for (size_t pos = 0; pos < token_order.size(); ++pos) {
+    const std::string& b = bytes[static_cast<size_t>(token_order[pos])];
+    size_t common = 0;
+    while (common < path.size() && common < b.size() &&
+           byte[path[common]] == static_cast<uint8_t>(b[common]))
+      ++common;
+    close_to(common);
+    for (size_t k = common; k < b.size(); ++k) {
+      path.push_back(static_cast<uint32_t>(byte.size()));
+      byte.push_back(static_cast<uint8_t>(b[k]));
+      depth.push_back(static_cast<uint16_t>(k + 1));
+      max_depth = std::max(max_depth, depth.back());
+      subtree_end.push_back(0);
+      tokens_begin.push_back(0);
+      tokens_end.push_back(0);
+    }
+    // Tokens with the same bytes sort together: a node's tokens are one range of token_order.
+    const uint32_t node = path.back();
+    if (tokens_begin[node] == tokens_end[node]) tokens_begin[node] = static_cast<uint32_t>(pos);
+    tokens_end[node] = static_cast<uint32_t>(pos + 1);
+  }
+  close_to(0);
+}
+
+TokenMasker::TokenMasker(const tokenizers::Tokenizer& tokenizer,
+                         std::span<const int32_t> excluded) {
+  const int64_t V = tokenizer.vocab_size();
+  token_bytes_.resize(static_cast<size_t>(V));
+  plain_.assign(static_cast<size_t>(V), 0);
+  std::vector<int32_t> all, special;
+  for (int32_t t = 0; t < V; ++t) {
+    if (std::find(excluded.begin(), excluded.end(), t) != excluded.end()) continue;
+    std::string b = tokenizer.token_to_string(t);
+    if (b.empty() || b.size() > UINT16_MAX) continue;
+    plain_[t] = plain_string_bytes(b);
+    all.push_back(t);
+    if (!plain_[t]) special.push_back(t);
+    token_bytes_[static_cast<size_t>(t)] = std::move(b);
+  }
+  all_.build(token_bytes_, all);
+  special_.build(token_bytes_, special);
+}
+
+void TokenMasker::walk(const Trie& trie, const JsonMatcher& matcher,
+                       std::vector<uint8_t>& allowed) const {
+  if (scratch_.size() < trie.max_depth + 1u) scratch_.resize(trie.max_depth + 1u, matcher);
+  scratch_[0] = matcher;
+  // Node i's parent is the last node visited one level up, whose state scratch_ still holds.
+  for (size_t i = 0, n = trie.byte.size(); i < n;) {
+    const uint16_t d = trie.depth[i];
+    if (!scratch_[d - 1].step_into(trie.byte[i], scratch_[d])) {
+      i = trie.subtree_end[i];
+      continue;
+    }
+    for (uint32_t k = trie.tokens_begin[i]; k < trie.tokens_end[i]; ++k)
+      allowed[static_cast<size_t>(trie.token_order[k])] = 1;
+    ++i;
+  }
+}
+
+void TokenMasker::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const {
+  if (matcher.in_free_string()) {
+    allowed = plain_;
+    walk(special_, matcher, allowed);
+  } else {
+    allowed.assign(plain_.size(), 0);
+    walk(all_, matcher, allowed);
+  }
+}
+
+}  // namespace tessera::infer

@@ -1,0 +1,230 @@
+// Structured output: JSON Schema compilation, the byte-level matcher (what it accepts, refuses
+// and when a value is complete), and the token masker's trie walk against trying every token.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tessera/core/error.h"
+#include "tessera/infer/structured_output.h"
+#include "tessera/tokenizers/char_tokenizer.h"
+#include "tessera/tokenizers/gpt2_tokenizer.h"
+#include "testing/expect_error.h"
+#include "testing/shared_data.h"
+
+namespace tessera {
+namespace {
+
+using infer::JsonGrammar;
+using infer::JsonMatcher;
+using Json = nlohmann::json;
+
+std::shared_ptr<const JsonGrammar> schema(const char* text) {
+  return JsonGrammar::from_schema(Json::parse(text));
+}
+
+// Whether the whole text is one complete value of the grammar.
+bool matches(const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
+  JsonMatcher m(g);
+  return m.advance(text) && m.accepting();
+}
+
+// Whether text is a prefix of some value of the grammar.
+bool prefix(const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
+  JsonMatcher m(g);
+  return m.advance(text);
+}
+
+const char* kPerson = R"({
+  "type": "object",
+  "title": "person",
+  "properties": {
+    "name": {"type": "string", "description": "full name"},
+    "age": {"type": "integer"},
+    "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
+    "score": {"type": ["number", "null"]}
+  },
+  "required": ["name", "age"]
+})";
+
+TEST(JsonMatcher, AnyObjectTakesJsonObjectsOnly) {
+  const auto g = JsonGrammar::any_object();
+  for (const char* ok : {"{}", R"({"a": [1, -2.5e3, 0.0, 1E+2, true, false, null], "b": {}})",
+                         "{\n  \"x\\u00e9\\\"y\": \"caf\xc3\xa9\\n\"\n}", R"({"a":{"b":[[]]}})"}) {
+    JsonMatcher m(g);
+    EXPECT_TRUE(m.advance(ok)) << ok;
+    EXPECT_TRUE(m.accepting()) << ok;
+    EXPECT_TRUE(m.terminated()) << ok;
+  }
+  for (const char* bad : {"[1]", "1", "\"s\"", R"({"a" 1})", R"({"a":01})", "{,}", R"({"a":1,})",
+                          "{} ", R"({"a":tru})", R"({"a":"\x"})", "{\"a\":\"\n\"}", R"({"a":-})",
+                          R"({"a":1.})", R"({"a":1e})", R"({'a':1})"})
+    EXPECT_FALSE(matches(g, bad)) << bad;
+  JsonMatcher open(g);
+  EXPECT_TRUE(open.advance(R"({"a": [1, )"));
+  EXPECT_FALSE(open.accepting());
+  EXPECT_FALSE(open.terminated());
+}
+
+TEST(JsonMatcher, FailedAdvanceLeavesTheStateUnchanged) {
+  JsonMatcher m(JsonGrammar::any_object());
+  ASSERT_TRUE(m.advance(R"({"a":)"));
+  EXPECT_FALSE(m.advance("}"));
+  EXPECT_TRUE(m.advance("2}"));
+  EXPECT_TRUE(m.terminated());
+}
+
+TEST(JsonMatcher, ObjectsHoldTheirPropertiesOnceAndTheRequiredOnes) {
+  const auto g = schema(kPerson);
+  EXPECT_TRUE(matches(g, R"({"name": "x", "age": 3})"));
+  EXPECT_TRUE(matches(g, R"({"age":-3,"tags":["b","a"],"name":"","score":null})"));
+  EXPECT_TRUE(matches(g, R"({"age": 0, "name": "x", "score": 2.5e-3})"));
+  EXPECT_TRUE(prefix(g, R"({"name": "x")"));
+  EXPECT_FALSE(prefix(g, R"({"name": "x"})")) << "age is required";
+  EXPECT_FALSE(prefix(g, R"({"nick")")) << "not a property";
+  EXPECT_FALSE(prefix(g, R"({"name": "x", "name")")) << "twice";
+  EXPECT_FALSE(prefix(g, R"({"age": 3.)")) << "an integer";
+  EXPECT_FALSE(prefix(g, R"({"age": "3")"));
+  EXPECT_FALSE(prefix(g, R"({"tags": ["a", "c")"));
+  EXPECT_FALSE(prefix(g, R"({"tags": ["a", "b", )")) << "maxItems 2";
+  EXPECT_FALSE(prefix(g, R"({"score": true)"));
+  EXPECT_FALSE(prefix(g, "[")) << "the root is an object";
+  // Once every property is there, only the end may follow.
+  EXPECT_FALSE(prefix(g, R"({"name":"x","age":1,"tags":[],"score":1,)"));
+}
+
+TEST(JsonMatcher, LiteralsThatExtendOthersEndAtTheNextByte) {
+  const auto g = schema(R"({"enum": [1, 12, "x", {"k": [true]}]})");
+  JsonMatcher one(g);
+  ASSERT_TRUE(one.advance("1"));
+  EXPECT_TRUE(one.accepting());
+  EXPECT_FALSE(one.terminated()) << "12 may follow";
+  ASSERT_TRUE(one.advance("2"));
+  EXPECT_TRUE(one.terminated());
+  EXPECT_FALSE(prefix(g, "13"));
+  EXPECT_TRUE(matches(g, R"("x")"));
+  EXPECT_TRUE(matches(g, R"({"k":[true]})")) << "enum values are matched in compact form";
+  const auto in_array = schema(R"({"type": "array", "items": {"enum": [1, 12]}})");
+  EXPECT_TRUE(matches(in_array, "[1,12,1]"));
+  EXPECT_FALSE(prefix(in_array, "[13"));
+  EXPECT_TRUE(matches(schema(R"({"const": "on"})"), R"("on")"));
+  EXPECT_FALSE(prefix(schema(R"({"const": "on"})"), R"("of)"));
+}
+
+TEST(JsonMatcher, AnyOfFollowsEveryBranch) {
+  const auto g = schema(R"({"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer"},
+                                      {"type": "object", "properties": {"a": {"type": "null"}}}]})");
+  EXPECT_TRUE(matches(g, R"("a")"));
+  EXPECT_FALSE(prefix(g, R"("ab)"));
+  EXPECT_TRUE(matches(g, "-12"));
+  EXPECT_TRUE(matches(g, R"({"a": null})"));
+  EXPECT_FALSE(prefix(g, "true"));
+  EXPECT_TRUE(matches(schema(R"({"type": "string", "nullable": true})"), "null"));
+}
+
+TEST(JsonMatcher, RefsResolveRecursively) {
+  const auto g = schema(R"({
+    "$defs": {"node": {"type": "object",
+                       "properties": {"v": {"type": "integer"},
+                                      "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                       "required": ["v"]}},
+    "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(matches(g, R"({"v": 1, "children": [{"v": 2, "children": [{"v": 3}]}, {"v": 4}]})"));
+  EXPECT_FALSE(prefix(g, R"({"v": 1, "children": [{})")) << "v is required inside too";
+  EXPECT_FALSE(prefix(g, R"({"v": 1, "children": [{"w")"));
+  // A reference cycle with no value in between matches nothing, and does not hang.
+  EXPECT_FALSE(
+      prefix(schema(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"), "1"));
+}
+
+TEST(JsonMatcher, StringLengthsCountCharactersNotBytes) {
+  const auto g = schema(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  EXPECT_TRUE(matches(g, "\"\xc3\xa9\\n\""));  // 2 characters, 4 bytes of text
+  EXPECT_TRUE(matches(g, R"("a\u00e9b")"));
+  EXPECT_FALSE(prefix(g, R"("a")")) << "minLength 2";
+  EXPECT_FALSE(prefix(g, R"("abcd)")) << "maxLength 3";
+  EXPECT_FALSE(prefix(g, R"("abc\)")) << "an escape that would be the fourth character";
+}
+
+TEST(JsonMatcher, WhitespaceRunsAreBounded) {
+  const auto g = JsonGrammar::any_object();
+  EXPECT_TRUE(prefix(g, "{" + std::string(16, ' ')));
+  EXPECT_FALSE(prefix(g, "{" + std::string(17, ' ')));
+  EXPECT_TRUE(matches(g, "{" + std::string(16, '\n') + "\"a\"" + std::string(16, ' ') + ":1}"));
+  EXPECT_FALSE(prefix(g, R"({"a":1)" + std::string(40, '0')));  // numbers are bounded too
+  EXPECT_TRUE(matches(g, R"({"a":1e-99})"));
+  EXPECT_FALSE(prefix(g, R"({"a":1e999)"));
+  // 31 characters: a '.' or 'e' would leave no room for the digit it needs.
+  EXPECT_TRUE(matches(g, R"({"a":)" + std::string(31, '1') + "}"));
+  EXPECT_FALSE(prefix(g, R"({"a":)" + std::string(31, '1') + "."));
+  EXPECT_TRUE(matches(g, R"({"a":)" + std::string(30, '1') + ".1}"));
+}
+
+TEST(JsonGrammar, RefusesWhatItCannotGuaranteeNamingTheKeywordAndPlace) {
+  EXPECT_TESSERA_ERROR(schema(R"({"type": "string", "pattern": "^a"})"), ValueError,
+                       "unsupported JSON Schema keyword 'pattern' at #");
+  EXPECT_TESSERA_ERROR(schema(R"({"properties": {"x": {"type": "integer", "minimum": 0}}})"),
+                       ValueError, "'minimum' at #/properties/x");
+  EXPECT_TESSERA_ERROR(schema(R"({"type": "strin"})"), ValueError, "unknown type 'strin'");
+  EXPECT_TESSERA_ERROR(schema(R"({"properties": {"a": {}}, "required": ["b"]})"), ValueError,
+                       "\"b\" is not one of the properties");
+  EXPECT_TESSERA_ERROR(schema(R"({"$ref": "#/$defs/missing"})"), ValueError, "names nothing");
+  EXPECT_TESSERA_ERROR(schema(R"({"type": "array", "minItems": 3, "maxItems": 2})"), ValueError,
+                       "maxItems is below minItems");
+  EXPECT_TESSERA_ERROR(schema("false"), ValueError, "matches nothing");
+  EXPECT_TESSERA_ERROR(schema("[]"), ValueError, "must be an object or a boolean");
+  // Annotations are not validation: accepted and ignored.
+  EXPECT_TRUE(
+      matches(schema(R"({"type": "string", "format": "date-time", "default": "x"})"), R"("x")"));
+}
+
+// The masker's allowed set equals trying each token's bytes on a copy of the matcher.
+void expect_mask_matches_every_token(const tokenizers::Tokenizer& tok,
+                                     const std::shared_ptr<const JsonGrammar>& g,
+                                     std::string_view text, std::span<const int32_t> excluded) {
+  infer::TokenMasker masker(tok, excluded);
+  JsonMatcher m(g);
+  std::vector<uint8_t> allowed;
+  int64_t checked = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i > 0) ASSERT_TRUE(m.advance(text.substr(i - 1, 1))) << text.substr(0, i);
+    masker.allowed_tokens(m, allowed);
+    ASSERT_EQ(allowed.size(), static_cast<size_t>(tok.vocab_size()));
+    int64_t n = 0;
+    for (int32_t t = 0; t < tok.vocab_size(); ++t) {
+      const std::string b = std::find(excluded.begin(), excluded.end(), t) != excluded.end()
+                                ? ""
+                                : tok.token_to_string(t);
+      JsonMatcher copy = m;
+      const bool want = !b.empty() && copy.advance(b);
+      ASSERT_EQ(allowed[t] != 0, want)
+          << "token " << t << " '" << b << "' after '" << text.substr(0, i) << "'";
+      n += want;
+    }
+    checked += n;
+    if (i < text.size()) EXPECT_GT(n, 0) << "the text's own next byte is a token";
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(TokenMasker, AllowsExactlyTheTokensThatKeepTheMatcherInsideCharTokens) {
+  const std::string text =
+      R"({"name": "J\u00e9 \"o\"", "age": 42, "tags": ["a"], "score": -1.5e2})";
+  tokenizers::CharTokenizer tok(text + "xyz0123456789{}[],:\"\\ \nbtrufalsenm");
+  expect_mask_matches_every_token(tok, schema(kPerson), text, {});
+}
+
+TEST(TokenMasker, AllowsExactlyTheTokensThatKeepTheMatcherInsideGpt2) {
+  const std::filesystem::path dir = testing::shared_data_path("gpt2");
+  if (!std::filesystem::exists(dir / "encoder.json"))
+    GTEST_SKIP() << "shared test data missing: " << dir;
+  const auto tok = tokenizers::GPT2Tokenizer::from_directory(dir.string());
+  const int32_t eos = *tok->eos_id();
+  // Prefixes in a string, a key, a number, an enum and between values.
+  expect_mask_matches_every_token(*tok, schema(kPerson),
+                                  R"({"name": "Al \"B\"", "age": 4, "tags": ["a"]})",
+                                  std::span(&eos, 1));
+}
+
+}  // namespace
+}  // namespace tessera
