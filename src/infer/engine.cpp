@@ -116,6 +116,18 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
       if (id) special.push_back(*id);
     masker_ = std::make_unique<TokenMasker>(*tokenizer_, special);
   }
+  if (params.json_grammar) {  // some token must start the value (more than whitespace)
+    masker_->allowed_tokens(JsonMatcher(params.json_grammar), allowed_);
+    bool starts = false;
+    for (size_t t = 0; t < allowed_.size() && !starts; ++t)
+      starts =
+          allowed_[t] && masker_->bytes(static_cast<int32_t>(t)).find_first_not_of(" \t\n\r") !=
+                             std::string_view::npos;
+    TESSERA_CHECK(starts, ValueError,
+                  "[Engine.add_request] expected a tokenizer with tokens that start the JSON "
+                  "value; none of ",
+                  tokenizer_->name(), "'s does");
+  }
   Sequence s;
   s.id = next_id_++;
   s.arrival = s.id;

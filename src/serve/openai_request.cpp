@@ -7,6 +7,7 @@
 
 #include "serve/openai_json.h"
 #include "tessera/core/error.h"
+#include "tessera/infer/structured_output.h"
 #include "tessera/serve/openai.h"
 #include "tessera/tokenizers/chat_template.h"
 
@@ -114,7 +115,8 @@ const std::set<std::string>& known_fields(Endpoint ep) {
                                                  "logprobs",
                                                  "echo",
                                                  "best_of",
-                                                 "response_format"};
+                                                 "response_format",
+                                                 "logit_bias"};
   static const std::set<std::string> chat = [] {
     std::set<std::string> s = completions;
     s.erase("prompt");
@@ -125,18 +127,53 @@ const std::set<std::string>& known_fields(Endpoint ep) {
   return ep == Endpoint::Completions ? completions : chat;
 }
 
-// {"type": "text"} or nothing; structured output would need constrained decoding.
-void check_response_format(const Fields& f) {
+// The grammar of response_format: none for {"type": "text"}, any object for json_object, the
+// schema of {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}.
+std::shared_ptr<const infer::JsonGrammar> response_grammar(const Fields& f) {
   const Json* rf = f.get("response_format");
-  if (!rf) return;
+  if (!rf) return nullptr;
   if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
     throw bad("response_format", "'response_format' must be an object with a string 'type'");
   const std::string type = (*rf)["type"].get<std::string>();
-  if (type == "json_object" || type == "json_schema")
-    throw bad("response_format", "response_format type '" + type +
-                                     "' is not supported (tessera has no constrained decoding); "
-                                     "use {\"type\": \"text\"}");
-  if (type != "text") throw bad("response_format", "unknown response_format type '" + type + "'");
+  if (type == "text") return nullptr;
+  if (type == "json_object") return infer::JsonGrammar::any_object();
+  if (type != "json_schema")
+    throw bad("response_format", "unknown response_format type '" + type + "'");
+  const auto spec = rf->find("json_schema");
+  if (spec == rf->end() || !spec->is_object() || !spec->contains("schema"))
+    throw bad("response_format",
+              "response_format json_schema must be {\"type\": \"json_schema\", \"json_schema\": "
+              "{\"name\": ..., \"schema\": {...}}}");
+  try {
+    return infer::JsonGrammar::from_schema((*spec)["schema"]);
+  } catch (const ValueError& e) {
+    throw bad("response_format", e.what());
+  }
+}
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const Fields& f, int64_t vocab) {
+  const Json* lb = f.get("logit_bias");
+  if (!lb) return {};
+  if (!lb->is_object())
+    throw bad("logit_bias", std::string("'logit_bias' must be an object, got ") + type_name(*lb));
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : lb->items()) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != key.size() || id < 0 || id >= vocab)
+      throw bad("logit_bias", tessera::detail::str("'logit_bias' keys must be token ids in [0, ",
+                                                   vocab, "), got '", key, "'"));
+    if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+      throw bad("logit_bias", "'logit_bias' values must be numbers in [-100, 100], got " +
+                                  value.dump() + " for token " + key);
+    out.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return out;
 }
 
 // n, best_of and logprobs into r.
@@ -177,7 +214,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   r.model = served_model(f, limits);
   if (const Json* u = f.get("user"); u && !u->is_string())
     throw bad("user", std::string("'user' must be a string, got ") + type_name(*u));
-  check_response_format(f);
+  r.params.json_grammar = response_grammar(f);
 
   const char* prompt_param = endpoint == Endpoint::Completions ? "prompt" : "messages";
   if (endpoint == Endpoint::Completions) {
@@ -222,6 +259,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   sp.presence_penalty = f.number("presence_penalty", -2.0, 2.0, 0.0);
   sp.frequency_penalty = f.number("frequency_penalty", -2.0, 2.0, 0.0);
   if (auto seed = f.integer("seed", INT64_MIN, INT64_MAX)) sp.seed = static_cast<uint64_t>(*seed);
+  sp.logit_bias = parse_logit_bias(f, limits.vocab_size);
 
   if (const Json* stop = f.get("stop")) {
     if (stop->is_string()) {

@@ -26,6 +26,7 @@ namespace {
 
 using Json = nlohmann::json;
 using serve::Endpoint;
+using testing::post_json;
 using testing::Stories;
 using testing::TestServer;
 
@@ -128,14 +129,23 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
        ""},
       {Endpoint::Completions, {{"prompt", p}, {"model", "gpt-4"}}, 404, "model", "model_not_found"},
       {Endpoint::ChatCompletions,
-       {{"messages", kChat}, {"response_format", {{"type", "json_object"}}}},
+       {{"messages", kChat}, {"response_format", {{"type", "json_schema"}}}},
        400,
        "response_format",
        ""},
       {Endpoint::ChatCompletions,
-       {{"messages", kChat}, {"response_format", {{"type", "json_schema"}}}},
+       {{"messages", kChat}, {"response_format", {{"type", "yaml"}}}},
        400,
        "response_format",
+       ""},
+      {Endpoint::Completions, {{"prompt", p}, {"logit_bias", {{"x", 1}}}}, 400, "logit_bias", ""},
+      {Endpoint::Completions, {{"prompt", p}, {"logit_bias", {{"512", 1}}}}, 400, "logit_bias", ""},
+      {Endpoint::Completions, {{"prompt", p}, {"logit_bias", {{"5", 101}}}}, 400, "logit_bias", ""},
+      {Endpoint::Completions, {{"prompt", p}, {"logit_bias", {{"5", "1"}}}}, 400, "logit_bias", ""},
+      {Endpoint::Completions,
+       {{"prompt", p}, {"logit_bias", Json::array()}},
+       400,
+       "logit_bias",
        ""},
       {Endpoint::Completions, {{"prompt", p}, {"max_tokens", 300}}, 400, "max_tokens", ""},
   };
@@ -146,10 +156,22 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
     EXPECT_EQ(e.code, c.code) << c.body.dump();
     if (c.status == 404) EXPECT_EQ(e.type, "invalid_request_error");
   }
-  EXPECT_NE(rejection(*s, Endpoint::ChatCompletions,
-                      {{"messages", kChat}, {"response_format", {{"type", "json_object"}}}})
-                .message.find("json_object"),
-            std::string::npos);
+  const Json pattern = {
+      {"type", "json_schema"},
+      {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}};
+  EXPECT_NE(
+      rejection(*s, Endpoint::ChatCompletions, {{"messages", kChat}, {"response_format", pattern}})
+          .message.find("unsupported JSON Schema keyword 'pattern' at #"),
+      std::string::npos);
+  // Accepted: the grammar and the biases reach the engine's parameters.
+  const serve::CompletionRequest r = parse(*s, Endpoint::ChatCompletions,
+                                           {{"messages", kChat},
+                                            {"response_format", {{"type", "json_object"}}},
+                                            {"logit_bias", {{"5", -100}, {"7", 2.5}}}});
+  EXPECT_NE(r.params.json_grammar, nullptr);
+  EXPECT_EQ(r.choice_params(1).json_grammar, r.params.json_grammar) << "every choice's";
+  EXPECT_EQ(r.params.sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {7, 2.5f}}));
 }
 
 // log_softmax in double, written out here.
@@ -218,21 +240,15 @@ TEST(OpenAILogprobs, EngineReportsRawLogSoftmaxOfTheModel) {
     for (const infer::RequestOutput& out : engine.step()) EXPECT_TRUE(out.logprobs.empty());
 }
 
-std::pair<int, Json> post(const TestServer& ts, const std::string& path, const Json& body) {
-  auto res = ts.client().Post(path, body.dump(), "application/json");
-  if (!res) return {-1, Json()};
-  return {res->status, Json::parse(res->body, nullptr, false)};
-}
-
 TEST(OpenAIServer, UnknownModelIs404ModelNotFound) {
   STORIES_OR_SKIP(s);
   TestServer ts(*s->model, s->tokenizer, {});
-  auto [status, body] = post(ts, "/v1/completions", {{"model", "nope"}, {"prompt", "a"}});
+  auto [status, body] = post_json(ts, "/v1/completions", {{"model", "nope"}, {"prompt", "a"}});
   EXPECT_EQ(status, 404);
   EXPECT_EQ(body["error"]["code"], "model_not_found");
   EXPECT_EQ(body["error"]["type"], "invalid_request_error");
-  auto [ok, good] =
-      post(ts, "/v1/completions", {{"model", "test-model"}, {"prompt", "a"}, {"max_tokens", 2}});
+  auto [ok, good] = post_json(ts, "/v1/completions",
+                              {{"model", "test-model"}, {"prompt", "a"}, {"max_tokens", 2}});
   EXPECT_EQ(ok, 200);
   EXPECT_EQ(good["model"], "test-model");
 }
@@ -247,17 +263,17 @@ TEST(OpenAIServer, NChoicesHaveOwnIndexAndSeedsAndBestOfRanksByLogprob) {
                      {"ignore_eos", true}};
   Json body = base;
   body["n"] = 3;
-  auto [status, r] = post(ts, "/v1/completions", body);
+  auto [status, r] = post_json(ts, "/v1/completions", body);
   ASSERT_EQ(status, 200) << r.dump();
   ASSERT_EQ(r["choices"].size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(r["choices"][i]["index"], i);
   EXPECT_NE(r["choices"][0]["token_ids"], r["choices"][1]["token_ids"]) << "seeds differ";
   EXPECT_EQ(r["usage"]["completion_tokens"], 36);
   // Reproducible: the same request again, and choice 1 is the seed + 1 single request.
-  EXPECT_EQ(post(ts, "/v1/completions", body).second["choices"], r["choices"]);
+  EXPECT_EQ(post_json(ts, "/v1/completions", body).second["choices"], r["choices"]);
   Json one = base;
   one["seed"] = 6;
-  EXPECT_EQ(post(ts, "/v1/completions", one).second["choices"][0]["token_ids"],
+  EXPECT_EQ(post_json(ts, "/v1/completions", one).second["choices"][0]["token_ids"],
             r["choices"][1]["token_ids"]);
 
   // Streamed: every choice's chunks carry its index and end with its own finish reason.
@@ -295,7 +311,7 @@ TEST(OpenAIServer, NChoicesHaveOwnIndexAndSeedsAndBestOfRanksByLogprob) {
   body = base;
   body["n"] = 3;
   body["logprobs"] = 0;
-  auto [s3, all] = post(ts, "/v1/completions", body);
+  auto [s3, all] = post_json(ts, "/v1/completions", body);
   ASSERT_EQ(s3, 200);
   double best = -INFINITY;
   for (const Json& ch : all["choices"]) {
@@ -305,7 +321,7 @@ TEST(OpenAIServer, NChoicesHaveOwnIndexAndSeedsAndBestOfRanksByLogprob) {
   }
   body["n"] = 1;
   body["best_of"] = 3;
-  auto [s1, top] = post(ts, "/v1/completions", body);
+  auto [s1, top] = post_json(ts, "/v1/completions", body);
   ASSERT_EQ(s1, 200) << top.dump();
   ASSERT_EQ(top["choices"].size(), 1u);
   double sum = 0;
@@ -317,13 +333,13 @@ TEST(OpenAIServer, NChoicesHaveOwnIndexAndSeedsAndBestOfRanksByLogprob) {
 TEST(OpenAIServer, LogprobsInChatAndLegacyShapes) {
   STORIES_OR_SKIP(s);
   TestServer ts(*s->model, s->tokenizer, {});
-  auto [cs, chat] = post(ts, "/v1/chat/completions",
-                         {{"messages", kChat},
-                          {"max_tokens", 5},
-                          {"temperature", 0},
-                          {"logprobs", true},
-                          {"top_logprobs", 3},
-                          {"ignore_eos", true}});
+  auto [cs, chat] = post_json(ts, "/v1/chat/completions",
+                              {{"messages", kChat},
+                               {"max_tokens", 5},
+                               {"temperature", 0},
+                               {"logprobs", true},
+                               {"top_logprobs", 3},
+                               {"ignore_eos", true}});
   ASSERT_EQ(cs, 200) << chat.dump();
   const Json& content = chat["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 5u);
@@ -339,12 +355,12 @@ TEST(OpenAIServer, LogprobsInChatAndLegacyShapes) {
   }
   EXPECT_EQ(text, chat["choices"][0]["message"]["content"]);
 
-  auto [ps, legacy] = post(ts, "/v1/completions",
-                           {{"prompt", "Once"},
-                            {"max_tokens", 4},
-                            {"temperature", 0},
-                            {"logprobs", 2},
-                            {"ignore_eos", true}});
+  auto [ps, legacy] = post_json(ts, "/v1/completions",
+                                {{"prompt", "Once"},
+                                 {"max_tokens", 4},
+                                 {"temperature", 0},
+                                 {"logprobs", 2},
+                                 {"ignore_eos", true}});
   ASSERT_EQ(ps, 200) << legacy.dump();
   const Json& lp = legacy["choices"][0]["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), 4u);
@@ -355,7 +371,7 @@ TEST(OpenAIServer, LogprobsInChatAndLegacyShapes) {
   EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
   EXPECT_TRUE(lp["top_logprobs"][0].contains(lp["tokens"][0].get<std::string>()));
   // Not asked: null.
-  auto [ns, plain] = post(ts, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}});
+  auto [ns, plain] = post_json(ts, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}});
   EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
 }
 
@@ -407,7 +423,7 @@ TEST(OpenAIServer, EmbeddingsFloatAndBase64) {
   STORIES_OR_SKIP(s);
   TestServer ts(*s->model, s->tokenizer, {});
   auto [st, r] =
-      post(ts, "/v1/embeddings", {{"model", "test-model"}, {"input", {"Once", "upon a"}}});
+      post_json(ts, "/v1/embeddings", {{"model", "test-model"}, {"input", {"Once", "upon a"}}});
   ASSERT_EQ(st, 200) << r.dump();
   ASSERT_EQ(r["data"].size(), 2u);
   EXPECT_EQ(r["data"][1]["index"], 1);
@@ -418,12 +434,14 @@ TEST(OpenAIServer, EmbeddingsFloatAndBase64) {
   infer::Engine engine(*s->model, {}, s->tokenizer);
   const std::vector<float> want = engine.embed(s->tokenizer->encode("Once", true));
   EXPECT_EQ(r["data"][0]["embedding"].get<std::vector<float>>(), want);
-  auto [sb, b] = post(ts, "/v1/embeddings", {{"input", {1, 403}}, {"encoding_format", "base64"}});
+  auto [sb, b] =
+      post_json(ts, "/v1/embeddings", {{"input", {1, 403}}, {"encoding_format", "base64"}});
   ASSERT_EQ(sb, 200) << b.dump();
   EXPECT_EQ(from_base64(b["data"][0]["embedding"]), engine.embed(std::vector<int32_t>{1, 403}));
-  EXPECT_EQ(post(ts, "/v1/embeddings", {{"input", 5}}).first, 400);
-  EXPECT_EQ(post(ts, "/v1/embeddings", {{"input", "a"}, {"encoding_format", "int8"}}).first, 400);
-  EXPECT_EQ(post(ts, "/v1/embeddings", {{"input", "a"}, {"model", "x"}}).first, 404);
+  EXPECT_EQ(post_json(ts, "/v1/embeddings", {{"input", 5}}).first, 400);
+  EXPECT_EQ(post_json(ts, "/v1/embeddings", {{"input", "a"}, {"encoding_format", "int8"}}).first,
+            400);
+  EXPECT_EQ(post_json(ts, "/v1/embeddings", {{"input", "a"}, {"model", "x"}}).first, 404);
 }
 
 // A Hugging Face tokenizer_config.json beside the model: its chat_template (ChatML here, with
@@ -447,15 +465,15 @@ TEST(OpenAIChatTemplate, TokenizerConfigTemplateMakesChatPrompts) {
   EXPECT_EQ(sc.chat_template->eos_token, "</s>");
   TestServer ts(*s->model, s->tokenizer, {}, sc);
   const std::string text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
-  auto [st, tok] = post(ts, "/tokenize", {{"messages", kChat}});
+  auto [st, tok] = post_json(ts, "/tokenize", {{"messages", kChat}});
   ASSERT_EQ(st, 200) << tok.dump();
   EXPECT_EQ(tok["tokens"], Json(s->tokenizer->encode(text, /*add_bos=*/false)))
       << "the template decides about BOS";
-  auto [cs, chat] = post(ts, "/v1/chat/completions", {{"messages", kChat}, {"max_tokens", 2}});
+  auto [cs, chat] = post_json(ts, "/v1/chat/completions", {{"messages", kChat}, {"max_tokens", 2}});
   ASSERT_EQ(cs, 200) << chat.dump();
   EXPECT_EQ(chat["usage"]["prompt_tokens"], tok["count"]);
   auto [rs, refused] =
-      post(ts, "/v1/chat/completions", {{"messages", {{{"role", "tool"}, {"content", "x"}}}}});
+      post_json(ts, "/v1/chat/completions", {{"messages", {{{"role", "tool"}, {"content", "x"}}}}});
   EXPECT_EQ(rs, 400);
   EXPECT_EQ(refused["error"]["param"], "messages");
   EXPECT_NE(refused["error"]["message"].get<std::string>().find("no tools"), std::string::npos);
@@ -480,20 +498,20 @@ TEST(OpenAIChatTemplate, TokenizerConfigTemplateMakesChatPrompts) {
 TEST(OpenAIServer, TokenizeAndDetokenize) {
   STORIES_OR_SKIP(s);
   TestServer ts(*s->model, s->tokenizer, {});
-  auto [ts1, tok] = post(ts, "/tokenize", {{"model", "test-model"}, {"prompt", "Once upon"}});
+  auto [ts1, tok] = post_json(ts, "/tokenize", {{"model", "test-model"}, {"prompt", "Once upon"}});
   ASSERT_EQ(ts1, 200) << tok.dump();
   EXPECT_EQ(tok["tokens"], Json(s->tokenizer->encode("Once upon", true)));
   EXPECT_EQ(tok["count"], tok["tokens"].size());
   EXPECT_GT(tok["max_model_len"].get<int64_t>(), 0);
-  auto [ts2, chat] = post(ts, "/tokenize", {{"messages", kChat}});
+  auto [ts2, chat] = post_json(ts, "/tokenize", {{"messages", kChat}});
   ASSERT_EQ(ts2, 200);
   EXPECT_EQ(chat["tokens"], Json(s->tokenizer->encode("user: hi\nassistant:", true)));
-  auto [ts3, text] = post(ts, "/detokenize", {{"tokens", tok["tokens"]}});
+  auto [ts3, text] = post_json(ts, "/detokenize", {{"tokens", tok["tokens"]}});
   ASSERT_EQ(ts3, 200) << text.dump();
   EXPECT_EQ(text["prompt"], s->tokenizer->decode(tok["tokens"].get<std::vector<int32_t>>()));
-  EXPECT_EQ(post(ts, "/detokenize", {{"tokens", {100000}}}).first, 400);
-  EXPECT_EQ(post(ts, "/tokenize", {{"model", "x"}, {"prompt", "a"}}).first, 404);
-  EXPECT_EQ(post(ts, "/tokenize", {{"prompt", 3}}).first, 400);
+  EXPECT_EQ(post_json(ts, "/detokenize", {{"tokens", {100000}}}).first, 400);
+  EXPECT_EQ(post_json(ts, "/tokenize", {{"model", "x"}, {"prompt", "a"}}).first, 404);
+  EXPECT_EQ(post_json(ts, "/tokenize", {{"prompt", 3}}).first, 400);
 }
 
 }  // namespace

@@ -189,12 +189,36 @@ describe('logprobs', () => {
   });
 });
 
+describe('structured output', () => {
+  test('response_format json_schema: the content parses and satisfies the schema', async () => {
+    const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] };
+    const r = await client.chat.completions.create({
+      ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 200,
+      response_format: { type: 'json_schema', json_schema: { name: 'flag', strict: true, schema } } });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const v = JSON.parse(r.choices[0].message.content);
+    assert.deepEqual(Object.keys(v), ['ok']);
+    assert.equal(typeof v.ok, 'boolean');
+  });
+
+  test('logit_bias -100 bans a token, +100 forces it', async () => {
+    const base = { ...greedy, prompt: 'Once', max_tokens: 3 };
+    const free = await client.completions.create(base);
+    const first = free.choices[0].token_ids[0];
+    const banned = await client.completions.create({ ...base, logit_bias: { [first]: -100 } });
+    assert.notEqual(banned.choices[0].token_ids[0], first);
+    const forced = await client.completions.create({ ...base, logit_bias: { 77: 100 } });
+    assert.deepEqual(forced.choices[0].token_ids, [77, 77, 77]);
+  });
+});
+
 describe('limits and rejected options', () => {
-  test('response_format json_object is BadRequestError naming it; text is fine', async () => {
+  test('response_format json_schema the grammar cannot guarantee is BadRequestError naming the keyword', async () => {
     const req = { ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
     await client.chat.completions.create({ ...req, response_format: { type: 'text' } });
-    await assert.rejects(client.chat.completions.create({ ...req, response_format: { type: 'json_object' } }),
-      (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /json_object/.test(e.message));
+    const format = { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } };
+    await assert.rejects(client.chat.completions.create({ ...req, response_format: format }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /'pattern'/.test(e.message));
   });
 
   test('prompt + max_tokens beyond the context is BadRequestError', async () => {

@@ -68,6 +68,14 @@ struct TestServer {
   }
 };
 
+// POSTs body as JSON: the status and the parsed reply (-1 and null when no reply came).
+inline std::pair<int, nlohmann::json> post_json(const TestServer& ts, const std::string& path,
+                                                const nlohmann::json& body) {
+  auto res = ts.client().Post(path, body.dump(), "application/json");
+  if (!res) return {-1, nlohmann::json()};
+  return {res->status, nlohmann::json::parse(res->body, nullptr, false)};
+}
+
 struct Stories {
   std::shared_ptr<models::CausalLM> model;
   std::shared_ptr<tokenizers::Tokenizer> tokenizer;

@@ -109,7 +109,7 @@ class Engine {
   // Queues a request and returns its id. ValueError for an empty prompt, one that leaves no room
   // in the model's context or the cache, or invalid params (logprobs or prompt_logprobs
   // outside [-1, vocab], logit_bias tokens outside the vocabulary, a json_grammar without a
-  // tokenizer).
+  // tokenizer or whose value no token of it can start).
   // max_tokens is capped to the context.
   int64_t add_request(std::vector<int32_t> prompt, const GenerationParams& params);
   // Drops a request (waiting or running) and frees its blocks; unknown ids are ignored.

@@ -11,8 +11,10 @@
 // that wins), temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
 // frequency_penalty, seed, stop (a string or up to 4), stop_token_ids, ignore_eos, stream,
 // stream_options.include_usage, n (1..128) and best_of (n..128, not with stream: the n of best_of
-// samples with the highest cumulative logprob), user, response_format ({"type": "text"} only:
-// json_object / json_schema get a 400 naming it, there is no constrained decoding), and logprobs:
+// samples with the highest cumulative logprob), user, logit_bias ({"token id": -100..100}),
+// response_format ({"type": "text"}; "json_object": the output is one JSON object; "json_schema"
+// with {"json_schema": {"name", "schema"}}: it satisfies the schema, compiled by
+// infer::JsonGrammar, whose refusals are 400s naming response_format), and logprobs:
 // on chat logprobs: true with top_logprobs 0..20, on completions logprobs: 0..20 (legacy shape).
 // Logprobs are the model's raw log_softmax, before temperature and the other sampling filters
 // (vLLM's default). echo is false only. Unknown fields are rejected, as OpenAI does. With a seed,
