@@ -2,8 +2,13 @@
 // thread: every call that waits for it releases the GIL, and what its thread calls into Python
 // (a stream's wake-up function) takes the GIL itself.
 #include "tessera/llm/llm.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "bind.h"
 #include "tessera/core/error.h"
+#include "tessera/infer/structured_output.h"
 
 namespace tessera::python {
 
@@ -84,6 +89,48 @@ void bind_tokenizer(py::module_& m) {
       .def("__len__", &Tokenizer::vocab_size);
 }
 
+// vLLM's StructuredOutputsParams (GuidedDecodingParams before 0.10.2): json (a schema as a dict
+// or a JSON string) or json_object=True; the grammar is compiled once, here.
+struct StructuredOutputs {
+  std::shared_ptr<const infer::JsonGrammar> grammar;
+  std::string kind;  // "json" or "json_object", for repr
+};
+
+void bind_structured_outputs(py::module_& m) {
+  py::class_<StructuredOutputs>(
+      m, "StructuredOutputsParams",
+      "vLLM's StructuredOutputsParams: json (a JSON Schema, dict or str) or json_object=True. "
+      "regex, choice and grammar are not supported (ValueError).")
+      .def(py::init([](py::object json, std::optional<bool> json_object, py::object regex,
+                       py::object choice, py::object grammar) {
+             for (const auto& [name, v] : {std::pair{"regex", regex}, std::pair{"choice", choice},
+                                           std::pair{"grammar", grammar}})
+               if (!v.is_none())
+                 throw ValueError(std::string("[StructuredOutputsParams] ") + name +
+                                  " is not supported: give json or json_object=True");
+             const bool object = json_object.value_or(false);
+             if (json.is_none() == !object)
+               throw ValueError(
+                   "[StructuredOutputsParams] expected exactly one of json and json_object=True");
+             if (object) return StructuredOutputs{infer::JsonGrammar::any_object(), "json_object"};
+             const std::string text =
+                 py::isinstance<py::str>(json)
+                     ? json.cast<std::string>()
+                     : py::module_::import("json").attr("dumps")(json).cast<std::string>();
+             const nlohmann::json schema = nlohmann::json::parse(text, nullptr, false);
+             if (schema.is_discarded())
+               throw ValueError(
+                   "[StructuredOutputsParams] expected json to be a JSON Schema, got "
+                   "text that is not JSON");
+             return StructuredOutputs{infer::JsonGrammar::from_schema(schema), "json"};
+           }),
+           py::kw_only(), py::arg("json") = py::none(), py::arg("json_object") = py::none(),
+           py::arg("regex") = py::none(), py::arg("choice") = py::none(),
+           py::arg("grammar") = py::none())
+      .def("__repr__",
+           [](const StructuredOutputs& s) { return "StructuredOutputsParams(" + s.kind + ")"; });
+}
+
 void bind_sampling_params(py::module_& m) {
   using llm::SamplingParams;
   py::class_<SamplingParams>(m, "SamplingParams",
@@ -94,7 +141,10 @@ void bind_sampling_params(py::module_& m) {
                        int64_t max_tokens, py::handle stop,
                        std::optional<std::vector<int32_t>> stop_token_ids, bool ignore_eos,
                        std::optional<int64_t> seed, std::optional<int64_t> logprobs,
-                       std::optional<int64_t> prompt_logprobs) {
+                       std::optional<int64_t> prompt_logprobs,
+                       std::optional<std::map<int32_t, float>> logit_bias,
+                       std::optional<StructuredOutputs> structured_outputs,
+                       std::optional<StructuredOutputs> guided_decoding) {
              SamplingParams p;
              p.n = n;
              p.temperature = temperature;
@@ -111,6 +161,12 @@ void bind_sampling_params(py::module_& m) {
              p.seed = seed;
              p.logprobs = logprobs;
              p.prompt_logprobs = prompt_logprobs;
+             if (logit_bias) p.logit_bias.assign(logit_bias->begin(), logit_bias->end());
+             if (structured_outputs && guided_decoding)
+               throw ValueError(
+                   "[SamplingParams] expected structured_outputs or guided_decoding, not both");
+             if (auto& so = structured_outputs ? structured_outputs : guided_decoding)
+               p.json_grammar = so->grammar;
              p.validate();
              return p;
            }),
@@ -120,7 +176,8 @@ void bind_sampling_params(py::module_& m) {
            py::arg("max_tokens") = 16, py::arg("stop") = py::none(),
            py::arg("stop_token_ids") = py::none(), py::arg("ignore_eos") = false,
            py::arg("seed") = py::none(), py::arg("logprobs") = py::none(),
-           py::arg("prompt_logprobs") = py::none())
+           py::arg("prompt_logprobs") = py::none(), py::arg("logit_bias") = py::none(),
+           py::arg("structured_outputs") = py::none(), py::arg("guided_decoding") = py::none())
       .def_readonly("n", &SamplingParams::n)
       .def_readonly("temperature", &SamplingParams::temperature)
       .def_readonly("top_p", &SamplingParams::top_p)
@@ -136,6 +193,11 @@ void bind_sampling_params(py::module_& m) {
       .def_readonly("seed", &SamplingParams::seed)
       .def_readonly("logprobs", &SamplingParams::logprobs)
       .def_readonly("prompt_logprobs", &SamplingParams::prompt_logprobs)
+      .def_property_readonly("logit_bias",
+                             [](const SamplingParams& p) {
+                               return std::map<int32_t, float>(p.logit_bias.begin(),
+                                                               p.logit_bias.end());
+                             })
       .def("__repr__", [](const SamplingParams& p) {
         return detail::str("SamplingParams(n=", p.n, ", temperature=", p.temperature,
                            ", top_p=", p.top_p, ", top_k=", p.top_k, ", min_p=", p.min_p,
@@ -299,6 +361,7 @@ void bind_llm(py::module_& m) {
 void init_llm(py::module_& m) {
   py::module_ l = m.def_submodule("llm", "The LLM engine API (tessera.llm is built on it).");
   bind_tokenizer(l);
+  bind_structured_outputs(l);
   bind_sampling_params(l);
   bind_stream(l);
   bind_llm(l);

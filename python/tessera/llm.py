@@ -18,6 +18,8 @@ from typing import Dict, List, Optional
 from . import _C
 
 SamplingParams = _C.llm.SamplingParams
+StructuredOutputsParams = _C.llm.StructuredOutputsParams
+GuidedDecodingParams = StructuredOutputsParams  # vLLM's name before 0.10.2
 Tokenizer = _C.llm.Tokenizer
 
 

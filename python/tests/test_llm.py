@@ -560,3 +560,41 @@ def test_abort_ends_the_stream_and_frees_blocks(engine):
     assert outs[-1].finished and outs[-1].outputs[0].finish_reason == "abort"
     assert len(outs) <= 4  # at most an output already queued before the abort
     assert engine.stats()["blocks_used"] == 0 and engine.stats()["num_running"] == 0
+
+
+def test_structured_outputs_json_schema_holds_for_every_sample(llm):
+    import json
+    from tessera.llm import GuidedDecodingParams, StructuredOutputsParams
+    schema = {"type": "object", "required": ["ok", "n"],
+              "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}}}
+    for so in (dict(structured_outputs=StructuredOutputsParams(json=schema)),
+               dict(guided_decoding=GuidedDecodingParams(json=json.dumps(schema)))):
+        params = SamplingParams(temperature=0.8, seed=3, n=3, max_tokens=200, **so)
+        for seq in llm.generate([PROMPTS[1]], params)[0].outputs:
+            assert seq.finish_reason == "stop", seq.text
+            value = json.loads(seq.text)
+            assert set(value) == {"ok", "n"}, seq.text
+            assert type(value["ok"]) is bool and type(value["n"]) is int
+    anything = SamplingParams(temperature=0, max_tokens=200,
+                              structured_outputs=StructuredOutputsParams(json_object=True))
+    seq = llm.generate([PROMPTS[2]], anything)[0].outputs[0]
+    assert seq.finish_reason != "stop" or isinstance(json.loads(seq.text), dict)
+    with pytest.raises(ValueError, match="'pattern'"):
+        StructuredOutputsParams(json={"type": "string", "pattern": "^a"})
+    with pytest.raises(ValueError, match="regex is not supported"):
+        StructuredOutputsParams(regex="a+")
+    with pytest.raises(ValueError, match="exactly one of json and json_object"):
+        StructuredOutputsParams()
+
+
+def test_logit_bias_forces_and_bans_tokens(llm):
+    forced = llm.generate([PROMPTS[1]], SamplingParams(temperature=0, max_tokens=3,
+                                                       logit_bias={77: 100.0}))[0].outputs[0]
+    assert forced.token_ids == [77, 77, 77]
+    free = llm.generate([PROMPTS[1]], SamplingParams(**GREEDY))[0].outputs[0]
+    banned = llm.generate([PROMPTS[1]], SamplingParams(
+        temperature=0, max_tokens=3, logit_bias={free.token_ids[0]: -100.0}))[0].outputs[0]
+    assert banned.token_ids[0] != free.token_ids[0]
+    assert SamplingParams(logit_bias={5: -1.5}).logit_bias == {5: -1.5}
+    with pytest.raises(ValueError, match=r"logit_bias values in \[-100, 100\]"):
+        SamplingParams(logit_bias={5: 101.0})

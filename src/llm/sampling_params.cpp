@@ -35,6 +35,8 @@ infer::GenerationParams SamplingParams::generation_params(const tokenizers::Toke
   s.repetition_penalty = repetition_penalty;
   s.presence_penalty = presence_penalty;
   s.frequency_penalty = frequency_penalty;
+  s.logit_bias = logit_bias;
+  p.json_grammar = json_grammar;
   if (seed) s.seed = static_cast<uint64_t>(*seed) + static_cast<uint64_t>(index);
   p.logprobs = logprobs.value_or(0);
   p.prompt_logprobs = prompt_logprobs && index == 0 ? *prompt_logprobs : -1;

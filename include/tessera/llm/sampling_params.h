@@ -2,10 +2,13 @@
 // vLLM's SamplingParams, turned into the engine's GenerationParams: n sequences per prompt, top_k
 // -1 for "all tokens", stop strings and token ids, ignore_eos, and a seed that sequence i of a
 // request moves to seed + i (as the server does for its n choices), so n > 1 sequences differ
-// and each is reproducible.
+// and each is reproducible; logit_bias; and structured output (vLLM's structured_outputs json /
+// json_object) as the engine's JSON grammar.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/infer/generate.h"
@@ -35,6 +38,9 @@ struct SamplingParams {
   // computes the whole prompt, not taking it from the prefix cache. A request's first sequence
   // alone asks for them (the n sequences share the prompt).
   std::optional<int64_t> prompt_logprobs;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, bias in [-100, 100])
+  // Every sequence's text stays in this grammar (infer/structured_output.h); null: free text.
+  std::shared_ptr<const infer::JsonGrammar> json_grammar;
 
   // ValueError "[SamplingParams] expected <field> ..." ("[sample] ..." for temperature, top_p
   // and top_k, checked by the sampler) naming the first field out of range.
