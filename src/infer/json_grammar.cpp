@@ -83,10 +83,10 @@ class JsonSchemaCompiler {
         "oneOf",     "$ref",       "$defs",    "definitions",
         "nullable"};
     static const std::set<std::string> annotations{
-        "title",           "description", "default",   "examples",
-        "format",          "$schema",     "$id",       "$comment",
-        "deprecated",      "readOnly",    "writeOnly", "contentMediaType",
-        "contentEncoding", "strict",      "name"};
+        "title",          "description", "default",   "examples",
+        "format",         "$schema",     "$id",       "$comment",
+        "deprecated",     "readOnly",    "writeOnly", "contentMediaType",
+        "contentEncoding"};
     for (const auto& [key, value] : s.items())
       if (!supported.contains(key) && !annotations.contains(key))
         fail(where, "unsupported JSON Schema keyword '" + key + "'");
@@ -230,6 +230,34 @@ class JsonSchemaCompiler {
 std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(const Json& schema) {
   auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
   g->root_ = JsonSchemaCompiler(*g, schema).compile(schema, "");
+  return g;
+}
+
+std::shared_ptr<const JsonGrammar> JsonGrammar::tool_calls(std::span<const Tool> tools,
+                                                           bool parallel) {
+  TESSERA_CHECK(!tools.empty(), ValueError, "[JsonGrammar] expected at least one tool");
+  auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
+  auto add = [&](Node n) {
+    g->nodes_.push_back(std::move(n));
+    return static_cast<int32_t>(g->nodes_.size() - 1);
+  };
+  Node calls{.kind = Kind::Union};
+  for (const Tool& t : tools) {
+    int32_t parameters;
+    try {  // each schema is its own document: its $refs resolve against it
+      parameters = JsonSchemaCompiler(*g, *t.parameters).compile(*t.parameters, "");
+    } catch (const ValueError& e) {
+      throw ValueError(std::string(e.what()) + " of tool '" + t.name + "'");
+    }
+    const int32_t name = add({.kind = Kind::Literals, .literals = {Json(t.name).dump()}});
+    calls.alternatives.push_back(
+        add({.kind = Kind::Object,
+             .properties = {{"\"name\"", name}, {"\"parameters\"", parameters}},
+             .required = 0b11}));
+  }
+  const int32_t item = add(std::move(calls));
+  g->root_ =
+      add({.kind = Kind::Array, .items = item, .min_count = 1, .max_count = parallel ? -1 : 1});
   return g;
 }
 

@@ -36,7 +36,8 @@ enum NumberState : uint8_t {
 };
 
 constexpr uint8_t kMaxWhitespace = 16;
-constexpr uint32_t kMaxNumberChars = 32, kMaxExponentDigits = 2;
+// Integers of at most 18 characters fit a signed 64-bit integer.
+constexpr uint32_t kMaxNumberChars = 32, kMaxIntegerChars = 18, kMaxExponentDigits = 2;
 constexpr size_t kMaxDepth = 64, kMaxThreads = 64;
 constexpr int kMaxUnionNesting = 16;  // a $ref cycle without a value in between ends here
 
@@ -108,12 +109,14 @@ class JsonStepper {
       case kString:
         return string(s, c);
       case kNumber: {
-        const int next = number_next(f.state, c, g_.node(f.node).kind == Kind::Integer);
+        const bool integer = g_.node(f.node).kind == Kind::Integer;
+        const int next = number_next(f.state, c, integer);
         // Only into a state the bound lets finish: '-', '.', 'e' and its sign need a digit after.
         const uint32_t room = next >= 0 && number_accepting(static_cast<uint8_t>(next)) ? 1 : 2;
         // At most 2 exponent digits: every number stays within a double's range.
         const bool exponent_full = next == kNumberExpDigit && f.bits == kMaxExponentDigits;
-        if (next >= 0 && f.count + room <= kMaxNumberChars && !exponent_full) {
+        const uint32_t max_chars = integer ? kMaxIntegerChars : kMaxNumberChars;
+        if (next >= 0 && f.count + room <= max_chars && !exponent_full) {
           if (next == kNumberExpDigit) ++f.bits;
           f.state = static_cast<uint8_t>(next);
           ++f.count;

@@ -47,13 +47,13 @@ EmbeddingRequest parse_embedding_request(std::string_view body,
   const Json* input = f.get("input");
   if (!input) throw bad("input", "'input' is required");
   if (input->is_string()) {
-    r.inputs.push_back(encode(tokenizer, input->get<std::string>()));
+    r.inputs.push_back(encode(tokenizer, input->get<std::string>(), "input"));
   } else if (input->is_array() && !input->empty() && all_integers(*input)) {
     r.inputs.push_back(token_ids(*input, "input", limits.vocab_size));
   } else if (input->is_array() && !input->empty()) {
     for (const Json& item : *input) {
       if (item.is_string())
-        r.inputs.push_back(encode(tokenizer, item.get<std::string>()));
+        r.inputs.push_back(encode(tokenizer, item.get<std::string>(), "input"));
       else if (item.is_array() && all_integers(item))
         r.inputs.push_back(token_ids(item, "input", limits.vocab_size));
       else

@@ -41,8 +41,13 @@ bool all_integers(const Json& arr) {
   return std::all_of(arr.begin(), arr.end(), [](const Json& v) { return v.is_number_integer(); });
 }
 
-std::vector<int32_t> encode(const tokenizers::Tokenizer& tok, const std::string& text) {
-  return tok.encode(text, /*add_bos=*/tok.bos_id().has_value());
+std::vector<int32_t> encode(const tokenizers::Tokenizer& tok, const std::string& text,
+                            const char* param, bool add_bos) {
+  try {
+    return tok.encode(text, add_bos);
+  } catch (const ValueError& e) {  // text a vocabulary without byte fallback cannot spell
+    throw bad(param, std::string("the tokenizer cannot encode the text: ") + e.what());
+  }
 }
 
 Json parse_object(std::string_view body, const std::set<std::string>& known) {

@@ -68,8 +68,14 @@ class Fields {
 // The token ids of a JSON array, each an integer in [0, vocab); a 400 naming param otherwise.
 std::vector<int32_t> token_ids(const Json& arr, const char* param, int64_t vocab);
 bool all_integers(const Json& arr);
-// text's tokens, with BOS when the tokenizer has one.
-std::vector<int32_t> encode(const tokenizers::Tokenizer& tok, const std::string& text);
+// text's tokens, with BOS when the tokenizer has one (or add_bos says); a 400 naming param when
+// the tokenizer cannot spell it (a character vocabulary without the character).
+std::vector<int32_t> encode(const tokenizers::Tokenizer& tok, const std::string& text,
+                            const char* param, bool add_bos);
+inline std::vector<int32_t> encode(const tokenizers::Tokenizer& tok, const std::string& text,
+                                   const char* param = "prompt") {
+  return encode(tok, text, param, tok.bos_id().has_value());
+}
 // The request body as a JSON object whose keys are all in known.
 Json parse_object(std::string_view body, const std::set<std::string>& known);
 // The served name "model" asks for: 404 model_not_found for any other, the first when absent.

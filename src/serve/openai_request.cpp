@@ -6,6 +6,7 @@
 #include <set>
 
 #include "serve/openai_json.h"
+#include "serve/openai_tools.h"
 #include "tessera/core/error.h"
 #include "tessera/infer/structured_output.h"
 #include "tessera/serve/openai.h"
@@ -53,12 +54,19 @@ std::string chat_prompt(const Json& messages, const ModelLimits& limits) {
     throw bad("messages", "'messages' must be a non-empty array");
   std::vector<tokenizers::ChatMessage> parsed;
   for (const Json& m : messages) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
+    // An assistant's earlier tool calls stand in for (or follow) its content.
+    const bool calls = m.is_object() && m.contains("tool_calls") && !m["tool_calls"].is_null();
+    const bool content = m.is_object() && m.contains("content") && !m["content"].is_null();
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || (!content && !calls))
       throw bad("messages", "each message must be an object with a string 'role' and 'content'");
     const std::string role = m["role"].get<std::string>();
     if (!tokenizers::is_chat_role(role))
       throw bad("messages", "unknown message role '" + role + "'");
-    parsed.push_back({role, message_text(m["content"])});
+    if (calls && role != "assistant")
+      throw bad("messages", "only assistant messages carry 'tool_calls'");
+    std::string text = content ? message_text(m["content"]) : std::string();
+    if (calls) text += assistant_tool_calls_text(m["tool_calls"]);
+    parsed.push_back({role, text});
   }
   if (!limits.chat_template) return tokenizers::plain_chat_prompt(parsed);
   Json msgs = Json::array();
@@ -79,7 +87,7 @@ std::string chat_prompt(const Json& messages, const ModelLimits& limits) {
 std::vector<int32_t> chat_tokens(const Json& messages, const tokenizers::Tokenizer& tok,
                                  const ModelLimits& limits) {
   const std::string text = chat_prompt(messages, limits);
-  if (!limits.chat_template) return encode(tok, text);
+  if (!limits.chat_template) return encode(tok, text, "messages");
   const ChatTemplate& t = *limits.chat_template;
   // Wherever the template writes the special tokens' texts ("</s><s>[INST]" between turns),
   // they are their ids, as Hugging Face tokenizes them; a BOS text without a BOS id is dropped.
@@ -121,7 +129,8 @@ const std::set<std::string>& known_fields(Endpoint ep) {
     std::set<std::string> s = completions;
     s.erase("prompt");
     s.erase("echo");
-    s.insert({"messages", "max_completion_tokens", "top_logprobs"});
+    s.insert({"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
+              "parallel_tool_calls"});
     return s;
   }();
   return ep == Endpoint::Completions ? completions : chat;
@@ -215,6 +224,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   if (const Json* u = f.get("user"); u && !u->is_string())
     throw bad("user", std::string("'user' must be a string, got ") + type_name(*u));
   r.params.json_grammar = response_grammar(f);
+  if (endpoint == Endpoint::ChatCompletions) parse_tools(f, r);
 
   const char* prompt_param = endpoint == Endpoint::Completions ? "prompt" : "messages";
   if (endpoint == Endpoint::Completions) {
@@ -324,8 +334,9 @@ std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& to
   if (prompt && !prompt->is_string())
     throw bad("prompt", std::string("'prompt' must be a string, got ") + type_name(*prompt));
   // Messages tokenize exactly as a chat request's prompt does.
-  const std::vector<int32_t> ids = prompt ? tokenizer.encode(prompt->get<std::string>(), special)
-                                          : chat_tokens(*messages, tokenizer, limits);
+  const std::vector<int32_t> ids =
+      prompt ? encode(tokenizer, prompt->get<std::string>(), "prompt", special)
+             : chat_tokens(*messages, tokenizer, limits);
   return dump(Json{{"tokens", ids},
                    {"count", static_cast<int64_t>(ids.size())},
                    {"max_model_len", limits.max_model_len}});

@@ -71,9 +71,36 @@ Json completion_logprobs(const Choice& c) {
           {"text_offset", offsets}};
 }
 
+// A chat message's (or delta's) tool_calls; a stream of a named function's arguments sends its
+// text as it comes, the call's id and name with the first chunk.
+Json tool_calls_json(const CompletionState& s, const Choice& c, bool chunk, bool first) {
+  Json calls = Json::array();
+  if (chunk && s.tool_choice == ToolChoice::Named) {
+    Json call = {{"index", 0}, {"function", {{"arguments", c.text}}}};
+    if (first) {
+      call["id"] = tool_call_id(s, c, 0);
+      call["type"] = "function";
+      call["function"]["name"] = s.tool_name;
+    }
+    calls.push_back(std::move(call));
+    return calls;
+  }
+  for (size_t k = 0; k < c.tool_calls.size(); ++k) {
+    const ToolCall& t = c.tool_calls[k];
+    Json call = {{"id", t.id},
+                 {"type", "function"},
+                 {"function", {{"name", t.name}, {"arguments", t.arguments}}}};
+    if (chunk) call["index"] = k;
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
 Json choice_json(Endpoint ep, const CompletionState& s, const Choice& c, bool chunk, bool first) {
+  // OpenAI's finish reason when the model called tools of its own choice ("required").
+  const bool called = s.tool_choice == ToolChoice::Required && !c.tool_calls.empty();
   Json j = {{"index", c.index},
-            {"finish_reason", finish_json(c.finish_reason)},
+            {"finish_reason", called ? Json("tool_calls") : finish_json(c.finish_reason)},
             {"token_ids", c.token_ids}};
   if (ep == Endpoint::Completions) {
     j["text"] = c.text;
@@ -81,13 +108,11 @@ Json choice_json(Endpoint ep, const CompletionState& s, const Choice& c, bool ch
     return j;
   }
   j["logprobs"] = s.logprobs ? chat_logprobs(c) : Json(nullptr);
-  if (!chunk) {
-    j["message"] = {{"role", "assistant"}, {"content", c.text}};
-  } else {
-    Json delta = {{"content", c.text}};
-    if (first) delta["role"] = "assistant";
-    j["delta"] = delta;
-  }
+  const bool tools = !c.tool_calls.empty() || (chunk && s.tool_choice == ToolChoice::Named);
+  Json body = {{"content", tools ? Json(nullptr) : Json(c.text)}};
+  if (tools) body["tool_calls"] = tool_calls_json(s, c, chunk, first);
+  if (!chunk || first) body["role"] = "assistant";
+  j[chunk ? "delta" : "message"] = std::move(body);
   return j;
 }
 

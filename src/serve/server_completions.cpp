@@ -115,6 +115,8 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   state.model = r.model;
   state.logprobs = r.logprobs >= 0;
   state.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  state.tool_choice = r.tool_choice;
+  state.tool_name = r.tool_name;
   state.choices.resize(choices);
   for (size_t c = 0; c < choices; ++c) state.choices[c].index = static_cast<int64_t>(c);
   // The first token's text depends on the prompt's last one (a leading space after BOS).
@@ -135,6 +137,7 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
                                       "server_error", "shutting_down"));
     if (r.best_of > r.n) keep_best(state, progress, static_cast<size_t>(r.n));
     if (r.echo) echo_prompt(state, r, *tokenizer);
+    for (Choice& c : state.choices) extract_tool_calls(state, c);
     return send_json(res, 200, response_json(ep, state));
   }
 
@@ -158,7 +161,11 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
             sink.done();
             return true;
           }
-          const bool done = apply(state, progress, o, *tok, /*accumulate=*/false);
+          // Calls of "required" are known only once their JSON array closes: sent whole.
+          const bool whole = state.tool_choice == ToolChoice::Required;
+          const bool done = apply(state, progress, o, *tok, /*accumulate=*/whole);
+          if (whole && !done) continue;
+          if (whole) extract_tool_calls(state, state.choices[o.choice]);
           if (!done && o.out.text.empty() && o.out.new_tokens.empty()) continue;
           std::string events = stream_event(ep, state, o.choice, first[o.choice]);
           first[o.choice] = 0;

@@ -1,7 +1,8 @@
-// Structured output over HTTP: response_format json_schema and json_object on a random small
-// GPT-2 over a character vocabulary (any text is tokens), sampled at temperature 1 so only the
-// grammar keeps it in JSON: every choice parses and satisfies the schema, streamed or not. A
-// vocabulary none of whose tokens can start the value gets a 400.
+// Structured output over HTTP: response_format json_schema and json_object, and tool calls
+// (tool_choice "required" or a named function), on a random small GPT-2 over a character
+// vocabulary (any text is tokens), sampled at temperature 1 so only the grammar keeps it in
+// JSON: every choice parses and satisfies the schema, streamed or not. A vocabulary none of whose
+// tokens can start the value gets a 400, and so do tool requests the server cannot honour.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -28,10 +29,10 @@ const Json kSchema = Json::parse(R"({
 
 struct CharServer {
   std::shared_ptr<models::CausalLM> model = testing::small_gpt2(/*block_size=*/400);
-  TestServer ts{*model,
-                std::make_shared<tokenizers::CharTokenizer>(
-                    "{}[],:\"\\ \n0123456789.-+eEabcdfghijklmnopqrstuvwxyz"),
-                {.max_num_seqs = 8}};
+  std::shared_ptr<tokenizers::CharTokenizer> tok = std::make_shared<tokenizers::CharTokenizer>(
+      "{}[],:\"\\ \n0123456789.-+eEabcdfghijklmnopqrstuvwxyz_");
+  TestServer ts{*model, tok, {.max_num_seqs = 8}};
+  int32_t id(std::string_view c) const { return tok->encode(c).at(0); }
 };
 
 void expect_weather(const std::string& text) {
@@ -104,6 +105,157 @@ TEST(ServerStructuredOutput, AVocabularyThatCannotWriteJsonIsA400) {
   EXPECT_NE(body["error"]["message"].get<std::string>().find("tokens that start the JSON value"),
             std::string::npos)
       << body.dump();
+}
+
+const Json kTools = Json::array(
+    {{{"type", "function"},
+      {"function", {{"name", "get_weather"}, {"description", "weather"}, {"parameters", kSchema}}}},
+     {{"type", "function"},
+      {"function",
+       {{"name", "add"},
+        {"parameters",
+         {{"type", "object"},
+          {"properties", {{"a", {{"type", "integer"}}}, {"b", {{"type", "integer"}}}}},
+          {"required", {"a", "b"}}}}}}},
+     {{"type", "function"}, {"function", {{"name", "now"}}}}});
+
+// Checks one call's arguments against its tool's parameters.
+void expect_call(const Json& call) {
+  const std::string name = call["function"]["name"];
+  const std::string args = call["function"]["arguments"];
+  SCOPED_TRACE(name + " " + args);
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_TRUE(call["id"].is_string() && call["id"].get<std::string>().starts_with("call_"));
+  if (name == "get_weather") return expect_weather(args);
+  const Json v = Json::parse(args, nullptr, false);
+  ASSERT_TRUE(v.is_object());
+  if (name == "now") {
+    EXPECT_TRUE(v.empty()) << "a function without parameters takes {}";
+    return;
+  }
+  ASSERT_EQ(name, "add");
+  EXPECT_EQ(v.size(), 2u);
+  EXPECT_TRUE(v["a"].is_number_integer() && v["b"].is_number_integer());
+}
+
+// Biased so the random model's calls stay short whatever the machine's rounding: no
+// whitespace, and ',' only where the grammar leaves nothing else (an array of calls closes).
+Json tool_request(const CharServer& s, const Json& choice, bool stream = false) {
+  const Json bias = {{std::to_string(s.id(" ")), -100},
+                     {std::to_string(s.id("\n")), -100},
+                     {std::to_string(s.id(",")), -8}};
+  return {{"messages", {{{"role", "user"}, {"content", "weather"}}}},
+          {"temperature", 1.0},
+          {"seed", 2},
+          {"n", stream ? 1 : 3},
+          {"max_tokens", 350},
+          {"stream", stream},
+          {"tools", kTools},
+          {"tool_choice", choice},
+          {"logit_bias", bias}};
+}
+
+TEST(ServerToolCalls, RequiredAndNamedChoicesCallToolsWithValidArguments) {
+  CharServer s;
+  auto [status, body] = post_json(s.ts, "/v1/chat/completions", tool_request(s, "required"));
+  ASSERT_EQ(status, 200) << body.dump();
+  for (const Json& c : body["choices"]) {
+    EXPECT_EQ(c["finish_reason"], "tool_calls");
+    EXPECT_TRUE(c["message"]["content"].is_null());
+    ASSERT_GE(c["message"]["tool_calls"].size(), 1u) << c.dump();
+    for (const Json& call : c["message"]["tool_calls"]) expect_call(call);
+  }
+  Json one = tool_request(s, "required");
+  one["parallel_tool_calls"] = false;
+  auto [status1, single] = post_json(s.ts, "/v1/chat/completions", one);
+  ASSERT_EQ(status1, 200) << single.dump();
+  for (const Json& c : single["choices"]) EXPECT_EQ(c["message"]["tool_calls"].size(), 1u);
+
+  const Json named = {{"type", "function"}, {"function", {{"name", "add"}}}};
+  auto [status2, forced] = post_json(s.ts, "/v1/chat/completions", tool_request(s, named));
+  ASSERT_EQ(status2, 200) << forced.dump();
+  for (const Json& c : forced["choices"]) {
+    EXPECT_EQ(c["finish_reason"], "stop");
+    ASSERT_EQ(c["message"]["tool_calls"].size(), 1u);
+    EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "add");
+    expect_call(c["message"]["tool_calls"][0]);
+  }
+}
+
+TEST(ServerToolCalls, StreamsCarryTheCallsInDeltas) {
+  CharServer s;
+  const auto chat = [&](const Json& body) {
+    return testing::stream_completion(s.ts.port, body, {}, "/v1/chat/completions");
+  };
+  // A named function's arguments stream as they come; the first delta names the call.
+  const testing::StreamResult named =
+      chat(tool_request(s, {{"type", "function"}, {"function", {{"name", "get_weather"}}}}, true));
+  ASSERT_TRUE(named.error.empty()) << named.error;
+  ASSERT_GE(named.deltas.size(), 2u);
+  const Json& first = named.deltas[0]["tool_calls"][0];
+  EXPECT_EQ(first["function"]["name"], "get_weather");
+  std::string args;
+  for (const Json& d : named.deltas) {
+    EXPECT_TRUE(d["content"].is_null());
+    EXPECT_EQ(d["tool_calls"][0]["index"], 0);
+    args += d["tool_calls"][0]["function"]["arguments"].get<std::string>();
+  }
+  expect_call({{"id", first["id"]},
+               {"type", "function"},
+               {"function", {{"name", "get_weather"}, {"arguments", args}}}});
+  // "required": the calls come whole when the array closes.
+  const testing::StreamResult required = chat(tool_request(s, "required", true));
+  ASSERT_TRUE(required.error.empty()) << required.error;
+  ASSERT_EQ(required.deltas.size(), 1u);
+  EXPECT_EQ(required.finish_reason, "tool_calls");
+  for (const Json& call : required.deltas[0]["tool_calls"]) expect_call(call);
+}
+
+TEST(ServerToolCalls, AConversationWithEarlierCallsIsAPromptAndBadToolRequestsAre400s) {
+  CharServer s;
+  const Json history = {
+      {{"role", "user"}, {"content", "add 1 and 2"}},
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "add"}, {"arguments", R"({"a": 1, "b": 2})"}}}}}}},
+      {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "3"}}};
+  auto [status, body] = post_json(
+      s.ts, "/v1/chat/completions",
+      {{"messages", history}, {"max_tokens", 4}, {"tools", kTools}, {"tool_choice", "none"}});
+  EXPECT_EQ(status, 200) << body.dump();
+  const Json weather = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  const Json format = {{"type", "json_object"}};
+  for (const auto& [body, param] : std::vector<std::pair<Json, std::string>>{
+           {{{"tools", kTools}}, "tool_choice"},  // "auto" by default: there is no parser
+           {{{"tool_choice", "required"}}, "tool_choice"},
+           {{{"tools", kTools},
+             {"tool_choice", {{"type", "function"}, {"function", {{"name", "x"}}}}}},
+            "tool_choice"},
+           {{{"tools", kTools}, {"tool_choice", weather}, {"response_format", format}},
+            "tool_choice"},
+           {{{"tools", Json::array({{{"type", "function"}, {"function", {{"name", "a b"}}}}})},
+             {"tool_choice", "required"}},
+            "tools"},
+           {{{"tools",
+              Json::array({{{"type", "function"},
+                            {"function", {{"name", "f"}, {"parameters", {{"minimum", 1}}}}}}})},
+             {"tool_choice", "required"}},
+            "tools"},
+       }) {
+    Json request = body;
+    request["messages"] = {{{"role", "user"}, {"content", "hi"}}};
+    auto [code, reply] = post_json(s.ts, "/v1/chat/completions", request);
+    EXPECT_EQ(code, 400) << request.dump();
+    EXPECT_EQ(reply["error"]["param"], param) << reply.dump();
+  }
+  // Text a character vocabulary cannot spell is the client's error too, not a 500.
+  auto [code, reply] = post_json(s.ts, "/v1/chat/completions",
+                                 {{"messages", {{{"role", "user"}, {"content", "why?"}}}}});
+  EXPECT_EQ(code, 400);
+  EXPECT_EQ(reply["error"]["param"], "messages") << reply.dump();
 }
 
 }  // namespace

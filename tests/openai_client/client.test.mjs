@@ -201,6 +201,27 @@ describe('structured output', () => {
     assert.equal(typeof v.ok, 'boolean');
   });
 
+  test('tools: tool_choice "required" and a named function give tool_calls the client parses', async () => {
+    const tools = [{ type: 'function', function: { name: 'add', description: 'a + b',
+      parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } },
+        required: ['a', 'b'] } } }];
+    const req = { ...greedy, messages: [{ role: 'user', content: 'add' }], max_tokens: 400, tools };
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'add' } }]) {
+      const r = await client.chat.completions.create({ ...req, tool_choice, parallel_tool_calls: false });
+      const msg = r.choices[0].message;
+      assert.equal(msg.content, null);
+      assert.equal(msg.tool_calls.length, 1);
+      assert.equal(msg.tool_calls[0].type, 'function');
+      assert.equal(msg.tool_calls[0].function.name, 'add');
+      const args = JSON.parse(msg.tool_calls[0].function.arguments);
+      assert.deepEqual(Object.keys(args).sort(), ['a', 'b']);
+      assert.ok(Number.isInteger(args.a) && Number.isInteger(args.b));
+      assert.equal(r.choices[0].finish_reason, tool_choice === 'required' ? 'tool_calls' : 'stop');
+    }
+    await assert.rejects(client.chat.completions.create(req),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice');
+  });
+
   test('logit_bias -100 bans a token, +100 forces it', async () => {
     const base = { ...greedy, prompt: 'Once', max_tokens: 3 };
     const free = await client.completions.create(base);

@@ -111,6 +111,7 @@ struct StreamResult {
   std::string object;  // the events' "object" ("text_completion", "chat.completion.chunk")
   std::string error;   // transport error or malformed event, empty when none
   std::string api_error;  // the message of an error event (OpenAI's shape), empty when none
+  std::vector<nlohmann::json> deltas;  // chat chunks' choices[].delta, in order
 };
 
 struct StreamOptions {
@@ -167,6 +168,7 @@ inline StreamResult stream_completion(int port, const nlohmann::json& body,
       if (j.contains("usage")) r.usage = j["usage"];
       for (const nlohmann::json& ch : j["choices"]) {
         if (ch.contains("text")) r.text += ch["text"].get<std::string>();
+        if (ch.contains("delta")) r.deltas.push_back(ch["delta"]);
         for (const nlohmann::json& t : ch["token_ids"]) r.tokens.push_back(t.get<int32_t>());
         if (!ch["finish_reason"].is_null()) r.finish_reason = ch["finish_reason"];
       }

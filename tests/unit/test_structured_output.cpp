@@ -158,6 +158,9 @@ TEST(JsonMatcher, WhitespaceRunsAreBounded) {
   EXPECT_TRUE(matches(g, R"({"a":)" + std::string(31, '1') + "}"));
   EXPECT_FALSE(prefix(g, R"({"a":)" + std::string(31, '1') + "."));
   EXPECT_TRUE(matches(g, R"({"a":)" + std::string(30, '1') + ".1}"));
+  const auto integer = schema(R"({"type": "integer"})");
+  EXPECT_TRUE(matches(integer, "-" + std::string(17, '9')));
+  EXPECT_FALSE(prefix(integer, std::string(19, '9'))) << "beyond int64";
 }
 
 TEST(JsonGrammar, RefusesWhatItCannotGuaranteeNamingTheKeywordAndPlace) {

@@ -21,8 +21,11 @@
 // object closes: OpenAI's strict mode, additionalProperties false) unless there are none (then
 // any keys, with additionalProperties' schema); whitespace between tokens is allowed in runs of
 // at most 16 bytes, so a model cannot pad forever; numbers have at most 32 characters and 2
-// exponent digits (they stay within a double's range, which some parsers insist on); strings'
-// bytes are not checked to be UTF-8 (byte-level tokens may split a character).
+// exponent digits (they stay within a double's range, which some parsers insist on), integers
+// at most 18 characters (they fit int64); strings' bytes are not checked to be UTF-8 (byte-level
+// tokens may split a character). The vocabulary must spell every byte the grammar may need (as
+// byte-level and byte-fallback tokenizers do): a character vocabulary without "_" cannot finish
+// a property named "a_b", and such a request fails (ValueError from the engine) when it gets there.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -58,6 +61,14 @@ class JsonGrammar {
   static std::shared_ptr<const JsonGrammar> any_object();
   // ValueError "[JsonGrammar] ..." naming an unsupported keyword or a malformed schema and where.
   static std::shared_ptr<const JsonGrammar> from_schema(const nlohmann::json& schema);
+  // Function calls (OpenAI's tool_choice "required"): a JSON array of {"name": one of the tools'
+  // names, "parameters": a value of that tool's schema}, one item or (parallel) at least one.
+  // ValueError as from_schema, naming the tool.
+  struct Tool {
+    std::string name;
+    const nlohmann::json* parameters;  // a schema
+  };
+  static std::shared_ptr<const JsonGrammar> tool_calls(std::span<const Tool> tools, bool parallel);
 
   const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
   int32_t root() const { return root_; }

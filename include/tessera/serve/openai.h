@@ -10,7 +10,9 @@
 // completions, the rest of the context for chat; max_completion_tokens on chat is an alias
 // that wins), temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
 // frequency_penalty, seed, stop (a string or up to 4), stop_token_ids, ignore_eos, stream,
-// stream_options.include_usage, n (1..128) and best_of (n..128, not with stream: the n of best_of
+// stream_options.include_usage, tools with tool_choice "none", "required" or a named function
+// (ToolChoice below; parallel_tool_calls false makes "required" call one), n (1..128) and
+// best_of (n..128, not with stream: the n of best_of
 // samples with the highest cumulative logprob), user, logit_bias ({"token id": -100..100}),
 // response_format ({"type": "text"}; "json_object": the output is one JSON object; "json_schema"
 // with {"json_schema": {"name", "schema"}}: it satisfies the schema, compiled by
@@ -73,8 +75,16 @@ struct ModelLimits {
   std::shared_ptr<const ChatTemplate> chat_template;  // null: the plain template
 };
 
+// Chat tool calling: with tools and tool_choice "required" the output is a JSON array of
+// {"name", "parameters"} (the grammar's), with a named function its arguments; either becomes
+// message.tool_calls. "auto" needs a model-specific tool-call parser, which there is not: a 400,
+// as vLLM without --enable-auto-tool-choice.
+enum class ToolChoice { None, Named, Required };
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::Completions;
+  ToolChoice tool_choice = ToolChoice::None;
+  std::string tool_name;  // Named: the function
   std::vector<int32_t> prompt;
   infer::GenerationParams params;  // params.logprobs: what the engine computes
   bool stream = false;
@@ -104,6 +114,10 @@ struct LogprobEntry {
 std::vector<LogprobEntry> logprob_entries(const std::vector<infer::TokenLogprob>& logprobs,
                                           const tokenizers::Tokenizer& tokenizer, int32_t prev);
 
+struct ToolCall {
+  std::string id, name, arguments;  // arguments: JSON text
+};
+
 // One choice of a response or of a stream chunk.
 struct Choice {
   int64_t index = 0;
@@ -114,6 +128,7 @@ struct Choice {
   int64_t text_offset = 0;  // completions' text_offset of logprobs[0] (bytes into the output)
   double cumulative_logprob = 0.0;  // for best_of
   std::vector<infer::TokenLogprob> prompt_logprobs;  // echo: the engine's, for prompt tokens 1..
+  std::vector<ToolCall> tool_calls;                  // when the text held them (extract_tool_calls)
 };
 
 // What a finished (or streaming) request has produced.
@@ -125,7 +140,16 @@ struct CompletionState {
   bool logprobs = false;  // the request asked for them: render them, else "logprobs": null
   int64_t prompt_tokens = 0, completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens the engine took from its prefix cache
+  ToolChoice tool_choice = ToolChoice::None;  // the request's
+  std::string tool_name;
 };
+
+// The id of call k of choice c: stable across a stream's chunks.
+std::string tool_call_id(const CompletionState& s, const Choice& c, size_t k);
+// Turns a finished choice's text into its tool calls (tool_choice Named: the text is the
+// arguments; Required: a JSON array of {"name", "parameters"}) and clears the text; a text cut
+// short (not such JSON) stays the content, without tool calls.
+void extract_tool_calls(const CompletionState& s, Choice& c);
 
 // Puts the prompt before each choice's text and, when s renders logprobs, the prompt tokens'
 // entries before the choice's (the first with a null logprob), as OpenAI's echo does.

@@ -1,0 +1,133 @@
+// Chat tool calling: tools and tool_choice into the request's JSON grammar, the generated JSON
+// back into OpenAI's tool_calls, and earlier tool calls of a conversation into prompt text.
+#include <regex>
+#include <set>
+
+#include "serve/openai_json.h"
+#include "serve/openai_tools.h"
+#include "tessera/core/error.h"
+#include "tessera/infer/structured_output.h"
+
+namespace tessera::serve {
+
+using namespace detail;
+
+namespace {
+
+// A function without parameters takes none: {}.
+const Json kNoParameters = {
+    {"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+
+struct ParsedTool {
+  std::string name;
+  const Json* parameters;
+};
+
+std::vector<ParsedTool> parse_tool_list(const Json& tools) {
+  if (!tools.is_array() || tools.empty())
+    throw bad("tools", "'tools' must be a non-empty array of {\"type\": \"function\", ...}");
+  static const std::regex name_re("[A-Za-z0-9_-]{1,64}");
+  std::vector<ParsedTool> out;
+  std::set<std::string> names;
+  for (const Json& t : tools) {
+    if (!t.is_object() || t.value("type", Json()) != "function" || !t.contains("function") ||
+        !t["function"].is_object())
+      throw bad("tools", "each tool must be {\"type\": \"function\", \"function\": {...}}");
+    const Json& fn = t["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() ||
+        !std::regex_match(fn["name"].get<std::string>(), name_re))
+      throw bad("tools", "a function's 'name' must be 1 to 64 letters, digits, '_' or '-'");
+    const std::string name = fn["name"].get<std::string>();
+    if (!names.insert(name).second) throw bad("tools", "two tools are named '" + name + "'");
+    const auto params = fn.find("parameters");
+    if (params != fn.end() && !params->is_object())
+      throw bad("tools", "the 'parameters' of '" + name + "' must be a JSON Schema object");
+    out.push_back({name, params == fn.end() ? &kNoParameters : &*params});
+  }
+  return out;
+}
+
+}  // namespace
+
+void parse_tools(const Fields& f, CompletionRequest& r) {
+  const Json* tools = f.get("tools");
+  const Json* choice = f.get("tool_choice");
+  const bool parallel = f.boolean("parallel_tool_calls", true);
+  if (!tools) {
+    if (choice && *choice != "none")
+      throw bad("tool_choice", "'tool_choice' needs 'tools' to choose from");
+    return;
+  }
+  const std::vector<ParsedTool> list = parse_tool_list(*tools);
+  const Json c = choice ? *choice : Json("auto");
+  if (c == "none") return;
+  if (r.params.json_grammar)
+    throw bad("tool_choice", "'tool_choice' and 'response_format' cannot both shape the output");
+  try {
+    if (c == "required") {
+      std::vector<infer::JsonGrammar::Tool> grammar_tools;
+      for (const ParsedTool& t : list) grammar_tools.push_back({t.name, t.parameters});
+      r.params.json_grammar = infer::JsonGrammar::tool_calls(grammar_tools, parallel);
+      r.tool_choice = ToolChoice::Required;
+      return;
+    }
+    if (c == "auto")
+      throw bad("tool_choice",
+                "tool_choice \"auto\" needs a tool-call parser for the model's own format, which "
+                "tessera does not have (vLLM's --enable-auto-tool-choice): use \"required\", a "
+                "named function or \"none\"");
+    if (!c.is_object() || c.value("type", Json()) != "function" || !c.contains("function") ||
+        !c["function"].is_object() || !c["function"].contains("name") ||
+        !c["function"]["name"].is_string())
+      throw bad("tool_choice",
+                "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+                "\"function\", \"function\": {\"name\": ...}}");
+    const std::string name = c["function"]["name"].get<std::string>();
+    const auto it =
+        std::find_if(list.begin(), list.end(), [&](const ParsedTool& t) { return t.name == name; });
+    if (it == list.end()) throw bad("tool_choice", "no tool is named '" + name + "'");
+    r.params.json_grammar = infer::JsonGrammar::from_schema(*it->parameters);
+    r.tool_choice = ToolChoice::Named;
+    r.tool_name = name;
+  } catch (const ValueError& e) {  // a schema the grammar refuses
+    throw bad("tools", e.what());
+  }
+}
+
+std::string assistant_tool_calls_text(const Json& tool_calls) {
+  if (!tool_calls.is_array())
+    throw bad("messages", "an assistant message's 'tool_calls' must be an array");
+  Json calls = Json::array();
+  for (const Json& call : tool_calls) {
+    const Json* fn = call.is_object() && call.contains("function") ? &call["function"] : nullptr;
+    if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string() ||
+        !fn->contains("arguments") || !(*fn)["arguments"].is_string())
+      throw bad("messages",
+                "each tool call must be {\"function\": {\"name\": ..., \"arguments\": \"...\"}}");
+    const Json args = Json::parse((*fn)["arguments"].get<std::string>(), nullptr, false);
+    if (args.is_discarded()) throw bad("messages", "a tool call's 'arguments' must be JSON text");
+    calls.push_back({{"name", (*fn)["name"]}, {"parameters", args}});
+  }
+  return dump(calls);
+}
+
+std::string tool_call_id(const CompletionState& s, const Choice& c, size_t k) {
+  return "call_" + s.id + "_" + std::to_string(c.index) + "_" + std::to_string(k);
+}
+
+void extract_tool_calls(const CompletionState& s, Choice& c) {
+  if (s.tool_choice == ToolChoice::None || c.finish_reason != infer::FinishReason::Stop) return;
+  const Json v = Json::parse(c.text, nullptr, false);
+  if (v.is_discarded()) return;
+  if (s.tool_choice == ToolChoice::Named) {
+    c.tool_calls = {{tool_call_id(s, c, 0), s.tool_name, c.text}};  // as streamed
+  } else {
+    if (!v.is_array()) return;
+    for (const Json& call : v)
+      c.tool_calls.push_back({tool_call_id(s, c, c.tool_calls.size()),
+                              call.at("name").get<std::string>(), dump(call.at("parameters"))});
+  }
+  c.text.clear();
+}
+
+}  // namespace tessera::serve
