@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "fuzz_util.h"
 #include "tessera/io/checkpoint.h"
@@ -210,6 +211,21 @@ void openai_seeds() {
   }
 }
 
+void json_grammar_seeds() {
+  // A schema, then text to feed its matcher ({} stands for json_object).
+  const std::vector<std::tuple<std::string, std::string, std::string>> seeds = {
+      {"object", "{}", R"({"a": [1, -2.5e3, true, null, "x\u00e9"], "b": {}})"},
+      {"person",
+       R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 4}, "age": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", 12, 1]}, "maxItems": 2}}, "required": ["name"]})",
+       R"({"age": 12, "name": "J\n", "tags": [1, "a"]})"},
+      {"refs",
+       R"({"$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}]}}, "$ref": "#/$defs/n"})",
+       R"({"next": {"next": null}})"},
+  };
+  for (const auto& [name, schema, text] : seeds)
+    seed("fuzz_json_grammar", name, join({schema, text}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -224,5 +240,6 @@ int main(int argc, char** argv) {
   llama2c_seeds();
   tokenizer_seeds();
   openai_seeds();
+  json_grammar_seeds();
   return 0;
 }

@@ -45,6 +45,25 @@ bool is_whitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c =
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+// A UTF-8 lead byte: how many continuation bytes follow, and the range of the first of them
+// (lo | hi << 8), which excludes overlong forms, surrogates and values beyond U+10FFFF.
+struct Utf8Lead {
+  int32_t continuations;  // 0: not a lead byte
+  uint64_t next_range;
+};
+constexpr uint64_t kContinuation = 0x80 | (0xBF << 8);
+Utf8Lead utf8_lead(uint8_t c) {
+  auto range = [](uint64_t lo, uint64_t hi) { return lo | (hi << 8); };
+  if (c >= 0xC2 && c <= 0xDF) return {1, kContinuation};
+  if (c == 0xE0) return {2, range(0xA0, 0xBF)};
+  if (c == 0xED) return {2, range(0x80, 0x9F)};
+  if (c >= 0xE1 && c <= 0xEF) return {2, kContinuation};
+  if (c == 0xF0) return {3, range(0x90, 0xBF)};
+  if (c == 0xF4) return {3, range(0x80, 0x8F)};
+  if (c >= 0xF1 && c <= 0xF3) return {3, kContinuation};
+  return {0, 0};
+}
+
 bool number_accepting(uint8_t state) {
   return state == kNumberZero || state == kNumberInt || state == kNumberFrac ||
          state == kNumberExpDigit;
@@ -275,6 +294,12 @@ class JsonStepper {
       ++f.count;
       return n.max_count < 0 || static_cast<int64_t>(f.count) <= n.max_count;
     };
+    if (f.state == kStringBody && f.pending > 0) {  // inside a UTF-8 character
+      if (c < (f.bits & 0xFF) || c > (f.bits >> 8)) return;
+      --f.pending;
+      f.bits = kContinuation;
+      return emit(s);
+    }
     if (f.state == kStringBody) {
       if (c == '"') {
         if (static_cast<int64_t>(f.count) < n.min_count) return;
@@ -287,8 +312,13 @@ class JsonStepper {
         return emit(s);
       }
       if (c < 0x20) return;
-      // A UTF-8 continuation byte adds no character.
-      if ((c & 0xC0) != 0x80 && !count_char()) return;
+      if (c >= 0x80) {  // JSON text is UTF-8: a lead byte, then what it allows
+        const Utf8Lead lead = utf8_lead(c);
+        if (lead.continuations == 0) return;
+        f.pending = lead.continuations;
+        f.bits = lead.next_range;
+      }
+      if (!count_char()) return;
       return emit(s);
     }
     if (f.state == kStringEscape) {
@@ -301,6 +331,10 @@ class JsonStepper {
       return emit(s);
     }
     if (!is_hex(c)) return;  // \u with hex digits left
+    // No surrogates (\uD800-\uDFFF): strict parsers refuse a lone one, and a pair would need
+    // two escapes in step; a character beyond U+FFFF can be written as UTF-8.
+    if (f.state == kStringEscape + 4) f.bits = (c == 'd' || c == 'D');
+    if (f.state == kStringEscape + 3 && f.bits && c >= '8') return;
     if (--f.state == kStringEscape) f.state = kStringBody;
     emit(s);
   }
@@ -412,7 +446,8 @@ bool JsonMatcher::in_free_string() const {
   return std::all_of(threads_.begin(), threads_.end(), [&](const Thread& t) {
     if (t.begin == t.end) return false;
     const Frame& f = frames_[t.end - 1];
-    return f.kind == kString && f.state == kStringBody && grammar_->node(f.node).max_count < 0;
+    return f.kind == kString && f.state == kStringBody && f.pending <= 0 &&
+           grammar_->node(f.node).max_count < 0;
   });
 }
 

@@ -4,17 +4,21 @@
 
 #include "tessera/core/error.h"
 #include "tessera/infer/structured_output.h"
+#include "tokenizers/utf8.h"
 
 namespace tessera::infer {
 
 namespace {
 
-// Bytes that end or escape a JSON string, or may not stand in one.
+// Whole UTF-8 characters that can stand in a JSON string without ending or escaping it.
 bool plain_string_bytes(std::string_view b) {
-  return !b.empty() && std::none_of(b.begin(), b.end(), [](char ch) {
-    const auto c = static_cast<uint8_t>(ch);
-    return c == '"' || c == '\\' || c < 0x20;
-  });
+  for (size_t i = 0; i < b.size();) {
+    const auto c = static_cast<uint8_t>(b[i]);
+    const detail::Utf8Char ch = detail::next_utf8(b, i);
+    if (c == '"' || c == '\\' || c < 0x20 || ch.cp == detail::kInvalidCodepoint) return false;
+    i += static_cast<size_t>(ch.len);
+  }
+  return !b.empty();
 }
 
 }  // namespace

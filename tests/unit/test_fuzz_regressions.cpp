@@ -6,8 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/infer/structured_output.h"
 #include "tessera/io/importers.h"
 #include "tessera/ops/creation.h"
 #include "tessera/serve/openai.h"
@@ -103,6 +105,20 @@ TEST(FuzzRegressions, ChatContentPartWithNonStringTypeIsAnApiError) {
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "messages");
   }
+}
+
+// The matcher took a string key with bytes that are not UTF-8, which JSON parsers refuse: fed
+// as the fuzz target feeds it (refused bytes skipped), what it takes must parse.
+TEST(FuzzRegressions, JsonMatcherTakesOnlyUtf8Strings) {
+  const std::string input =
+      read_bytes(corpus_file("fuzz_json_grammar", "crash-invalid-utf8-in-key"));
+  const std::string text = input.substr(input.find("\n=====\n") + 7);
+  infer::JsonMatcher m(infer::JsonGrammar::any_object());
+  std::string taken;
+  for (char c : text)
+    if (m.advance(std::string_view(&c, 1))) taken += c;
+  ASSERT_TRUE(m.accepting()) << taken;
+  EXPECT_FALSE(nlohmann::json::parse(taken, nullptr, false).is_discarded()) << taken;
 }
 
 }  // namespace

@@ -146,6 +146,24 @@ TEST(JsonMatcher, StringLengthsCountCharactersNotBytes) {
   EXPECT_FALSE(prefix(g, R"("abc\)")) << "an escape that would be the fourth character";
 }
 
+TEST(JsonMatcher, StringsAreValidUtf8WithoutSurrogateEscapes) {
+  const auto g = schema(R"({"type": "string"})");
+  for (const char* ok : {"\"\xc3\xa9\"", "\"\xf0\x9f\x98\x80\"", "\"\xe2\x82\xac\"",
+                         "\"\\uD7FF\\uE000\"", "\"\xf4\x8f\xbf\xbf\""})
+    EXPECT_TRUE(matches(g, ok)) << ok;
+  for (const char* bad : {"\"\x80", "\"\xc3\x28", "\"\xc0\xaf", "\"\xed\xa0\x80", "\"\xf4\x90",
+                          "\"\xf5", "\"\xc3\"", "\"\\ud800", "\"\\uDBFF", "\"\\udc00"})
+    EXPECT_FALSE(prefix(g, bad)) << bad;
+  // A character split across advances (tokens) is completed by the next.
+  JsonMatcher m(g);
+  ASSERT_TRUE(m.advance("\"\xe2"));
+  EXPECT_FALSE(m.in_free_string()) << "inside a character";
+  ASSERT_TRUE(m.advance("\x82"));
+  EXPECT_FALSE(m.advance("\""));
+  ASSERT_TRUE(m.advance("\xac"));
+  EXPECT_TRUE(m.in_free_string());
+}
+
 TEST(JsonMatcher, WhitespaceRunsAreBounded) {
   const auto g = JsonGrammar::any_object();
   EXPECT_TRUE(prefix(g, "{" + std::string(16, ' ')));
@@ -224,9 +242,10 @@ TEST(TokenMasker, AllowsExactlyTheTokensThatKeepTheMatcherInsideGpt2) {
   const auto tok = tokenizers::GPT2Tokenizer::from_directory(dir.string());
   const int32_t eos = *tok->eos_id();
   // Prefixes in a string, a key, a number, an enum and between values.
-  expect_mask_matches_every_token(*tok, schema(kPerson),
-                                  R"({"name": "Al \"B\"", "age": 4, "tags": ["a"]})",
-                                  std::span(&eos, 1));
+  expect_mask_matches_every_token(
+      *tok, schema(kPerson),
+      "{\"name\": \"Al \xc3\xa9\xe2\x82\xac \\\"B\\\"\", \"age\": 4, \"tags\": [\"a\"]}",
+      std::span(&eos, 1));
 }
 
 }  // namespace

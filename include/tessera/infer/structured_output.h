@@ -22,8 +22,9 @@
 // any keys, with additionalProperties' schema); whitespace between tokens is allowed in runs of
 // at most 16 bytes, so a model cannot pad forever; numbers have at most 32 characters and 2
 // exponent digits (they stay within a double's range, which some parsers insist on), integers
-// at most 18 characters (they fit int64); strings' bytes are not checked to be UTF-8 (byte-level
-// tokens may split a character). The vocabulary must spell every byte the grammar may need (as
+// at most 18 characters (they fit int64); strings are valid UTF-8 (a byte-level token may hold
+// part of a character: the next bytes must complete it) without \u escapes of surrogates, so
+// strict parsers take every output. The vocabulary must spell every byte the grammar may need (as
 // byte-level and byte-fallback tokenizers do): a character vocabulary without "_" cannot finish
 // a property named "a_b", and such a request fails (ValueError from the engine) when it gets there.
 #include <cstdint>
@@ -93,8 +94,8 @@ class JsonMatcher {
   bool accepting() const;
   // ... and no byte can follow it: the generation is over.
   bool terminated() const;
-  // Every alternative is inside a string without a length bound, where any byte but a quote, a
-  // backslash or a control byte keeps it.
+  // Every alternative is inside a string without a length bound, between characters, where any
+  // whole UTF-8 characters but a quote, a backslash or a control byte keep it.
   bool in_free_string() const;
 
   // Internal state, public for the token masker.
@@ -104,8 +105,10 @@ class JsonMatcher {
     uint8_t state = 0;  // kind's state
     uint8_t is_key = 0;
     uint32_t count = 0;    // array items, string characters, literal or number position
-    uint64_t bits = 0;     // object: properties seen; literals: candidates left; exponent digits
-    int32_t pending = -1;  // object: the node of the value after the key
+    // object: properties seen; literals: candidates left; number: exponent digits; string: the
+    // range of its next UTF-8 continuation byte, or in \u whether the first digit was a D
+    uint64_t bits = 0;
+    int32_t pending = -1;  // object: the node of the value after the key; string: UTF-8 bytes due
     bool operator==(const Frame&) const = default;
   };
   // One alternative's stack: frames [begin, end) of frames_, its trailing-whitespace run.
@@ -149,8 +152,8 @@ class TokenMasker {
   };
   void walk(const Trie& trie, const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
   std::vector<std::string> token_bytes_;
-  // String-content tokens (no quote, backslash or control byte) are allowed wholesale inside a
-  // string without a length bound, so only the others are walked there.
+  // String-content tokens (whole UTF-8 characters, no quote, backslash or control byte) are
+  // allowed wholesale inside a string without a length bound: only the others are walked there.
   std::vector<uint8_t> plain_;
   Trie all_, special_;
   mutable std::vector<JsonMatcher> scratch_;  // one state per trie depth: not thread-safe
