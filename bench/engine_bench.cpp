@@ -11,9 +11,13 @@
 // --prompt-len tokens and 16 of its own, with the cache on and off in alternating rounds. --only
 // kv-dtype compares a float32 and a bfloat16 KV cache (alternating rounds) on the GPT-2-sized
 // model: --streams streams (default 16) decoding after prompts of --prompt-len tokens, where
-// attention reads the long contexts.
+// attention reads the long contexts. --only structured measures what structured output costs a
+// decode step on the GPT-2-sized model with the GPT-2 vocabulary (--gpt2-dir): free text against
+// json_object (greedy on random weights: mostly string content, the masker's wholesale path) and
+// an array of at least 10,000 integers (digits and commas: the trie walk every step), alternating.
 //
-//   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2|prefix|kv-dtype] [--streams N]
+//   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2|prefix|kv-dtype|structured]
+//                [--streams N] [--gpt2-dir DIR]
 //                [--device cpu|cuda[:N]] [--prompt-len N] [--new-tokens N]
 //                [--dtype float32|bfloat16] [--quantization int8]   (the CPU runner's weights)
 #include <omp.h>
@@ -24,6 +28,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,7 +36,9 @@
 #include "tessera/infer/engine.h"
 #include "tessera/infer/generate.h"
 #include "tessera/infer/model_loader.h"
+#include "tessera/infer/structured_output.h"
 #include "tessera/models/gpt2.h"
+#include "tessera/tokenizers/gpt2_tokenizer.h"
 
 using namespace tessera;
 using Clock = std::chrono::steady_clock;
@@ -79,15 +86,24 @@ struct BatchResult {
   double tokens_per_s, ttft_ms, tbt_ms;
 };
 
+// Structured output for batched(): a grammar and the tokenizer its masks need.
+struct Constraint {
+  std::shared_ptr<const tokenizers::Tokenizer> tokenizer;
+  std::shared_ptr<const infer::JsonGrammar> grammar;
+};
+
 // streams requests at once through an Engine batching up to streams sequences (base: the
 // dtypes).
 BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_len, int64_t n,
-                    int reps, const infer::EngineConfig& base = {}) {
+                    int reps, const infer::EngineConfig& base = {},
+                    const Constraint& constraint = {}) {
   infer::EngineConfig config = base;
   config.max_num_seqs = streams;
   config.num_blocks = streams * ((prompt_len + n + 15) / 16 + 1);
   config.enable_prefix_caching = false;  // each rep sends the same prompts again
-  infer::Engine engine(model, config);
+  infer::Engine engine(model, config, constraint.tokenizer);
+  infer::GenerationParams params = greedy(n);
+  params.json_grammar = constraint.grammar;
   std::vector<double> rates, ttfts, tbts;
   for (int r = 0; r < reps + 1; ++r) {
     const Clock::time_point t0 = Clock::now();
@@ -96,7 +112,7 @@ BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_l
     std::vector<double> ttft, tbt;
     int64_t total = 0;
     for (int i = 0; i < streams; ++i)
-      engine.add_request(prompt_of(prompt_len, model.vocab_size(), i), greedy(n));
+      engine.add_request(prompt_of(prompt_len, model.vocab_size(), i), params);
     while (engine.has_unfinished()) {
       for (const infer::RequestOutput& out : engine.step()) {
         const int i = static_cast<int>(out.request_id % streams);
@@ -199,6 +215,39 @@ void run_kv_dtype(const models::CausalLM& model, int streams, int64_t prompt_len
               median(ratios), median(rate32), median(rate16), mb, mb / 2);
 }
 
+// Free text, json_object and a long integer array in alternating rounds, at 1 and 16 streams.
+void run_structured(const models::CausalLM& model, const std::string& gpt2_dir, int64_t prompt_len,
+                    int64_t n, int reps) {
+  std::shared_ptr<const tokenizers::Tokenizer> tok =
+      tokenizers::GPT2Tokenizer::from_directory(gpt2_dir);
+  const Constraint free_text{tok, nullptr};
+  const Constraint object{tok, infer::JsonGrammar::any_object()};
+  const Constraint integers{tok, infer::JsonGrammar::from_schema(nlohmann::json::parse(
+                                     R"({"type": "array", "items": {"type": "integer"},
+                                         "minItems": 10000})"))};
+  std::printf(
+      "| model | streams | TBT ms, free text | TBT ms, json_object | TBT ms, integer array | "
+      "json_object / free | integer array / free |\n|---|---|---|---|---|---|---|\n");
+  for (int streams : {1, 16}) {
+    std::vector<double> t_free, t_object, t_ints, r_object, r_ints;
+    for (int r = 0; r < reps; ++r) {
+      const double f = batched(model, streams, prompt_len, n, 1, {}, free_text).tbt_ms;
+      const double o = batched(model, streams, prompt_len, n, 1, {}, object).tbt_ms;
+      const double i = batched(model, streams, prompt_len, n, 1, {}, integers).tbt_ms;
+      t_free.push_back(f);
+      t_object.push_back(o);
+      t_ints.push_back(i);
+      r_object.push_back(o / f);
+      r_ints.push_back(i / f);
+      std::fprintf(stderr, "%d streams, round %d: TBT free %.2f, object %.2f, integers %.2f ms\n",
+                   streams, r, f, o, i);
+    }
+    std::printf("| GPT-2 124M | %d | %.2f | %.2f | %.2f | %.3fx | %.3fx |\n", streams,
+                median(t_free), median(t_object), median(t_ints), median(r_object), median(r_ints));
+    std::fflush(stdout);
+  }
+}
+
 void run_model(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
                int64_t n, int reps, int single_reps, const std::vector<int>& streams,
                const infer::EngineConfig& base) {
@@ -230,6 +279,7 @@ std::unique_ptr<models::GPT2> gpt2_124m(Device device) {
 
 int main(int argc, char** argv) {
   std::string stories = "../shared/data/stories260K.bin", only;
+  std::string gpt2_dir = "../shared/data/gpt2";
   int reps = 5;
   std::vector<int> streams;
   Device device = kCPU;
@@ -242,6 +292,8 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only"))
       only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--gpt2-dir"))
+      gpt2_dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--streams"))  // one batch size only (for profiling)
       streams = {std::atoi(argv[i + 1])};
     else if (!std::strcmp(argv[i], "--device"))
@@ -263,6 +315,10 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "threads: %d\n", omp_get_max_threads());
   if (only == "prefix") {
     run_prefix(*gpt2_124m(device), gpt2_prompt, gpt2_tokens, reps);
+    return 0;
+  }
+  if (only == "structured") {
+    run_structured(*gpt2_124m(device), gpt2_dir, gpt2_prompt, gpt2_tokens, reps);
     return 0;
   }
   if (only == "kv-dtype") {

@@ -1,4 +1,6 @@
 // JSON Schema -> JsonGrammar nodes (see structured_output.h for what is supported).
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -76,12 +78,27 @@ class JsonSchemaCompiler {
   }
 
   static void check_keywords(const Json& s, const std::string& where) {
-    static const std::set<std::string> supported{
-        "type",      "properties", "required", "additionalProperties",
-        "items",     "minItems",   "maxItems", "minLength",
-        "maxLength", "enum",       "const",    "anyOf",
-        "oneOf",     "$ref",       "$defs",    "definitions",
-        "nullable"};
+    static const std::set<std::string> supported{"type",
+                                                 "properties",
+                                                 "required",
+                                                 "additionalProperties",
+                                                 "items",
+                                                 "minItems",
+                                                 "maxItems",
+                                                 "minLength",
+                                                 "maxLength",
+                                                 "enum",
+                                                 "const",
+                                                 "anyOf",
+                                                 "oneOf",
+                                                 "$ref",
+                                                 "$defs",
+                                                 "definitions",
+                                                 "nullable",
+                                                 "minimum",
+                                                 "maximum",
+                                                 "exclusiveMinimum",
+                                                 "exclusiveMaximum"};
     static const std::set<std::string> annotations{
         "title",          "description", "default",   "examples",
         "format",         "$schema",     "$id",       "$comment",
@@ -137,6 +154,8 @@ class JsonSchemaCompiler {
       types = {"array"};
     } else if (s.contains("minLength") || s.contains("maxLength")) {
       types = {"string"};
+    } else if (has_bounds(s)) {  // integers in the range: a sound subset of what it allows
+      types = {"integer"};
     } else {
       return {JsonGrammar::kAny};
     }
@@ -148,10 +167,12 @@ class JsonSchemaCompiler {
         out.push_back(array(s, where));
       else if (t == "string")
         out.push_back(string(s, where));
+      else if (t == "number" && has_bounds(s))
+        fail(where, "minimum / maximum on a number are not supported (only on an integer)");
       else if (t == "number")
         out.push_back(JsonGrammar::kNumber);
       else if (t == "integer")
-        out.push_back(add({.kind = Kind::Integer}));
+        out.push_back(integer(s, where));
       else if (t == "boolean")
         out.push_back(JsonGrammar::kBoolean);
       else if (t == "null")
@@ -174,6 +195,43 @@ class JsonSchemaCompiler {
     const int64_t lo = get(min, 0), hi = get(max, -1);
     if (hi >= 0 && hi < lo) fail(where, std::string(max) + " is below " + min);
     return {lo, hi};
+  }
+
+  static bool has_bounds(const Json& s) {
+    return s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+           s.contains("exclusiveMaximum");
+  }
+
+  // [minimum, maximum] from the four keywords (draft 4's boolean exclusive* too), as integers.
+  int32_t integer(const Json& s, const std::string& where) {
+    // What 18 characters can write (the matcher's bound): -99...9 (17 nines) to 10^18 - 1.
+    // long double holds every int64 bound exactly.
+    constexpr long double kLowest = -99999999999999999.0L, kHighest = 999999999999999999.0L;
+    long double lo = kLowest, hi = kHighest;
+    auto number = [&](const char* key) {
+      const Json& v = s[key];
+      if (!v.is_number()) fail(where + "/" + key, "expected a number");
+      if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
+      if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
+      return static_cast<long double>(v.get<double>());
+    };
+    auto exclusive = [&](const char* key) {  // draft 4: a boolean beside minimum / maximum
+      return s.contains(key) && s[key].is_boolean() && s[key].get<bool>();
+    };
+    if (s.contains("minimum"))
+      lo = std::max(lo, exclusive("exclusiveMinimum") ? std::floor(number("minimum")) + 1
+                                                      : std::ceil(number("minimum")));
+    if (s.contains("maximum"))
+      hi = std::min(hi, exclusive("exclusiveMaximum") ? std::ceil(number("maximum")) - 1
+                                                      : std::floor(number("maximum")));
+    if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean())
+      lo = std::max(lo, std::floor(number("exclusiveMinimum")) + 1);
+    if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean())
+      hi = std::min(hi, std::ceil(number("exclusiveMaximum")) - 1);
+    if (lo > hi) fail(where, "no integer of at most 18 characters is within the bounds");
+    return add({.kind = Kind::Integer,
+                .minimum = static_cast<int64_t>(lo),
+                .maximum = static_cast<int64_t>(hi)});
   }
 
   int32_t object(const Json& s, const std::string& where) {

@@ -96,6 +96,48 @@ int number_next(uint8_t state, uint8_t c, bool integer) {
   }
 }
 
+// An integer frame keeps its magnitude in bits and its sign in negative. Whether some integer
+// that starts as written so far (digits of magnitude, after a '-' when negative) and has at most
+// `room` more digits lies in [n.minimum, n.maximum].
+bool integer_reachable(bool negative, uint64_t magnitude, uint32_t digits, uint32_t room,
+                       const JsonGrammar::Node& n) {
+  auto overlaps = [&](uint64_t a, uint64_t b) {  // magnitudes [a, b], all below 10^18
+    const auto lo = negative ? -static_cast<int64_t>(b) : static_cast<int64_t>(a);
+    const auto hi = negative ? -static_cast<int64_t>(a) : static_cast<int64_t>(b);
+    return lo <= n.maximum && hi >= n.minimum;
+  };
+  uint64_t scale = 1;
+  if (digits == 0) {  // a '-' alone: any magnitude of 1 to room digits (0 as "-0")
+    for (uint32_t k = 0; k < room; ++k) scale *= 10;
+    return room > 0 && overlaps(0, scale - 1);
+  }
+  if (magnitude == 0) return overlaps(0, 0);  // "0" cannot go on
+  for (uint32_t k = 0; k <= room; ++k, scale *= 10)
+    if (overlaps(magnitude * scale, magnitude * scale + scale - 1)) return true;
+  return false;
+}
+
+// Takes c (a '-' or a digit the grammar allows) into integer frame f if some integer in range
+// can still follow with at most room more characters.
+bool integer_step(Frame& f, uint8_t c, uint32_t room, const JsonGrammar::Node& n) {
+  const bool negative = f.negative || c == '-';
+  const uint64_t magnitude = c == '-' ? 0 : f.bits * 10 + (c - '0');
+  const uint32_t digits = f.count + 1 - negative;
+  if (!integer_reachable(negative, magnitude, digits, room, n)) return false;
+  f.negative = negative;
+  f.bits = magnitude;
+  return true;
+}
+
+// A number that may end here: its state, and for an integer its range.
+bool number_complete(const JsonGrammar& g, const Frame& f) {
+  if (!number_accepting(f.state)) return false;
+  const JsonGrammar::Node& n = g.node(f.node);
+  if (n.kind != Kind::Integer) return true;
+  const auto value = f.negative ? -static_cast<int64_t>(f.bits) : static_cast<int64_t>(f.bits);
+  return value >= n.minimum && value <= n.maximum;
+}
+
 // The texts a literal frame chooses among.
 const std::string& literal_text(const JsonGrammar& g, const Frame& f, int i) {
   const JsonGrammar::Node& n = g.node(f.node);
@@ -128,20 +170,22 @@ class JsonStepper {
       case kString:
         return string(s, c);
       case kNumber: {
-        const bool integer = g_.node(f.node).kind == Kind::Integer;
+        const JsonGrammar::Node& n = g_.node(f.node);
+        const bool integer = n.kind == Kind::Integer;
         const int next = number_next(f.state, c, integer);
         // Only into a state the bound lets finish: '-', '.', 'e' and its sign need a digit after.
         const uint32_t room = next >= 0 && number_accepting(static_cast<uint8_t>(next)) ? 1 : 2;
         // At most 2 exponent digits: every number stays within a double's range.
         const bool exponent_full = next == kNumberExpDigit && f.bits == kMaxExponentDigits;
         const uint32_t max_chars = integer ? kMaxIntegerChars : kMaxNumberChars;
-        if (next >= 0 && f.count + room <= max_chars && !exponent_full) {
+        if (next >= 0 && f.count + room <= max_chars && !exponent_full &&
+            (!integer || integer_step(f, c, max_chars - f.count - 1, n))) {
           if (next == kNumberExpDigit) ++f.bits;
           f.state = static_cast<uint8_t>(next);
           ++f.count;
           return emit(s);
         }
-        if (!number_accepting(f.state)) return;
+        if (!number_complete(g_, f)) return;
         s.pop_back();  // the number ended before c
         return feed(s, whitespace, c);
       }
@@ -429,7 +473,7 @@ bool JsonMatcher::accepting() const {
     if (t.begin == t.end) return true;
     if (t.end - t.begin != 1) continue;
     const Frame& f = frames_[t.begin];
-    if (f.kind == kNumber && number_accepting(f.state)) return true;
+    if (f.kind == kNumber && number_complete(*grammar_, f)) return true;
     if (f.kind == kLiteral)
       for (uint64_t bits = f.bits; bits != 0; bits &= bits - 1)
         if (literal_text(*grammar_, f, std::countr_zero(bits)).size() == f.count) return true;

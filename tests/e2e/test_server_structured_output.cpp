@@ -241,7 +241,7 @@ TEST(ServerToolCalls, AConversationWithEarlierCallsIsAPromptAndBadToolRequestsAr
             "tools"},
            {{{"tools",
               Json::array({{{"type", "function"},
-                            {"function", {{"name", "f"}, {"parameters", {{"minimum", 1}}}}}}})},
+                            {"function", {{"name", "f"}, {"parameters", {{"pattern", "a"}}}}}}})},
              {"tool_choice", "required"}},
             "tools"},
        }) {

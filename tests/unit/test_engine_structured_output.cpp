@@ -50,7 +50,8 @@ TEST(EngineStructuredOutput, EverySampleOfARandomModelSatisfiesTheSchema) {
   ASSERT_LE(std::string_view(kChars).size(), 70u) << "the model's vocabulary";
   const Json schema = Json::parse(R"({
     "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 4}, "age": {"type": "integer"},
+    "properties": {"name": {"type": "string", "maxLength": 4},
+                   "age": {"type": "integer", "minimum": 18, "maximum": 120},
                    "ok": {"type": "boolean"}, "tag": {"enum": ["x", "yz", 7]},
                    "list": {"type": "array", "items": {"type": "number"}, "maxItems": 2}},
     "required": ["name", "age", "ok", "tag"]})");
@@ -70,7 +71,7 @@ TEST(EngineStructuredOutput, EverySampleOfARandomModelSatisfiesTheSchema) {
     for (const auto& [key, value] : v.items())
       EXPECT_TRUE(schema["properties"].contains(key)) << key;
     EXPECT_TRUE(v["name"].is_string() && v["name"].get<std::string>().size() <= 4);
-    EXPECT_TRUE(v["age"].is_number_integer());
+    EXPECT_TRUE(v["age"].is_number_integer() && v["age"] >= 18 && v["age"] <= 120);
     EXPECT_TRUE(v["ok"].is_boolean());
     EXPECT_TRUE(v["tag"] == "x" || v["tag"] == "yz" || v["tag"] == 7);
     if (v.contains("list")) EXPECT_TRUE(v["list"].is_array() && v["list"].size() <= 2);

@@ -13,7 +13,9 @@
 //
 // Schemas: type (a name or a list), properties, required, additionalProperties, items, minItems,
 // maxItems, minLength, maxLength, enum, const, anyOf / oneOf, $ref into "#/$defs/..." or
-// "#/definitions/..." (recursion allowed), nullable. Annotations (title, description, default,
+// "#/definitions/..." (recursion allowed), nullable, and minimum / maximum / exclusiveMinimum /
+// exclusiveMaximum on integers (a number with bounds is refused: its digits cannot be bounded as
+// they come). Annotations (title, description, default,
 // examples, format, $schema, $id, $comment, ...) are ignored, as JSON Schema's validation does
 // by default; any other keyword (pattern, minimum, allOf, ...) is a ValueError naming it and its
 // place, rather than output that might not validate. What the grammar generates always validates:
@@ -27,6 +29,7 @@
 // strict parsers take every output. The vocabulary must spell every byte the grammar may need (as
 // byte-level and byte-fallback tokenizers do): a character vocabulary without "_" cannot finish
 // a property named "a_b", and such a request fails (ValueError from the engine) when it gets there.
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -54,6 +57,7 @@ class JsonGrammar {
     int32_t additional = -1;                // Object without properties: the values' node
     int32_t items = -1;                     // Array
     int64_t min_count = 0, max_count = -1;  // Array items / String characters; -1: unbounded
+    int64_t minimum = INT64_MIN, maximum = INT64_MAX;  // Integer, inclusive
     std::vector<std::string> literals{};    // Literals: JSON texts (enum, const, true, null)
     std::vector<int32_t> alternatives{};    // Union
   };
@@ -104,6 +108,8 @@ class JsonMatcher {
     uint8_t kind = 0;   // FrameKind (json_matcher.cpp)
     uint8_t state = 0;  // kind's state
     uint8_t is_key = 0;
+    uint8_t negative = 0;  // number: after a '-'
+
     uint32_t count = 0;    // array items, string characters, literal or number position
     // object: properties seen; literals: candidates left; number: exponent digits; string: the
     // range of its next UTF-8 continuation byte, or in \u whether the first digit was a D
