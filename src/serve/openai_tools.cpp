@@ -1,5 +1,6 @@
 // Chat tool calling: tools and tool_choice into the request's JSON grammar, the generated JSON
 // back into OpenAI's tool_calls, and earlier tool calls of a conversation into prompt text.
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -122,10 +123,15 @@ void extract_tool_calls(const CompletionState& s, Choice& c) {
   if (s.tool_choice == ToolChoice::Named) {
     c.tool_calls = {{tool_call_id(s, c, 0), s.tool_name, c.text}};  // as streamed
   } else {
-    if (!v.is_array()) return;
+    // The grammar's shape, unless a stop string cut the text into other JSON.
+    const auto is_call = [](const Json& call) {
+      return call.is_object() && call.contains("name") && call["name"].is_string() &&
+             call.contains("parameters");
+    };
+    if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), is_call)) return;
     for (const Json& call : v)
       c.tool_calls.push_back({tool_call_id(s, c, c.tool_calls.size()),
-                              call.at("name").get<std::string>(), dump(call.at("parameters"))});
+                              call["name"].get<std::string>(), dump(call["parameters"])});
   }
   c.text.clear();
 }
