@@ -90,43 +90,47 @@ void bind_tokenizer(py::module_& m) {
 }
 
 // vLLM's StructuredOutputsParams (GuidedDecodingParams before 0.10.2): json (a schema as a dict
-// or a JSON string) or json_object=True; the grammar is compiled once, here.
+// or a JSON string), json_object=True or choice (a list of texts); compiled once, here.
 struct StructuredOutputs {
   std::shared_ptr<const infer::JsonGrammar> grammar;
-  std::string kind;  // "json" or "json_object", for repr
+  std::string kind;  // "json", "json_object" or "choice", for repr
 };
 
 void bind_structured_outputs(py::module_& m) {
   py::class_<StructuredOutputs>(
       m, "StructuredOutputsParams",
-      "vLLM's StructuredOutputsParams: json (a JSON Schema, dict or str) or json_object=True. "
-      "regex, choice and grammar are not supported (ValueError).")
-      .def(py::init([](py::object json, std::optional<bool> json_object, py::object regex,
-                       py::object choice, py::object grammar) {
-             for (const auto& [name, v] : {std::pair{"regex", regex}, std::pair{"choice", choice},
-                                           std::pair{"grammar", grammar}})
-               if (!v.is_none())
-                 throw ValueError(std::string("[StructuredOutputsParams] ") + name +
-                                  " is not supported: give json or json_object=True");
-             const bool object = json_object.value_or(false);
-             if (json.is_none() == !object)
-               throw ValueError(
-                   "[StructuredOutputsParams] expected exactly one of json and json_object=True");
-             if (object) return StructuredOutputs{infer::JsonGrammar::any_object(), "json_object"};
-             const std::string text =
-                 py::isinstance<py::str>(json)
-                     ? json.cast<std::string>()
-                     : py::module_::import("json").attr("dumps")(json).cast<std::string>();
-             const nlohmann::json schema = nlohmann::json::parse(text, nullptr, false);
-             if (schema.is_discarded())
-               throw ValueError(
-                   "[StructuredOutputsParams] expected json to be a JSON Schema, got "
-                   "text that is not JSON");
-             return StructuredOutputs{infer::JsonGrammar::from_schema(schema), "json"};
-           }),
-           py::kw_only(), py::arg("json") = py::none(), py::arg("json_object") = py::none(),
-           py::arg("regex") = py::none(), py::arg("choice") = py::none(),
-           py::arg("grammar") = py::none())
+      "vLLM's StructuredOutputsParams: json (a JSON Schema, dict or str), json_object=True or "
+      "choice (a list of str). regex and grammar are not supported (ValueError).")
+      .def(
+          py::init([](py::object json, std::optional<bool> json_object, py::object regex,
+                      py::object choice, py::object grammar) {
+            for (const auto& [name, v] : {std::pair{"regex", regex}, std::pair{"grammar", grammar}})
+              if (!v.is_none())
+                throw ValueError(std::string("[StructuredOutputsParams] ") + name +
+                                 " is not supported: give json, json_object=True or choice");
+            const bool object = json_object.value_or(false);
+            if (!json.is_none() + object + !choice.is_none() != 1)
+              throw ValueError(
+                  "[StructuredOutputsParams] expected exactly one of json, json_object=True and "
+                  "choice");
+            if (object) return StructuredOutputs{infer::JsonGrammar::any_object(), "json_object"};
+            if (!choice.is_none())
+              return StructuredOutputs{
+                  infer::JsonGrammar::choice(choice.cast<std::vector<std::string>>()), "choice"};
+            const std::string text =
+                py::isinstance<py::str>(json)
+                    ? json.cast<std::string>()
+                    : py::module_::import("json").attr("dumps")(json).cast<std::string>();
+            const nlohmann::json schema = nlohmann::json::parse(text, nullptr, false);
+            if (schema.is_discarded())
+              throw ValueError(
+                  "[StructuredOutputsParams] expected json to be a JSON Schema, got "
+                  "text that is not JSON");
+            return StructuredOutputs{infer::JsonGrammar::from_schema(schema), "json"};
+          }),
+          py::kw_only(), py::arg("json") = py::none(), py::arg("json_object") = py::none(),
+          py::arg("regex") = py::none(), py::arg("choice") = py::none(),
+          py::arg("grammar") = py::none())
       .def("__repr__",
            [](const StructuredOutputs& s) { return "StructuredOutputsParams(" + s.kind + ")"; });
 }

@@ -583,8 +583,13 @@ def test_structured_outputs_json_schema_holds_for_every_sample(llm):
         StructuredOutputsParams(json={"type": "string", "pattern": "^a"})
     with pytest.raises(ValueError, match="regex is not supported"):
         StructuredOutputsParams(regex="a+")
-    with pytest.raises(ValueError, match="exactly one of json and json_object"):
+    with pytest.raises(ValueError, match="exactly one of json, json_object=True and choice"):
         StructuredOutputsParams()
+    choices = ["yes", "no", "not sure"]
+    params = SamplingParams(temperature=1.0, seed=5, n=4, max_tokens=50,
+                            structured_outputs=StructuredOutputsParams(choice=choices))
+    for seq in llm.generate([PROMPTS[1]], params)[0].outputs:
+        assert seq.text in choices and seq.finish_reason == "stop", seq.text
 
 
 def test_logit_bias_forces_and_bans_tokens(llm):

@@ -319,4 +319,19 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::tool_calls(std::span<const Tool>
   return g;
 }
 
+std::shared_ptr<const JsonGrammar> JsonGrammar::choice(std::span<const std::string> texts) {
+  TESSERA_CHECK(!texts.empty() && texts.size() <= 64, ValueError,
+                "[JsonGrammar] expected 1 to 64 choices, got ", texts.size());
+  std::set<std::string> seen;
+  for (const std::string& t : texts)
+    TESSERA_CHECK(!t.empty() && seen.insert(t).second, ValueError,
+                  "[JsonGrammar] expected distinct non-empty choices, got '", t,
+                  "' twice or empty");
+  auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
+  g->nodes_.push_back({.kind = Kind::Literals, .literals = {texts.begin(), texts.end()}});
+  g->root_ = static_cast<int32_t>(g->nodes_.size() - 1);
+  g->raw_text_ = true;
+  return g;
+}
+
 }  // namespace tessera::infer

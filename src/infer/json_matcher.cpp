@@ -430,7 +430,12 @@ class JsonStepper {
 JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar)
     : grammar_(std::move(grammar)) {
   TESSERA_CHECK(grammar_ != nullptr, ValueError, "[JsonMatcher] expected a grammar, got null");
-  const Frame root{.node = grammar_->root(), .kind = kValue};
+  // A choice among raw texts starts in its literal, without the whitespace a value may have.
+  const Frame root = grammar_->raw_text()
+                         ? Frame{.node = grammar_->root(),
+                                 .kind = kLiteral,
+                                 .bits = all_bits(grammar_->node(grammar_->root()).literals.size())}
+                         : Frame{.node = grammar_->root(), .kind = kValue};
   push_thread({&root, 1}, 0);
 }
 

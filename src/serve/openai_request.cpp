@@ -6,6 +6,7 @@
 #include <set>
 
 #include "serve/openai_json.h"
+#include "serve/openai_structured.h"
 #include "serve/openai_tools.h"
 #include "tessera/core/error.h"
 #include "tessera/infer/structured_output.h"
@@ -124,7 +125,10 @@ const std::set<std::string>& known_fields(Endpoint ep) {
                                                  "echo",
                                                  "best_of",
                                                  "response_format",
-                                                 "logit_bias"};
+                                                 "logit_bias",
+                                                 "structured_outputs",
+                                                 "guided_json",
+                                                 "guided_choice"};
   static const std::set<std::string> chat = [] {
     std::set<std::string> s = completions;
     s.erase("prompt");
@@ -134,30 +138,6 @@ const std::set<std::string>& known_fields(Endpoint ep) {
     return s;
   }();
   return ep == Endpoint::Completions ? completions : chat;
-}
-
-// The grammar of response_format: none for {"type": "text"}, any object for json_object, the
-// schema of {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}.
-std::shared_ptr<const infer::JsonGrammar> response_grammar(const Fields& f) {
-  const Json* rf = f.get("response_format");
-  if (!rf) return nullptr;
-  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-    throw bad("response_format", "'response_format' must be an object with a string 'type'");
-  const std::string type = (*rf)["type"].get<std::string>();
-  if (type == "text") return nullptr;
-  if (type == "json_object") return infer::JsonGrammar::any_object();
-  if (type != "json_schema")
-    throw bad("response_format", "unknown response_format type '" + type + "'");
-  const auto spec = rf->find("json_schema");
-  if (spec == rf->end() || !spec->is_object() || !spec->contains("schema"))
-    throw bad("response_format",
-              "response_format json_schema must be {\"type\": \"json_schema\", \"json_schema\": "
-              "{\"name\": ..., \"schema\": {...}}}");
-  try {
-    return infer::JsonGrammar::from_schema((*spec)["schema"]);
-  } catch (const ValueError& e) {
-    throw bad("response_format", e.what());
-  }
 }
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
@@ -223,7 +203,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   r.model = served_model(f, limits);
   if (const Json* u = f.get("user"); u && !u->is_string())
     throw bad("user", std::string("'user' must be a string, got ") + type_name(*u));
-  r.params.json_grammar = response_grammar(f);
+  r.params.json_grammar = output_grammar(f);
   if (endpoint == Endpoint::ChatCompletions) parse_tools(f, r);
 
   const char* prompt_param = endpoint == Endpoint::Completions ? "prompt" : "messages";

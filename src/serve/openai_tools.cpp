@@ -63,7 +63,9 @@ void parse_tools(const Fields& f, CompletionRequest& r) {
   const Json c = choice ? *choice : Json("auto");
   if (c == "none") return;
   if (r.params.json_grammar)
-    throw bad("tool_choice", "'tool_choice' and 'response_format' cannot both shape the output");
+    throw bad("tool_choice",
+              "'tool_choice' and response_format (or structured_outputs, guided_json, "
+              "guided_choice) cannot both shape the output");
   try {
     if (c == "required") {
       std::vector<infer::JsonGrammar::Tool> grammar_tools;

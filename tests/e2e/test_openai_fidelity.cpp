@@ -139,6 +139,31 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
        "response_format",
        ""},
       {Endpoint::Completions, {{"prompt", p}, {"logit_bias", {{"x", 1}}}}, 400, "logit_bias", ""},
+      {Endpoint::Completions,
+       {{"prompt", p}, {"guided_choice", {"a", "b"}}, {"guided_json", {{"type", "integer"}}}},
+       400,
+       "guided_choice",
+       ""},
+      {Endpoint::Completions,
+       {{"prompt", p}, {"guided_choice", {"a", "a"}}},
+       400,
+       "guided_choice",
+       ""},
+      {Endpoint::Completions,
+       {{"prompt", p}, {"guided_json", "{not json"}},
+       400,
+       "guided_json",
+       ""},
+      {Endpoint::Completions,
+       {{"prompt", p}, {"structured_outputs", {{"regex", "a+"}}}},
+       400,
+       "structured_outputs",
+       ""},
+      {Endpoint::Completions,
+       {{"prompt", p}, {"structured_outputs", {{"choice", {"a"}}, {"json", {{"type", "null"}}}}}},
+       400,
+       "structured_outputs",
+       ""},
       {Endpoint::Completions, {{"prompt", p}, {"logit_bias", {{"512", 1}}}}, 400, "logit_bias", ""},
       {Endpoint::Completions, {{"prompt", p}, {"logit_bias", {{"5", 101}}}}, 400, "logit_bias", ""},
       {Endpoint::Completions, {{"prompt", p}, {"logit_bias", {{"5", "1"}}}}, 400, "logit_bias", ""},
@@ -170,6 +195,15 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
                                             {"logit_bias", {{"5", -100}, {"7", 2.5}}}});
   EXPECT_NE(r.params.json_grammar, nullptr);
   EXPECT_EQ(r.choice_params(1).json_grammar, r.params.json_grammar) << "every choice's";
+  // vLLM's fields: structured_outputs (>= 0.10.2) and the older guided_json / guided_choice.
+  for (const Json& extra :
+       {Json{{"structured_outputs", {{"choice", {"a", "b"}}}}},
+        Json{{"structured_outputs", {{"json", R"({"type": "integer"})"}}}},
+        Json{{"guided_json", {{"type", "boolean"}}}}, Json{{"guided_choice", {"x", "y"}}}}) {
+    Json body = {{"prompt", "Once"}};
+    body.update(extra);
+    EXPECT_NE(parse(*s, Endpoint::Completions, body).params.json_grammar, nullptr) << body.dump();
+  }
   EXPECT_EQ(r.params.sampling.logit_bias,
             (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {7, 2.5f}}));
 }

@@ -96,6 +96,25 @@ TEST(ServerStructuredOutput, JsonObjectIsAnObjectOrAValidPrefixAtTheLengthLimit)
     EXPECT_TRUE(Json::parse(text).is_object()) << text;
 }
 
+TEST(ServerStructuredOutput, GuidedChoiceAnswersWithOneOfTheChoices) {
+  CharServer s;
+  const std::vector<std::string> choices = {"sunny", "rain", "snow"};
+  auto [status, body] = post_json(s.ts, "/v1/completions",
+                                  {{"prompt", "x"},
+                                   {"temperature", 1.0},
+                                   {"seed", 3},
+                                   {"n", 5},
+                                   {"max_tokens", 20},
+                                   {"guided_choice", choices}});
+  ASSERT_EQ(status, 200) << body.dump();
+  for (const Json& c : body["choices"]) {
+    EXPECT_EQ(c["finish_reason"], "stop");
+    EXPECT_NE(std::find(choices.begin(), choices.end(), c["text"].get<std::string>()),
+              choices.end())
+        << c.dump();
+  }
+}
+
 TEST(ServerStructuredOutput, AVocabularyThatCannotWriteJsonIsA400) {
   auto model = testing::small_gpt2();
   TestServer ts(*model, std::make_shared<tokenizers::CharTokenizer>("ab c"), {});

@@ -96,6 +96,17 @@ TEST(EngineStructuredOutput, GreedyAnyObjectKeepsAValidPrefixAndStopsWhenItClose
   }
 }
 
+TEST(EngineStructuredOutput, AChoiceEndsTheRequestWithOneOfItsTexts) {
+  Fixture f;
+  const std::vector<std::string> texts = {"yes", "no", "maybe"};
+  for (uint64_t seed = 0; seed < 6; ++seed)
+    f.engine.add_request({2, 3}, sampled(seed, infer::JsonGrammar::choice(texts)));
+  for (const auto& [id, result] : f.run()) {
+    EXPECT_EQ(result.second, infer::FinishReason::Stop);
+    EXPECT_NE(std::find(texts.begin(), texts.end(), result.first), texts.end()) << result.first;
+  }
+}
+
 TEST(EngineStructuredOutput, StopTokensWaitForACompleteValue) {
   Fixture f;
   // A stop token the model is pushed to take: masked while the value is incomplete, taken as

@@ -147,6 +147,24 @@ TEST(JsonMatcher, StringLengthsCountCharactersNotBytes) {
   EXPECT_FALSE(prefix(g, R"("abc\)")) << "an escape that would be the fourth character";
 }
 
+TEST(JsonMatcher, AChoiceIsOneOfItsTextsExactly) {
+  const std::vector<std::string> texts = {"positive", "negative", "neg", "\"quoted\""};
+  const auto g = JsonGrammar::choice(texts);
+  for (const std::string& t : texts) EXPECT_TRUE(matches(g, t)) << t;
+  EXPECT_FALSE(prefix(g, " positive")) << "no whitespace before";
+  EXPECT_FALSE(prefix(g, "positive ")) << "nor after";
+  EXPECT_FALSE(prefix(g, "posX"));
+  JsonMatcher neg(g);
+  ASSERT_TRUE(neg.advance("neg"));
+  EXPECT_TRUE(neg.accepting());
+  EXPECT_FALSE(neg.terminated()) << "negative may go on";
+  ASSERT_TRUE(neg.advance("ative"));
+  EXPECT_TRUE(neg.terminated());
+  EXPECT_TESSERA_ERROR(JsonGrammar::choice(std::vector<std::string>{"a", "a"}), ValueError,
+                       "distinct");
+  EXPECT_TESSERA_ERROR(JsonGrammar::choice(std::vector<std::string>{}), ValueError, "1 to 64");
+}
+
 TEST(JsonMatcher, IntegerBoundsHoldForEveryCompletion) {
   const auto g = schema(R"({"type": "integer", "minimum": 0, "maximum": 100})");
   for (const char* ok : {"0", "7", "42", "100", "-0"}) EXPECT_TRUE(matches(g, ok)) << ok;

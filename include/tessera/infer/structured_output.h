@@ -74,9 +74,14 @@ class JsonGrammar {
     const nlohmann::json* parameters;  // a schema
   };
   static std::shared_ptr<const JsonGrammar> tool_calls(std::span<const Tool> tools, bool parallel);
+  // Exactly one of 1 to 64 distinct non-empty texts, as they are (vLLM's guided_choice; no JSON
+  // quoting, no whitespace around). ValueError otherwise.
+  static std::shared_ptr<const JsonGrammar> choice(std::span<const std::string> texts);
 
   const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
   int32_t root() const { return root_; }
+  // The root is a choice among raw texts (choice()), not a JSON value.
+  bool raw_text() const { return raw_text_; }
   // Nodes every grammar has, for values of unconstrained JSON.
   static constexpr int32_t kAny = 0, kAnyObject = 1, kAnyArray = 2, kString = 3, kNumber = 4,
                            kBoolean = 5, kNull = 6;
@@ -86,6 +91,7 @@ class JsonGrammar {
   friend class JsonSchemaCompiler;
   std::vector<Node> nodes_;
   int32_t root_ = kAny;
+  bool raw_text_ = false;
 };
 
 // Where a generation stands in a grammar. Cheap to copy (a few small frames per alternative).

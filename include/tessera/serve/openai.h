@@ -16,7 +16,8 @@
 // samples with the highest cumulative logprob), user, logit_bias ({"token id": -100..100}),
 // response_format ({"type": "text"}; "json_object": the output is one JSON object; "json_schema"
 // with {"json_schema": {"name", "schema"}}: it satisfies the schema, compiled by
-// infer::JsonGrammar, whose refusals are 400s naming response_format), and logprobs:
+// infer::JsonGrammar, whose refusals are 400s naming response_format) or vLLM's
+// structured_outputs / guided_json / guided_choice (serve/openai_structured.h), and logprobs:
 // on chat logprobs: true with top_logprobs 0..20, on completions logprobs: 0..20 (legacy shape).
 // Logprobs are the model's raw log_softmax, before temperature and the other sampling filters
 // (vLLM's default). echo is false only. Unknown fields are rejected, as OpenAI does. With a seed,
