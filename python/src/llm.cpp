@@ -4,7 +4,6 @@
 #include "tessera/llm/llm.h"
 
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "bind.h"
 #include "tessera/core/error.h"
@@ -121,12 +120,7 @@ void bind_structured_outputs(py::module_& m) {
                 py::isinstance<py::str>(json)
                     ? json.cast<std::string>()
                     : py::module_::import("json").attr("dumps")(json).cast<std::string>();
-            const nlohmann::json schema = nlohmann::json::parse(text, nullptr, false);
-            if (schema.is_discarded())
-              throw ValueError(
-                  "[StructuredOutputsParams] expected json to be a JSON Schema, got "
-                  "text that is not JSON");
-            return StructuredOutputs{infer::JsonGrammar::from_schema(schema), "json"};
+            return StructuredOutputs{infer::JsonGrammar::from_schema_text(text), "json"};
           }),
           py::kw_only(), py::arg("json") = py::none(), py::arg("json_object") = py::none(),
           py::arg("regex") = py::none(), py::arg("choice") = py::none(),

@@ -291,6 +291,13 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(const Json& schema) 
   return g;
 }
 
+std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema_text(std::string_view text) {
+  const Json schema = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  TESSERA_CHECK(!schema.is_discarded(), ValueError,
+                "[JsonGrammar] expected a JSON Schema, got text that is not JSON");
+  return from_schema(schema);
+}
+
 std::shared_ptr<const JsonGrammar> JsonGrammar::tool_calls(std::span<const Tool> tools,
                                                            bool parallel) {
   TESSERA_CHECK(!tools.empty(), ValueError, "[JsonGrammar] expected at least one tool");

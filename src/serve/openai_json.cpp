@@ -43,11 +43,8 @@ bool all_integers(const Json& arr) {
 
 std::vector<int32_t> encode(const tokenizers::Tokenizer& tok, const std::string& text,
                             const char* param, bool add_bos) {
-  try {
-    return tok.encode(text, add_bos);
-  } catch (const ValueError& e) {  // text a vocabulary without byte fallback cannot spell
-    throw bad(param, std::string("the tokenizer cannot encode the text: ") + e.what());
-  }
+  return invalid_as_400(
+      param, "the tokenizer cannot encode the text: ", [&] { return tok.encode(text, add_bos); });
 }
 
 Json parse_object(std::string_view body, const std::set<std::string>& known) {

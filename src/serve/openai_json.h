@@ -22,6 +22,17 @@ std::string dump(const Json& j);
 const char* type_name(const Json& v);
 // A 400 naming param.
 ApiError bad(const std::string& param, const std::string& message);
+// f(), with a ValueError the library raised on the request's input (text a tokenizer cannot
+// spell, a schema a grammar refuses, messages a chat template rejects) as a 400 naming param,
+// its message after context.
+template <class F>
+auto invalid_as_400(const char* param, std::string_view context, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const ValueError& e) {
+    throw bad(param, std::string(context) + e.what());
+  }
+}
 
 // Typed, range-checked field access; absent or null fields give the default.
 class Fields {

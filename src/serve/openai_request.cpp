@@ -74,14 +74,13 @@ std::string chat_prompt(const Json& messages, const ModelLimits& limits) {
   for (const tokenizers::ChatMessage& m : parsed)
     msgs.push_back({{"role", m.role}, {"content", m.content}});
   const ChatTemplate& t = *limits.chat_template;
-  try {
+  // raise_exception: the template refuses these messages.
+  return invalid_as_400("messages", "the chat template rejected the messages: ", [&] {
     return t.jinja.render({{"messages", msgs},
                            {"bos_token", t.bos_token},
                            {"eos_token", t.eos_token},
                            {"add_generation_prompt", true}});
-  } catch (const ValueError& e) {  // raise_exception: the template refuses these messages
-    throw bad("messages", std::string("the chat template rejected the messages: ") + e.what());
-  }
+  });
 }
 
 // A chat's prompt tokens: see ChatTemplate for how BOS is handled.
@@ -99,7 +98,9 @@ std::vector<int32_t> chat_tokens(const Json& messages, const tokenizers::Tokeniz
       !tok.bos_id() && !t.bos_token.empty() && text.starts_with(t.bos_token)
           ? std::string_view(text).substr(t.bos_token.size())
           : std::string_view(text);
-  return tok.encode_with_specials(rest, specials);
+  return invalid_as_400("messages", "the tokenizer cannot encode the text: ", [&] {
+    return tok.encode_with_specials(rest, specials);
+  });
 }
 
 const std::set<std::string>& known_fields(Endpoint ep) {

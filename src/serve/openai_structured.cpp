@@ -7,8 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/core/error.h"
-
 namespace tessera::serve {
 
 using namespace detail;
@@ -17,26 +15,19 @@ namespace {
 
 // A JSON Schema given as an object or as JSON text.
 std::shared_ptr<const infer::JsonGrammar> schema_grammar(const Json& schema, const char* param) {
-  const Json parsed =
-      schema.is_string() ? Json::parse(schema.get<std::string>(), nullptr, false) : schema;
-  if (parsed.is_discarded())
-    throw bad(param, std::string("'") + param + "' must be a JSON Schema (an object or its text)");
-  try {
-    return infer::JsonGrammar::from_schema(parsed);
-  } catch (const ValueError& e) {
-    throw bad(param, e.what());
-  }
+  return invalid_as_400(param, "", [&] {
+    return schema.is_string() ? infer::JsonGrammar::from_schema_text(schema.get<std::string>())
+                              : infer::JsonGrammar::from_schema(schema);
+  });
 }
 
 std::shared_ptr<const infer::JsonGrammar> choice_grammar(const Json& choices, const char* param) {
   if (!choices.is_array() ||
       !std::all_of(choices.begin(), choices.end(), [](const Json& c) { return c.is_string(); }))
     throw bad(param, std::string("'") + param + "' must be an array of strings");
-  try {
+  return invalid_as_400(param, "", [&] {
     return infer::JsonGrammar::choice(choices.get<std::vector<std::string>>());
-  } catch (const ValueError& e) {
-    throw bad(param, e.what());
-  }
+  });
 }
 
 // {"type": "text"}: none; "json_object": any object; "json_schema": its "schema".

@@ -6,7 +6,6 @@
 
 #include "serve/openai_json.h"
 #include "serve/openai_tools.h"
-#include "tessera/core/error.h"
 #include "tessera/infer/structured_output.h"
 
 namespace tessera::serve {
@@ -66,35 +65,33 @@ void parse_tools(const Fields& f, CompletionRequest& r) {
     throw bad("tool_choice",
               "'tool_choice' and response_format (or structured_outputs, guided_json, "
               "guided_choice) cannot both shape the output");
-  try {
-    if (c == "required") {
-      std::vector<infer::JsonGrammar::Tool> grammar_tools;
-      for (const ParsedTool& t : list) grammar_tools.push_back({t.name, t.parameters});
-      r.params.json_grammar = infer::JsonGrammar::tool_calls(grammar_tools, parallel);
-      r.tool_choice = ToolChoice::Required;
-      return;
-    }
-    if (c == "auto")
-      throw bad("tool_choice",
-                "tool_choice \"auto\" needs a tool-call parser for the model's own format, which "
-                "tessera does not have (vLLM's --enable-auto-tool-choice): use \"required\", a "
-                "named function or \"none\"");
-    if (!c.is_object() || c.value("type", Json()) != "function" || !c.contains("function") ||
-        !c["function"].is_object() || !c["function"].contains("name") ||
-        !c["function"]["name"].is_string())
-      throw bad("tool_choice",
-                "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
-                "\"function\", \"function\": {\"name\": ...}}");
-    const std::string name = c["function"]["name"].get<std::string>();
-    const auto it =
-        std::find_if(list.begin(), list.end(), [&](const ParsedTool& t) { return t.name == name; });
-    if (it == list.end()) throw bad("tool_choice", "no tool is named '" + name + "'");
-    r.params.json_grammar = infer::JsonGrammar::from_schema(*it->parameters);
-    r.tool_choice = ToolChoice::Named;
-    r.tool_name = name;
-  } catch (const ValueError& e) {  // a schema the grammar refuses
-    throw bad("tools", e.what());
+  if (c == "required") {
+    std::vector<infer::JsonGrammar::Tool> grammar_tools;
+    for (const ParsedTool& t : list) grammar_tools.push_back({t.name, t.parameters});
+    r.params.json_grammar = invalid_as_400(
+        "tools", "", [&] { return infer::JsonGrammar::tool_calls(grammar_tools, parallel); });
+    r.tool_choice = ToolChoice::Required;
+    return;
   }
+  if (c == "auto")
+    throw bad("tool_choice",
+              "tool_choice \"auto\" needs a tool-call parser for the model's own format, which "
+              "tessera does not have (vLLM's --enable-auto-tool-choice): use \"required\", a "
+              "named function or \"none\"");
+  if (!c.is_object() || c.value("type", Json()) != "function" || !c.contains("function") ||
+      !c["function"].is_object() || !c["function"].contains("name") ||
+      !c["function"]["name"].is_string())
+    throw bad("tool_choice",
+              "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+              "\"function\", \"function\": {\"name\": ...}}");
+  const std::string name = c["function"]["name"].get<std::string>();
+  const auto it =
+      std::find_if(list.begin(), list.end(), [&](const ParsedTool& t) { return t.name == name; });
+  if (it == list.end()) throw bad("tool_choice", "no tool is named '" + name + "'");
+  r.params.json_grammar =
+      invalid_as_400("tools", "", [&] { return infer::JsonGrammar::from_schema(*it->parameters); });
+  r.tool_choice = ToolChoice::Named;
+  r.tool_name = name;
 }
 
 std::string assistant_tool_calls_text(const Json& tool_calls) {

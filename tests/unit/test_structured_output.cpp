@@ -242,6 +242,9 @@ TEST(JsonGrammar, RefusesWhatItCannotGuaranteeNamingTheKeywordAndPlace) {
                        "maxItems is below minItems");
   EXPECT_TESSERA_ERROR(schema("false"), ValueError, "matches nothing");
   EXPECT_TESSERA_ERROR(schema("[]"), ValueError, "must be an object or a boolean");
+  EXPECT_TESSERA_ERROR(JsonGrammar::from_schema_text("{\"type\": "), ValueError,
+                       "text that is not JSON");
+  EXPECT_TRUE(matches(JsonGrammar::from_schema_text(R"({"type": "boolean"})"), "false"));
   // Annotations are not validation: accepted and ignored.
   EXPECT_TRUE(
       matches(schema(R"({"type": "string", "format": "date-time", "default": "x"})"), R"("x")"));

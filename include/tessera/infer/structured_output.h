@@ -15,10 +15,10 @@
 // maxItems, minLength, maxLength, enum, const, anyOf / oneOf, $ref into "#/$defs/..." or
 // "#/definitions/..." (recursion allowed), nullable, and minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum on integers (a number with bounds is refused: its digits cannot be bounded as
-// they come). Annotations (title, description, default,
-// examples, format, $schema, $id, $comment, ...) are ignored, as JSON Schema's validation does
-// by default; any other keyword (pattern, minimum, allOf, ...) is a ValueError naming it and its
-// place, rather than output that might not validate. What the grammar generates always validates:
+// they come). Annotations (title, description, default, examples, format, $schema, $id,
+// $comment, ...) are ignored, as JSON Schema's validation does by default; any other keyword
+// (pattern, multipleOf, allOf, ...) is a ValueError naming it and its place, rather than output
+// that might not validate. What the grammar generates always validates:
 // objects hold only the listed properties (each at most once, the required ones before the
 // object closes: OpenAI's strict mode, additionalProperties false) unless there are none (then
 // any keys, with additionalProperties' schema); whitespace between tokens is allowed in runs of
@@ -66,6 +66,8 @@ class JsonGrammar {
   static std::shared_ptr<const JsonGrammar> any_object();
   // ValueError "[JsonGrammar] ..." naming an unsupported keyword or a malformed schema and where.
   static std::shared_ptr<const JsonGrammar> from_schema(const nlohmann::json& schema);
+  // The same from the schema's JSON text; ValueError too for text that is not JSON.
+  static std::shared_ptr<const JsonGrammar> from_schema_text(std::string_view text);
   // Function calls (OpenAI's tool_choice "required"): a JSON array of {"name": one of the tools'
   // names, "parameters": a value of that tool's schema}, one item or (parallel) at least one.
   // ValueError as from_schema, naming the tool.
@@ -115,7 +117,6 @@ class JsonMatcher {
     uint8_t state = 0;  // kind's state
     uint8_t is_key = 0;
     uint8_t negative = 0;  // number: after a '-'
-
     uint32_t count = 0;    // array items, string characters, literal or number position
     // object: properties seen; literals: candidates left; number: exponent digits; string: the
     // range of its next UTF-8 continuation byte, or in \u whether the first digit was a D

@@ -3,7 +3,7 @@
 // -1 for "all tokens", stop strings and token ids, ignore_eos, and a seed that sequence i of a
 // request moves to seed + i (as the server does for its n choices), so n > 1 sequences differ
 // and each is reproducible; logit_bias; and structured output (vLLM's structured_outputs json /
-// json_object) as the engine's JSON grammar.
+// json_object / choice) as the engine's JSON grammar.
 #include <cstdint>
 #include <memory>
 #include <optional>
