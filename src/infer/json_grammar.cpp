@@ -98,7 +98,8 @@ class JsonSchemaCompiler {
                                                  "minimum",
                                                  "maximum",
                                                  "exclusiveMinimum",
-                                                 "exclusiveMaximum"};
+                                                 "exclusiveMaximum",
+                                                 "pattern"};
     static const std::set<std::string> annotations{
         "title",          "description", "default",   "examples",
         "format",         "$schema",     "$id",       "$comment",
@@ -152,7 +153,7 @@ class JsonSchemaCompiler {
       types = {"object"};
     } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
       types = {"array"};
-    } else if (s.contains("minLength") || s.contains("maxLength")) {
+    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern")) {
       types = {"string"};
     } else if (has_bounds(s)) {  // integers in the range: a sound subset of what it allows
       types = {"integer"};
@@ -276,8 +277,17 @@ class JsonSchemaCompiler {
 
   int32_t string(const Json& s, const std::string& where) {
     const auto [lo, hi] = bounds(s, "minLength", "maxLength", where);
-    if (lo == 0 && hi < 0) return JsonGrammar::kString;
-    return add({.kind = Kind::String, .min_count = lo, .max_count = hi});
+    std::shared_ptr<const RegexDfa> pattern;
+    if (const auto p = s.find("pattern"); p != s.end()) {
+      if (!p->is_string()) fail(where + "/pattern", "expected a regular expression");
+      try {
+        pattern = RegexDfa::compile(p->get<std::string>(), RegexDfa::Match::Search);
+      } catch (const ValueError& e) {
+        fail(where + "/pattern", e.what());
+      }
+    }
+    if (lo == 0 && hi < 0 && !pattern) return JsonGrammar::kString;
+    return add({.kind = Kind::String, .min_count = lo, .max_count = hi, .pattern = pattern});
   }
 
   JsonGrammar& g_;
@@ -336,6 +346,17 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::choice(std::span<const std::stri
                   "' twice or empty");
   auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
   g->nodes_.push_back({.kind = Kind::Literals, .literals = {texts.begin(), texts.end()}});
+  g->root_ = static_cast<int32_t>(g->nodes_.size() - 1);
+  g->raw_text_ = true;
+  return g;
+}
+
+std::shared_ptr<const JsonGrammar> JsonGrammar::regex(std::string_view pattern) {
+  auto dfa = RegexDfa::compile(pattern, RegexDfa::Match::Full);
+  TESSERA_CHECK(!dfa->final(dfa->start()), ValueError, "[JsonGrammar] the regex '", pattern,
+                "' matches only the empty text");
+  auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
+  g->nodes_.push_back({.kind = Kind::String, .pattern = std::move(dfa)});
   g->root_ = static_cast<int32_t>(g->nodes_.size() - 1);
   g->raw_text_ = true;
   return g;

@@ -21,8 +21,9 @@ using Kind = JsonGrammar::Kind;
 enum FrameKind : uint8_t { kValue, kObject, kArray, kString, kNumber, kLiteral };
 enum ObjectState : uint8_t { kObjectOpen, kObjectColon, kObjectAfterValue, kObjectComma };
 enum ArrayState : uint8_t { kArrayOpen, kArrayAfterValue, kArrayComma };
-// A string's body, after a backslash, or with 1..4 hex digits of \uXXXX left (state 1 + left).
-enum StringState : uint8_t { kStringBody, kStringEscape };
+// A string's body, after a backslash, or with 1..4 hex digits of \uXXXX left (state 1 + left);
+// or a regex over raw text (a regex() root: no quotes, no escapes).
+enum StringState : uint8_t { kStringBody, kStringEscape, kStringRaw = 16 };
 enum NumberState : uint8_t {
   kNumberStart,
   kNumberMinus,
@@ -44,6 +45,36 @@ constexpr int kMaxUnionNesting = 16;  // a $ref cycle without a value in between
 bool is_whitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+uint32_t hex_value(uint8_t c) { return is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10; }
+
+// What a short escape after a backslash stands for, or -1.
+int short_escape(uint8_t c) {
+  switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+      return c;
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    default:
+      return -1;
+  }
+}
+
+// Whether some byte in [first, first + count) keeps a pattern alive from state.
+bool takes_any(const RegexDfa& re, int32_t state, uint32_t first, uint32_t count) {
+  for (uint32_t b = first; b < first + count; ++b)
+    if (re.step(state, static_cast<uint8_t>(b)) != RegexDfa::kDead) return true;
+  return false;
+}
 
 // A UTF-8 lead byte: how many continuation bytes follow, and the range of the first of them
 // (lo | hi << 8), which excludes overlong forms, surrogates and values beyond U+10FFFF.
@@ -246,6 +277,7 @@ class JsonStepper {
       case Kind::String:
         if (c != '"') return;
         f = Frame{.node = f.node, .kind = kString, .state = kStringBody};
+        if (n.pattern) f.dfa = n.pattern->start();
         return emit(s);
       case Kind::Number:
       case Kind::Integer:
@@ -332,6 +364,20 @@ class JsonStepper {
   void string(std::vector<Frame>& s, uint8_t c) {
     Frame& f = s.back();
     const JsonGrammar::Node& n = g_.node(f.node);
+    const RegexDfa* re = n.pattern.get();
+    // Steps the pattern over a byte of the string's value; false if it could not match then.
+    auto take = [&](uint8_t b) {
+      if (re == nullptr) return true;
+      const int32_t next = re->step(f.dfa, b);
+      if (next == RegexDfa::kDead) return false;
+      f.dfa = next;
+      return true;
+    };
+    if (f.state == kStringRaw) {  // the whole text is the value; it ends where nothing can follow
+      if (!take(c)) return;
+      if (re->final(f.dfa)) s.pop_back();
+      return emit(s);
+    }
     // A character counts at its first byte (an escape at its backslash), so a string at its
     // maximum length cannot start one it could not finish.
     auto count_char = [&] {
@@ -339,7 +385,7 @@ class JsonStepper {
       return n.max_count < 0 || static_cast<int64_t>(f.count) <= n.max_count;
     };
     if (f.state == kStringBody && f.pending > 0) {  // inside a UTF-8 character
-      if (c < (f.bits & 0xFF) || c > (f.bits >> 8)) return;
+      if (c < (f.bits & 0xFF) || c > (f.bits >> 8) || !take(c)) return;
       --f.pending;
       f.bits = kContinuation;
       return emit(s);
@@ -347,10 +393,16 @@ class JsonStepper {
     if (f.state == kStringBody) {
       if (c == '"') {
         if (static_cast<int64_t>(f.count) < n.min_count) return;
+        if (re != nullptr && !re->accepting(f.dfa)) return;
         s.pop_back();
         return emit(s);
       }
       if (c == '\\') {
+        // With a pattern, only escapes of characters it can take next (control characters,
+        // which need one, and the three punctuation escapes).
+        if (re != nullptr && !takes_any(*re, f.dfa, 0, 0x20) && !takes_any(*re, f.dfa, '"', 1) &&
+            !takes_any(*re, f.dfa, '\\', 1) && !takes_any(*re, f.dfa, '/', 1))
+          return;
         if (!count_char()) return;
         f.state = kStringEscape;
         return emit(s);
@@ -362,23 +414,36 @@ class JsonStepper {
         f.pending = lead.continuations;
         f.bits = lead.next_range;
       }
-      if (!count_char()) return;
+      if (!count_char() || !take(c)) return;
       return emit(s);
     }
     if (f.state == kStringEscape) {
-      if (c == 'u') {
+      if (c == 'u') {  // with a pattern, \u00XX of a control character it takes
+        if (re != nullptr && !takes_any(*re, f.dfa, 0, 0x20)) return;
         f.state = kStringEscape + 4;
+        f.bits = 0;
         return emit(s);
       }
-      if (!std::strchr("\"\\/bfnrt", c) || c == 0) return;
+      const int value = short_escape(c);
+      if (value < 0 || !take(static_cast<uint8_t>(value))) return;
       f.state = kStringBody;
       return emit(s);
     }
     if (!is_hex(c)) return;  // \u with hex digits left
-    // No surrogates (\uD800-\uDFFF): strict parsers refuse a lone one, and a pair would need
-    // two escapes in step; a character beyond U+FFFF can be written as UTF-8.
-    if (f.state == kStringEscape + 4) f.bits = (c == 'd' || c == 'D');
-    if (f.state == kStringEscape + 3 && f.bits && c >= '8') return;
+    const int left = f.state - kStringEscape;
+    if (re != nullptr) {  // \u000X or \u001X, a control character the pattern takes
+      const uint64_t value = f.bits * 16 + hex_value(c);
+      if (left > 2 && value != 0) return;
+      if (left == 2 && (value > 1 || !takes_any(*re, f.dfa, static_cast<uint32_t>(value) * 16, 16)))
+        return;
+      if (left == 1 && !take(static_cast<uint8_t>(value))) return;
+      f.bits = value;
+    } else {
+      // No surrogates (\uD800-\uDFFF): strict parsers refuse a lone one, and a pair would need
+      // two escapes in step; a character beyond U+FFFF can be written as UTF-8.
+      if (left == 4) f.bits = (c == 'd' || c == 'D');
+      if (left == 3 && f.bits && c >= '8') return;
+    }
     if (--f.state == kStringEscape) f.state = kStringBody;
     emit(s);
   }
@@ -430,12 +495,15 @@ class JsonStepper {
 JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar)
     : grammar_(std::move(grammar)) {
   TESSERA_CHECK(grammar_ != nullptr, ValueError, "[JsonMatcher] expected a grammar, got null");
-  // A choice among raw texts starts in its literal, without the whitespace a value may have.
-  const Frame root = grammar_->raw_text()
-                         ? Frame{.node = grammar_->root(),
-                                 .kind = kLiteral,
-                                 .bits = all_bits(grammar_->node(grammar_->root()).literals.size())}
-                         : Frame{.node = grammar_->root(), .kind = kValue};
+  // A choice among raw texts starts in its literal, a regex in its raw string, without the
+  // whitespace a value may have.
+  const JsonGrammar::Node& n = grammar_->node(grammar_->root());
+  Frame root{.node = grammar_->root(), .kind = kValue};
+  if (grammar_->raw_text() && n.kind == Kind::Literals)
+    root = Frame{.node = root.node, .kind = kLiteral, .bits = all_bits(n.literals.size())};
+  else if (grammar_->raw_text())
+    root =
+        Frame{.node = root.node, .kind = kString, .state = kStringRaw, .dfa = n.pattern->start()};
   push_thread({&root, 1}, 0);
 }
 
@@ -479,6 +547,9 @@ bool JsonMatcher::accepting() const {
     if (t.end - t.begin != 1) continue;
     const Frame& f = frames_[t.begin];
     if (f.kind == kNumber && number_complete(*grammar_, f)) return true;
+    if (f.kind == kString && f.state == kStringRaw &&
+        grammar_->node(f.node).pattern->accepting(f.dfa))
+      return true;
     if (f.kind == kLiteral)
       for (uint64_t bits = f.bits; bits != 0; bits &= bits - 1)
         if (literal_text(*grammar_, f, std::countr_zero(bits)).size() == f.count) return true;
@@ -495,8 +566,9 @@ bool JsonMatcher::in_free_string() const {
   return std::all_of(threads_.begin(), threads_.end(), [&](const Thread& t) {
     if (t.begin == t.end) return false;
     const Frame& f = frames_[t.end - 1];
-    return f.kind == kString && f.state == kStringBody && f.pending <= 0 &&
-           grammar_->node(f.node).max_count < 0;
+    const JsonGrammar::Node& n = grammar_->node(f.node);
+    return f.kind == kString && f.state == kStringBody && f.pending <= 0 && n.max_count < 0 &&
+           !n.pattern;
   });
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "tessera/core/error.h"
 #include "tessera/infer/engine.h"
@@ -105,6 +106,31 @@ TEST(EngineStructuredOutput, AChoiceEndsTheRequestWithOneOfItsTexts) {
     EXPECT_EQ(result.second, infer::FinishReason::Stop);
     EXPECT_NE(std::find(texts.begin(), texts.end(), result.first), texts.end()) << result.first;
   }
+}
+
+TEST(EngineStructuredOutput, RegexAndPatternSamplesMatchTheirExpressions) {
+  Fixture f;
+  const std::string expression = R"([a-c]{2,5}-\d{1,3}(\.[xyz])?)";
+  const auto schema = infer::JsonGrammar::from_schema(Json::parse(
+      R"({"type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9a-f]{4}$"}},
+          "required": ["id"]})"));
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    f.engine.add_request({2, 3}, sampled(seed, infer::JsonGrammar::regex(expression)));
+    f.engine.add_request({2, 3}, sampled(seed, schema));
+  }
+  int regexes = 0;
+  for (const auto& [id, result] : f.run()) {
+    const auto& [text, reason] = result;
+    EXPECT_EQ(reason, infer::FinishReason::Stop) << text;
+    if (text.find('{') != std::string::npos) {  // the object may start after whitespace
+      const std::string value = Json::parse(text)["id"].get<std::string>();
+      EXPECT_TRUE(std::regex_match(value, std::regex("[0-9a-f]{4}"))) << text;
+    } else {
+      ++regexes;
+      EXPECT_TRUE(std::regex_match(text, std::regex(expression))) << text;
+    }
+  }
+  EXPECT_EQ(regexes, 4);
 }
 
 TEST(EngineStructuredOutput, StopTokensWaitForACompleteValue) {

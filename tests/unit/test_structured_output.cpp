@@ -165,6 +165,53 @@ TEST(JsonMatcher, AChoiceIsOneOfItsTextsExactly) {
   EXPECT_TESSERA_ERROR(JsonGrammar::choice(std::vector<std::string>{}), ValueError, "1 to 64");
 }
 
+TEST(JsonMatcher, PatternsHoldForTheDecodedValue) {
+  const auto code = schema(R"({"type": "string", "pattern": "^[a-z]+\\d{2}$"})");
+  EXPECT_TRUE(matches(code, R"("ab12")"));
+  EXPECT_FALSE(matches(code, R"("ab1")"));
+  EXPECT_TRUE(prefix(code, R"("ab1)"));
+  EXPECT_FALSE(prefix(code, R"("A)"));
+  EXPECT_FALSE(prefix(code, R"("ab123)")) << "anchored at the end";
+  EXPECT_FALSE(prefix(code, R"("a\)")) << "no escape can write a character it takes";
+  // Unanchored, as ECMAScript's RegExp.test: somewhere in the value.
+  const auto digit = schema(R"({"pattern": "\\d"})");
+  EXPECT_TRUE(matches(digit, R"("x1y")"));
+  EXPECT_FALSE(matches(digit, R"("xy")"));
+  EXPECT_FALSE(prefix(digit, "1")) << "a pattern alone implies a string";
+  // Escapes are decoded before the pattern sees them; \u only for control characters.
+  EXPECT_TRUE(matches(schema(R"({"type": "string", "pattern": "^a\"b/$"})"), R"("a\"b\/")"));
+  const auto newline = schema(R"({"type": "string", "pattern": "^\\n\\x01?$"})");
+  EXPECT_TRUE(matches(newline, R"("\n")"));
+  EXPECT_TRUE(matches(newline, R"("\u000a\u0001")"));
+  EXPECT_FALSE(prefix(newline, R"("\u000b)"));
+  EXPECT_FALSE(prefix(newline, R"("\u001)")) << "no \\u001X is taken: refused a digit early";
+  EXPECT_FALSE(prefix(newline, R"("\u00e9)"));
+  // With lengths too: both hold.
+  const auto both = schema(R"({"type": "string", "pattern": "^\\w*$", "maxLength": 3})");
+  EXPECT_TRUE(matches(both, R"("a_1")"));
+  EXPECT_FALSE(prefix(both, R"("a_1b)"));
+  EXPECT_TRUE(
+      matches(schema(R"({"type": "string", "pattern": "^\u00e9+$"})"), "\"\xc3\xa9\xc3\xa9\""));
+}
+
+TEST(JsonMatcher, ARegexIsTheWholeTextAsItIs) {
+  const auto g = JsonGrammar::regex(R"(\d{3}-[a-z]+)");
+  EXPECT_TRUE(matches(g, "555-ab"));
+  EXPECT_FALSE(prefix(g, "\"555")) << "no JSON quoting";
+  EXPECT_FALSE(prefix(g, " 555")) << "no whitespace";
+  JsonMatcher m(g);
+  ASSERT_TRUE(m.advance("555-a"));
+  EXPECT_TRUE(m.accepting());
+  EXPECT_FALSE(m.terminated()) << "more letters may follow";
+  JsonMatcher yes(JsonGrammar::regex("(yes|no)"));
+  ASSERT_TRUE(yes.advance("yes"));
+  EXPECT_TRUE(yes.accepting());
+  EXPECT_TRUE(yes.terminated());
+  EXPECT_FALSE(yes.advance("!"));
+  EXPECT_TESSERA_ERROR(JsonGrammar::regex("(a{0})?"), ValueError, "matches only the empty text");
+  EXPECT_TESSERA_ERROR(JsonGrammar::regex("(a"), ValueError, "[Regex] a '(' without its ')'");
+}
+
 TEST(JsonMatcher, IntegerBoundsHoldForEveryCompletion) {
   const auto g = schema(R"({"type": "integer", "minimum": 0, "maximum": 100})");
   for (const char* ok : {"0", "7", "42", "100", "-0"}) EXPECT_TRUE(matches(g, ok)) << ok;
@@ -230,8 +277,9 @@ TEST(JsonMatcher, WhitespaceRunsAreBounded) {
 }
 
 TEST(JsonGrammar, RefusesWhatItCannotGuaranteeNamingTheKeywordAndPlace) {
-  EXPECT_TESSERA_ERROR(schema(R"({"type": "string", "pattern": "^a"})"), ValueError,
-                       "unsupported JSON Schema keyword 'pattern' at #");
+  EXPECT_TESSERA_ERROR(
+      schema(R"j({"properties": {"x": {"pattern": "a(?=b)"}}})j"), ValueError,
+      "lookahead is not supported at position 1 of 'a(?=b)' at #/properties/x/pattern");
   EXPECT_TESSERA_ERROR(schema(R"({"properties": {"x": {"type": "integer", "multipleOf": 2}}})"),
                        ValueError, "'multipleOf' at #/properties/x");
   EXPECT_TESSERA_ERROR(schema(R"({"type": "strin"})"), ValueError, "unknown type 'strin'");
@@ -297,6 +345,12 @@ TEST(TokenMasker, AllowsExactlyTheTokensThatKeepTheMatcherInsideGpt2) {
       *tok, schema(kPerson),
       "{\"name\": \"Al \xc3\xa9\xe2\x82\xac \\\"B\\\"\", \"age\": 4, \"tags\": [\"a\"]}",
       std::span(&eos, 1));
+  // A string with a pattern, and a regex over the raw text.
+  expect_mask_matches_every_token(
+      *tok, schema(R"({"type": "string", "pattern": "^[A-Z][a-z]+ \\d{1,3}(\\n|\\\\)?$"})"),
+      R"("Abc 12\n")", std::span(&eos, 1));
+  expect_mask_matches_every_token(*tok, JsonGrammar::regex(R"(([01]\d|2[0-3]):[0-5]\d \w+)"),
+                                  "23:59 Ok", std::span(&eos, 1));
 }
 
 }  // namespace

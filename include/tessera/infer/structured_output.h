@@ -15,20 +15,22 @@
 // maxItems, minLength, maxLength, enum, const, anyOf / oneOf, $ref into "#/$defs/..." or
 // "#/definitions/..." (recursion allowed), nullable, and minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum on integers (a number with bounds is refused: its digits cannot be bounded as
-// they come). Annotations (title, description, default, examples, format, $schema, $id,
-// $comment, ...) are ignored, as JSON Schema's validation does by default; any other keyword
-// (pattern, multipleOf, allOf, ...) is a ValueError naming it and its place, rather than output
-// that might not validate. What the grammar generates always validates:
-// objects hold only the listed properties (each at most once, the required ones before the
-// object closes: OpenAI's strict mode, additionalProperties false) unless there are none (then
-// any keys, with additionalProperties' schema); whitespace between tokens is allowed in runs of
-// at most 16 bytes, so a model cannot pad forever; numbers have at most 32 characters and 2
-// exponent digits (they stay within a double's range, which some parsers insist on), integers
-// at most 18 characters (they fit int64); strings are valid UTF-8 (a byte-level token may hold
-// part of a character: the next bytes must complete it) without \u escapes of surrogates, so
-// strict parsers take every output. The vocabulary must spell every byte the grammar may need (as
-// byte-level and byte-fallback tokenizers do): a character vocabulary without "_" cannot finish
-// a property named "a_b", and such a request fails (ValueError from the engine) when it gets there.
+// they come), and pattern on strings (a RegexDfa that follows the string's value, its escapes
+// decoded; the value is written with short escapes and \u00XX only for control characters).
+// Annotations (title, description, default, examples, format, $schema, $id, $comment, ...) are
+// ignored, as JSON Schema's validation does by default; any other keyword (multipleOf, allOf,
+// ...) is a ValueError naming it and its place, rather than output that might not validate. What
+// the grammar generates always validates: objects hold only the listed properties (each at most
+// once, the required ones before the object closes: OpenAI's strict mode, additionalProperties
+// false) unless there are none (then any keys, with additionalProperties' schema); whitespace
+// between tokens is allowed in runs of at most 16 bytes, so a model cannot pad forever; numbers
+// have at most 32 characters and 2 exponent digits (they stay within a double's range, which some
+// parsers insist on), integers at most 18 characters (they fit int64); strings are valid UTF-8 (a
+// byte-level token may hold part of a character: the next bytes must complete it) without \u
+// escapes of surrogates, so strict parsers take every output. The vocabulary must spell every byte
+// the grammar may need (as byte-level and byte-fallback tokenizers do): a character vocabulary
+// without "_" cannot finish a property named "a_b", and such a request fails (ValueError from the
+// engine) when it gets there.
 #include <climits>
 #include <cstdint>
 #include <memory>
@@ -39,6 +41,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "tessera/infer/regex.h"
 #include "tessera/tokenizers/tokenizer.h"
 
 namespace tessera::infer {
@@ -60,6 +63,9 @@ class JsonGrammar {
     int64_t minimum = INT64_MIN, maximum = INT64_MAX;  // Integer, inclusive
     std::vector<std::string> literals{};    // Literals: JSON texts (enum, const, true, null)
     std::vector<int32_t> alternatives{};    // Union
+    // String: what its value must match (JSON Schema's pattern), or, at a raw_text() root, the
+    // whole text (regex()).
+    std::shared_ptr<const RegexDfa> pattern{};
   };
 
   // Any JSON object (response_format {"type": "json_object"}).
@@ -79,10 +85,14 @@ class JsonGrammar {
   // Exactly one of 1 to 64 distinct non-empty texts, as they are (vLLM's guided_choice; no JSON
   // quoting, no whitespace around). ValueError otherwise.
   static std::shared_ptr<const JsonGrammar> choice(std::span<const std::string> texts);
+  // Text the whole of which matches a regular expression (vLLM's guided_regex; syntax in
+  // regex.h), as it is: no JSON. ValueError for a pattern RegexDfa refuses or one that matches
+  // only the empty text.
+  static std::shared_ptr<const JsonGrammar> regex(std::string_view pattern);
 
   const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
   int32_t root() const { return root_; }
-  // The root is a choice among raw texts (choice()), not a JSON value.
+  // The root is a choice among raw texts (choice()) or a regex (regex()), not a JSON value.
   bool raw_text() const { return raw_text_; }
   // Nodes every grammar has, for values of unconstrained JSON.
   static constexpr int32_t kAny = 0, kAnyObject = 1, kAnyArray = 2, kString = 3, kNumber = 4,
@@ -122,6 +132,7 @@ class JsonMatcher {
     // range of its next UTF-8 continuation byte, or in \u whether the first digit was a D
     uint64_t bits = 0;
     int32_t pending = -1;  // object: the node of the value after the key; string: UTF-8 bytes due
+    int32_t dfa = 0;       // string with a pattern: the pattern's state after the value so far
     bool operator==(const Frame&) const = default;
   };
   // One alternative's stack: frames [begin, end) of frames_, its trailing-whitespace run.

@@ -1,0 +1,61 @@
+#pragma once
+// Regular expressions as byte-level DFAs, for constrained generation: vLLM's guided_regex
+// (structured_outputs.regex) and JSON Schema's `pattern`. The pattern is parsed over Unicode code
+// points and compiled into an automaton over the UTF-8 bytes of the text (Thompson NFA, subset
+// construction, states that cannot reach a match removed), so every state it reaches can still
+// end in a match, a token's bytes step through it one table lookup each, and the text it takes
+// is always valid UTF-8.
+//
+//   auto dfa = infer::RegexDfa::compile(R"(\d{3}-\d{4})", infer::RegexDfa::Match::Full);
+//   int32_t s = dfa->start();
+//   for (char c : std::string("555-0199")) s = dfa->step(s, static_cast<uint8_t>(c));
+//   // s != RegexDfa::kDead && dfa->accepting(s)
+//
+// Syntax (the common subset of ECMAScript, which JSON Schema names, and Python's re): literals,
+// `.` (any character but \n, \r, U+2028 and U+2029), classes `[a-z]` / `[^...]` with ranges and
+// escapes, `\d \D \w \W \s \S` (ASCII digits and word characters, ECMAScript's white space),
+// `\n \r \t \f \v \0 \xHH \uHHHH`, escaped punctuation, groups `(...)`, `(?:...)`,
+// `(?P<name>...)`, `(?<name>...)`, alternation, `* + ? {n} {n,} {n,m}` (a lazy `?` after them
+// changes nothing for whether a whole text matches), and `^` / `$` at the start / end of the
+// pattern or of a top-level alternative. Lookaround, backreferences, word boundaries, flags,
+// possessive quantifiers and Unicode properties are a ValueError "[Regex] ..." naming them and
+// the position, as are patterns that match nothing or need more than kMaxStates states.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace tessera::infer {
+
+class RegexDfa {
+ public:
+  // Full: the whole text must match (guided_regex; ^ and $ change nothing). Search: some part of
+  // the text must match, as JSON Schema's pattern (ECMAScript's RegExp.test): an alternative
+  // without a leading ^ may have any text before it, one without a trailing $ any text after.
+  enum class Match { Full, Search };
+  static constexpr int32_t kDead = -1;
+  static constexpr int64_t kMaxStates = 10000;
+
+  static std::shared_ptr<const RegexDfa> compile(std::string_view pattern, Match match);
+
+  int32_t start() const { return 0; }
+  // The state after byte c, or kDead when no match can follow.
+  int32_t step(int32_t state, uint8_t c) const {
+    return next_[static_cast<size_t>(state) * classes_ + byte_class_[c]];
+  }
+  // The text so far matches.
+  bool accepting(int32_t state) const { return accepting_[static_cast<size_t>(state)] != 0; }
+  // It matches and no byte can follow (the generation is over).
+  bool final(int32_t state) const { return final_[static_cast<size_t>(state)] != 0; }
+  int64_t num_states() const { return static_cast<int64_t>(accepting_.size()); }
+
+ private:
+  friend class RegexDfaBuilder;
+  std::array<uint8_t, 256> byte_class_{};  // bytes no part of the pattern tells apart share one
+  size_t classes_ = 0;
+  std::vector<int32_t> next_;  // [state][class]
+  std::vector<uint8_t> accepting_, final_;
+};
+
+}  // namespace tessera::infer
