@@ -221,9 +221,22 @@ void json_grammar_seeds() {
       {"refs",
        R"({"$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}]}}, "$ref": "#/$defs/n"})",
        R"({"next": {"next": null}})"},
+      {"pattern",
+       R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^\\d{5}(-\\d{4})?$"}, "id": {"pattern": "[a-f]+\\n"}}})",
+       R"({"zip": "12345-6789", "id": "x-fa\n"})"},
   };
   for (const auto& [name, schema, text] : seeds)
     seed("fuzz_json_grammar", name, join({schema, text}));
+}
+
+void regex_seeds() {
+  // A pattern, then text to run through it.
+  const std::vector<std::tuple<std::string, std::string, std::string>> seeds = {
+      {"phone", R"(^\(?\d{3}\)?[ -]?\d{3}-\d{4}$)", "(555) 010-0199"},
+      {"classes", R"((?:[^\s"\\]|\\.)+@[\w.-]+\.[a-z]{2,}|caf\u00e9.?)", "caf\xc3\xa9!"},
+      {"groups", R"((?P<y>\d{4})-(0[1-9]|1[0-2])*?\x41{1,3}\s*$)", "2026-11A  "},
+  };
+  for (const auto& [name, pattern, text] : seeds) seed("fuzz_regex", name, join({pattern, text}));
 }
 
 }  // namespace
@@ -241,5 +254,6 @@ int main(int argc, char** argv) {
   tokenizer_seeds();
   openai_seeds();
   json_grammar_seeds();
+  regex_seeds();
   return 0;
 }

@@ -579,17 +579,30 @@ def test_structured_outputs_json_schema_holds_for_every_sample(llm):
                               structured_outputs=StructuredOutputsParams(json_object=True))
     seq = llm.generate([PROMPTS[2]], anything)[0].outputs[0]
     assert seq.finish_reason != "stop" or isinstance(json.loads(seq.text), dict)
-    with pytest.raises(ValueError, match="'pattern'"):
-        StructuredOutputsParams(json={"type": "string", "pattern": "^a"})
-    with pytest.raises(ValueError, match="regex is not supported"):
-        StructuredOutputsParams(regex="a+")
-    with pytest.raises(ValueError, match="exactly one of json, json_object=True and choice"):
+    with pytest.raises(ValueError, match="lookahead is not supported .* at #/pattern"):
+        StructuredOutputsParams(json={"type": "string", "pattern": "a(?=b)"})
+    with pytest.raises(ValueError, match="grammar is not supported"):
+        StructuredOutputsParams(grammar="root ::= 'a'")
+    with pytest.raises(ValueError, match="exactly one of json, json_object=True, regex and choice"):
         StructuredOutputsParams()
     choices = ["yes", "no", "not sure"]
     params = SamplingParams(temperature=1.0, seed=5, n=4, max_tokens=50,
                             structured_outputs=StructuredOutputsParams(choice=choices))
     for seq in llm.generate([PROMPTS[1]], params)[0].outputs:
         assert seq.text in choices and seq.finish_reason == "stop", seq.text
+
+
+def test_structured_outputs_regex_holds_for_every_sample(llm):
+    import re
+    from tessera.llm import GuidedDecodingParams, StructuredOutputsParams
+    expression = r"(Tom|Lily) (is|was) \d{1,2} years old\."
+    for so in (dict(structured_outputs=StructuredOutputsParams(regex=expression)),
+               dict(guided_decoding=GuidedDecodingParams(regex=expression))):
+        params = SamplingParams(temperature=1.0, seed=7, n=3, max_tokens=60, **so)
+        for seq in llm.generate([PROMPTS[1]], params)[0].outputs:
+            assert seq.finish_reason == "stop" and re.fullmatch(expression, seq.text), seq.text
+    with pytest.raises(ValueError, match=r"\[Regex\] backreferences are not supported"):
+        StructuredOutputsParams(regex=r"(a)\1")
 
 
 def test_logit_bias_forces_and_bans_tokens(llm):

@@ -562,6 +562,14 @@ bool JsonMatcher::terminated() const {
                                           [](const Thread& t) { return t.begin == t.end; });
 }
 
+const std::shared_ptr<const RegexDfa>* JsonMatcher::raw_regex(int32_t& state) const {
+  if (threads_.size() != 1 || threads_[0].end - threads_[0].begin != 1) return nullptr;
+  const Frame& f = frames_[threads_[0].begin];
+  if (f.kind != kString || f.state != kStringRaw) return nullptr;
+  state = f.dfa;
+  return &grammar_->node(f.node).pattern;
+}
+
 bool JsonMatcher::in_free_string() const {
   return std::all_of(threads_.begin(), threads_.end(), [&](const Thread& t) {
     if (t.begin == t.end) return false;

@@ -7,6 +7,7 @@
 
 #include "infer/regex_ast.h"
 #include "tessera/core/error.h"
+#include "tokenizers/utf8.h"
 
 namespace tessera::infer {
 
@@ -17,17 +18,6 @@ constexpr size_t kMaxNfaStates = 200000;
 struct ByteRange {
   uint8_t lo, hi;
 };
-
-size_t utf8_encode(uint32_t cp, uint8_t* out) {
-  if (cp < 0x80) {
-    out[0] = static_cast<uint8_t>(cp);
-    return 1;
-  }
-  const size_t n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-  for (size_t i = n - 1; i > 0; --i, cp >>= 6) out[i] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-  out[0] = static_cast<uint8_t>((0xF00 >> n) | cp);
-  return n;
-}
 
 // Calls emit(span<const ByteRange>) once per sequence of byte ranges; together their texts are
 // the UTF-8 encodings of the code points [lo, hi] but the surrogates, each exactly once.
@@ -45,9 +35,10 @@ void utf8_sequences(uint32_t lo, uint32_t hi, Emit&& emit) {
       utf8_sequences(last + 1, hi, emit);
       return;
     }
-  uint8_t a[4], b[4];
-  const size_t n = utf8_encode(lo, a);
-  utf8_encode(hi, b);
+  std::string a, b;
+  detail::append_utf8(a, lo);
+  detail::append_utf8(b, hi);
+  const size_t n = a.size();
   // Split until every byte position ranges independently: below the first differing byte, lo's
   // continuation bytes must be all minimal and hi's all maximal.
   for (size_t i = 1; i < n; ++i) {
@@ -65,7 +56,7 @@ void utf8_sequences(uint32_t lo, uint32_t hi, Emit&& emit) {
     }
   }
   ByteRange seq[4];
-  for (size_t i = 0; i < n; ++i) seq[i] = {a[i], b[i]};
+  for (size_t i = 0; i < n; ++i) seq[i] = {static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i])};
   emit(std::span<const ByteRange>(seq, n));
 }
 

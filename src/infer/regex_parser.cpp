@@ -350,7 +350,7 @@ class Parser {
           return true;
         }
     }
-    --pos_;
+    pos_ -= 2;  // the errors below point at the backslash
     if (c >= '1' && c <= '9') fail("backreferences are not supported");
     if (c == 'b' || c == 'B') fail("word boundaries are not supported");
     if (c == 'p' || c == 'P') fail("Unicode property escapes are not supported");

@@ -76,14 +76,11 @@ TokenMasker::TokenMasker(const tokenizers::Tokenizer& tokenizer,
   special_.build(token_bytes_, special);
 }
 
-void TokenMasker::walk(const Trie& trie, const JsonMatcher& matcher,
-                       std::vector<uint8_t>& allowed) const {
-  if (scratch_.size() < trie.max_depth + 1u) scratch_.resize(trie.max_depth + 1u, matcher);
-  scratch_[0] = matcher;
-  // Node i's parent is the last node visited one level up, whose state scratch_ still holds.
+template <class Step>
+void TokenMasker::walk(const Trie& trie, std::vector<uint8_t>& allowed, Step&& step) {
+  // Node i's parent is the last node visited one level up, whose state is still at depth - 1.
   for (size_t i = 0, n = trie.byte.size(); i < n;) {
-    const uint16_t d = trie.depth[i];
-    if (!scratch_[d - 1].step_into(trie.byte[i], scratch_[d])) {
+    if (!step(trie.depth[i], trie.byte[i])) {
       i = trie.subtree_end[i];
       continue;
     }
@@ -93,13 +90,38 @@ void TokenMasker::walk(const Trie& trie, const JsonMatcher& matcher,
   }
 }
 
+void TokenMasker::regex_mask(const std::shared_ptr<const RegexDfa>& re, int32_t state,
+                             std::vector<uint8_t>& allowed) const {
+  constexpr size_t kMaxRegexMasks = 64;
+  for (const RegexMask& m : regex_masks_)
+    if (m.dfa == re && m.state == state) {
+      allowed = m.allowed;
+      return;
+    }
+  allowed.assign(plain_.size(), 0);
+  regex_scratch_.resize(all_.max_depth + 1u);
+  regex_scratch_[0] = state;
+  walk(all_, allowed, [&](uint16_t d, uint8_t b) {  // one table lookup per trie node
+    regex_scratch_[d] = re->step(regex_scratch_[d - 1], b);
+    return regex_scratch_[d] != RegexDfa::kDead;
+  });
+  if (regex_masks_.size() == kMaxRegexMasks) regex_masks_.erase(regex_masks_.begin());
+  regex_masks_.push_back({re, state, allowed});
+}
+
 void TokenMasker::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const {
+  int32_t state;
+  if (const std::shared_ptr<const RegexDfa>* re = matcher.raw_regex(state))
+    return regex_mask(*re, state, allowed);
+  if (scratch_.size() < all_.max_depth + 1u) scratch_.resize(all_.max_depth + 1u, matcher);
+  scratch_[0] = matcher;
+  auto step = [&](uint16_t d, uint8_t b) { return scratch_[d - 1].step_into(b, scratch_[d]); };
   if (matcher.in_free_string()) {
     allowed = plain_;
-    walk(special_, matcher, allowed);
+    walk(special_, allowed, step);
   } else {
     allowed.assign(plain_.size(), 0);
-    walk(all_, matcher, allowed);
+    walk(all_, allowed, step);
   }
 }
 

@@ -129,6 +129,7 @@ const std::set<std::string>& known_fields(Endpoint ep) {
                                                  "logit_bias",
                                                  "structured_outputs",
                                                  "guided_json",
+                                                 "guided_regex",
                                                  "guided_choice"};
   static const std::set<std::string> chat = [] {
     std::set<std::string> s = completions;

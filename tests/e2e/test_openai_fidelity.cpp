@@ -155,7 +155,13 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
        "guided_json",
        ""},
       {Endpoint::Completions,
-       {{"prompt", p}, {"structured_outputs", {{"regex", "a+"}}}},
+       {{"prompt", p}, {"structured_outputs", {{"regex", "a(?=b)"}}}},
+       400,
+       "structured_outputs",
+       ""},
+      {Endpoint::Completions, {{"prompt", p}, {"guided_regex", 7}}, 400, "guided_regex", ""},
+      {Endpoint::Completions,
+       {{"prompt", p}, {"structured_outputs", {{"grammar", "root ::= \"a\""}}}},
        400,
        "structured_outputs",
        ""},
@@ -183,11 +189,13 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
   }
   const Json pattern = {
       {"type", "json_schema"},
-      {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}};
-  EXPECT_NE(
+      {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "(a)\\1"}}}}}};
+  const std::string refused =
       rejection(*s, Endpoint::ChatCompletions, {{"messages", kChat}, {"response_format", pattern}})
-          .message.find("unsupported JSON Schema keyword 'pattern' at #"),
-      std::string::npos);
+          .message;
+  EXPECT_NE(refused.find("backreferences are not supported at position 3 of '(a)\\1' at #/pattern"),
+            std::string::npos)
+      << refused;
   // Accepted: the grammar and the biases reach the engine's parameters.
   const serve::CompletionRequest r = parse(*s, Endpoint::ChatCompletions,
                                            {{"messages", kChat},
@@ -195,9 +203,11 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
                                             {"logit_bias", {{"5", -100}, {"7", 2.5}}}});
   EXPECT_NE(r.params.json_grammar, nullptr);
   EXPECT_EQ(r.choice_params(1).json_grammar, r.params.json_grammar) << "every choice's";
-  // vLLM's fields: structured_outputs (>= 0.10.2) and the older guided_json / guided_choice.
+  // vLLM's fields: structured_outputs (>= 0.10.2) and the older guided_json / guided_regex /
+  // guided_choice.
   for (const Json& extra :
        {Json{{"structured_outputs", {{"choice", {"a", "b"}}}}},
+        Json{{"structured_outputs", {{"regex", "[ab]+"}}}}, Json{{"guided_regex", "\\d+"}},
         Json{{"structured_outputs", {{"json", R"({"type": "integer"})"}}}},
         Json{{"guided_json", {{"type", "boolean"}}}}, Json{{"guided_choice", {"x", "y"}}}}) {
     Json body = {{"prompt", "Once"}};

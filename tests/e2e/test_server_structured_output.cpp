@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "tessera/tokenizers/char_tokenizer.h"
 #include "testing/server_harness.h"
@@ -112,6 +113,40 @@ TEST(ServerStructuredOutput, GuidedChoiceAnswersWithOneOfTheChoices) {
     EXPECT_NE(std::find(choices.begin(), choices.end(), c["text"].get<std::string>()),
               choices.end())
         << c.dump();
+  }
+}
+
+TEST(ServerStructuredOutput, GuidedRegexAndSchemaPatternsHoldForEveryChoice) {
+  CharServer s;
+  const std::string expression = R"(\d{3}-[a-f]{2,4}( ok)?)";
+  auto [status, body] = post_json(s.ts, "/v1/completions",
+                                  {{"prompt", "x"},
+                                   {"temperature", 1.0},
+                                   {"seed", 5},
+                                   {"n", 4},
+                                   {"max_tokens", 30},
+                                   {"structured_outputs", {{"regex", expression}}}});
+  ASSERT_EQ(status, 200) << body.dump();
+  for (const Json& c : body["choices"]) {
+    EXPECT_EQ(c["finish_reason"], "stop") << c.dump();
+    EXPECT_TRUE(std::regex_match(c["text"].get<std::string>(), std::regex(expression))) << c.dump();
+  }
+  const Json schema = {{"type", "object"},
+                       {"properties", {{"zip", {{"type", "string"}, {"pattern", "^\\d{5}$"}}}}},
+                       {"required", {"zip"}}};
+  std::tie(status, body) = post_json(s.ts, "/v1/chat/completions",
+                                     {{"messages", {{{"role", "user"}, {"content", "zip"}}}},
+                                      {"temperature", 1.0},
+                                      {"seed", 2},
+                                      {"n", 3},
+                                      {"max_tokens", 60},
+                                      {"guided_json", schema}});
+  ASSERT_EQ(status, 200) << body.dump();
+  for (const Json& c : body["choices"]) {
+    const std::string text = c["message"]["content"].get<std::string>();
+    const Json v = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(v.is_object()) << text;
+    EXPECT_TRUE(std::regex_match(v["zip"].get<std::string>(), std::regex("\\d{5}"))) << text;
   }
 }
 
@@ -260,7 +295,7 @@ TEST(ServerToolCalls, AConversationWithEarlierCallsIsAPromptAndBadToolRequestsAr
             "tools"},
            {{{"tools",
               Json::array({{{"type", "function"},
-                            {"function", {{"name", "f"}, {"parameters", {{"pattern", "a"}}}}}}})},
+                            {"function", {{"name", "f"}, {"parameters", {{"multipleOf", 2}}}}}}})},
              {"tool_choice", "required"}},
             "tools"},
        }) {

@@ -351,6 +351,9 @@ TEST(TokenMasker, AllowsExactlyTheTokensThatKeepTheMatcherInsideGpt2) {
       R"("Abc 12\n")", std::span(&eos, 1));
   expect_mask_matches_every_token(*tok, JsonGrammar::regex(R"(([01]\d|2[0-3]):[0-5]\d \w+)"),
                                   "23:59 Ok", std::span(&eos, 1));
+  // Masks of a regex's states are reused: "ab" and "abcd" end in the same state.
+  expect_mask_matches_every_token(*tok, JsonGrammar::regex("(ab|cd)+!"), "abcdab!",
+                                  std::span(&eos, 1));
 }
 
 }  // namespace

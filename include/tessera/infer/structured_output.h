@@ -1,10 +1,11 @@
 #pragma once
 // Structured output: generation constrained to JSON, any object (OpenAI's response_format
-// json_object) or what a JSON Schema allows (json_schema), as vLLM does through xgrammar. The
-// schema compiles into a JsonGrammar; a JsonMatcher follows a generation's bytes through it (a
-// byte-level pushdown recognizer, nondeterministic where the schema has anyOf); a TokenMasker
-// holds the vocabulary as a byte trie and finds, each step, every token whose bytes keep the
-// matcher inside the grammar, pruning a whole subtree at the first byte that leaves it.
+// json_object) or what a JSON Schema allows (json_schema), as vLLM does through xgrammar, or to
+// a choice of texts or a regular expression (regex.h). The schema compiles into a JsonGrammar; a
+// JsonMatcher follows a generation's bytes through it (a byte-level pushdown recognizer,
+// nondeterministic where the schema has anyOf); a TokenMasker holds the vocabulary as a byte trie
+// and finds, each step, every token whose bytes keep the matcher inside the grammar, pruning a
+// whole subtree at the first byte that leaves it.
 //
 //   auto grammar = infer::JsonGrammar::from_schema(nlohmann::json::parse(R"({"type": "object",
 //       "properties": {"name": {"type": "string"}}, "required": ["name"]})"));
@@ -119,6 +120,9 @@ class JsonMatcher {
   // Every alternative is inside a string without a length bound, between characters, where any
   // whole UTF-8 characters but a quote, a backslash or a control byte keep it.
   bool in_free_string() const;
+  // Inside a regex() root's text: its DFA, and its state into `state` (the masker then walks
+  // the DFA alone, or reuses the mask it found for that state); else null.
+  const std::shared_ptr<const RegexDfa>* raw_regex(int32_t& state) const;
 
   // Internal state, public for the token masker.
   struct Frame {
@@ -174,13 +178,28 @@ class TokenMasker {
     uint16_t max_depth = 0;
     void build(const std::vector<std::string>& bytes, const std::vector<int32_t>& ids);
   };
-  void walk(const Trie& trie, const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
+  // Marks the tokens of every node whose bytes step(depth, byte) takes, each step going on from
+  // the state its parent's left at depth - 1; a subtree is skipped at the first byte refused.
+  template <class Step>
+  static void walk(const Trie& trie, std::vector<uint8_t>& allowed, Step&& step);
   std::vector<std::string> token_bytes_;
   // String-content tokens (whole UTF-8 characters, no quote, backslash or control byte) are
   // allowed wholesale inside a string without a length bound: only the others are walked there.
   std::vector<uint8_t> plain_;
   Trie all_, special_;
-  mutable std::vector<JsonMatcher> scratch_;  // one state per trie depth: not thread-safe
+  void regex_mask(const std::shared_ptr<const RegexDfa>& re, int32_t state,
+                  std::vector<uint8_t>& allowed) const;
+  // One state per trie depth: not thread-safe.
+  mutable std::vector<JsonMatcher> scratch_;
+  mutable std::vector<int32_t> regex_scratch_;
+  // A regex's mask depends on its DFA state alone: the latest ones, oldest first (the DFA is
+  // held, so its address cannot be reused by another while it is here).
+  struct RegexMask {
+    std::shared_ptr<const RegexDfa> dfa;
+    int32_t state;
+    std::vector<uint8_t> allowed;
+  };
+  mutable std::vector<RegexMask> regex_masks_;
 };
 
 }  // namespace tessera::infer
