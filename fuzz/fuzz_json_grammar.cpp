@@ -5,26 +5,13 @@
 // must be exactly the tokens whose bytes the matcher takes, over the synthetic GPT-2 vocabulary.
 #include <nlohmann/json.hpp>
 
-#include "fuzz_util.h"
+#include "fuzz_matcher_check.h"
 #include "tessera/core/error.h"
-#include "tessera/infer/structured_output.h"
 
 namespace {
 
 using namespace tessera;
 using Json = nlohmann::json;
-
-void check_mask(const infer::TokenMasker& masker, const infer::JsonMatcher& m,
-                std::string_view input) {
-  std::vector<uint8_t> allowed;
-  masker.allowed_tokens(m, allowed);
-  for (int32_t t = 0; t < masker.vocab_size(); ++t) {
-    infer::JsonMatcher copy = m;
-    const std::string_view b = masker.bytes(t);
-    if ((allowed[static_cast<size_t>(t)] != 0) != (!b.empty() && copy.advance(b)))
-      fuzz::fail("the token mask disagrees with the matcher on token " + std::to_string(t), input);
-  }
-}
 
 }  // namespace
 
@@ -33,23 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<std::string_view> parts = fuzz::split_parts(input, 2);
   const Json schema = Json::parse(parts[0], nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return 0;
-  static const infer::TokenMasker masker(fuzz::synthetic_gpt2(), {});
   try {
     const auto grammar = schema.is_object() && schema.empty()
                              ? infer::JsonGrammar::any_object()
                              : infer::JsonGrammar::from_schema(schema);
     infer::JsonMatcher m(grammar);
-    const std::string_view text = parts[1].substr(0, 256);  // the mask check is per byte
-    std::string taken;
-    for (char c : text) {
-      if (taken.size() < 64) check_mask(masker, m, input);
-      const bool accepting = m.accepting();
-      if (m.advance(std::string_view(&c, 1))) {
-        taken += c;
-      } else if (m.accepting() != accepting) {
-        fuzz::fail("a refused byte changed the matcher", input);
-      }
-    }
+    // The mask check is per byte.
+    const std::string taken = fuzz::feed_checked(m, parts[1].substr(0, 256), input);
     if (m.accepting() && Json::parse(taken, nullptr, false).is_discarded())
       fuzz::fail("the matcher took text that is not JSON: " + taken, input);
   } catch (const Error& e) {

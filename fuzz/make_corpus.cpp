@@ -239,6 +239,24 @@ void regex_seeds() {
   for (const auto& [name, pattern, text] : seeds) seed("fuzz_regex", name, join({pattern, text}));
 }
 
+void gbnf_seeds() {
+  // A grammar, then text to feed its matcher.
+  const std::vector<std::tuple<std::string, std::string, std::string>> seeds = {
+      {"arithmetic",
+       "root ::= expr\nexpr ::= term ((\"+\" | \"-\") term)*\n"
+       "term ::= [0-9]+ | \"(\" expr \")\"  # comment\n",
+       "(1+2)-3"},
+      {"list",
+       "root ::= item rest\nrest ::= (\",\" item rest)?\nitem ::= 'a' [0-9]? | \"\\x62\\u00e9\"",
+       "a1,b\xc3\xa9"},
+      {"json",
+       "root ::= obj\nobj ::= \"{\" (str \":\" val (\",\" str \":\" val)*)? \"}\"\n"
+       "val ::= obj | str | [0-9]+ | \"true\"\nstr ::= \"\\\"\" [^\"\\\\]* \"\\\"\"",
+       "{\"a\":{\"b\":true},\"c\":12}"},
+  };
+  for (const auto& [name, grammar, text] : seeds) seed("fuzz_gbnf", name, join({grammar, text}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -255,5 +273,6 @@ int main(int argc, char** argv) {
   openai_seeds();
   json_grammar_seeds();
   regex_seeds();
+  gbnf_seeds();
   return 0;
 }

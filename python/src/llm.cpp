@@ -89,30 +89,32 @@ void bind_tokenizer(py::module_& m) {
 }
 
 // vLLM's StructuredOutputsParams (GuidedDecodingParams before 0.10.2): json (a schema as a dict
-// or a JSON string), json_object=True, regex or choice (a list of texts); compiled once, here.
+// or a JSON string), json_object=True, regex, grammar (GBNF) or choice (a list of texts);
+// compiled once, here.
 struct StructuredOutputs {
   std::shared_ptr<const infer::JsonGrammar> grammar;
-  std::string kind;  // "json", "json_object", "regex" or "choice", for repr
+  std::string kind;  // "json", "json_object", "regex", "grammar" or "choice", for repr
 };
 
 void bind_structured_outputs(py::module_& m) {
   py::class_<StructuredOutputs>(
       m, "StructuredOutputsParams",
       "vLLM's StructuredOutputsParams: json (a JSON Schema, dict or str), json_object=True, regex "
-      "(the whole text matches it) or choice (a list of str). grammar is not supported "
-      "(ValueError).")
+      "(the whole text matches it), grammar (GBNF: the whole text is its root rule) or choice (a "
+      "list of str).")
       .def(
           py::init([](py::object json, std::optional<bool> json_object, py::object regex,
                       py::object choice, py::object grammar) {
-            if (!grammar.is_none())
-              throw ValueError(
-                  "[StructuredOutputsParams] grammar is not supported: give json, "
-                  "json_object=True, regex or choice");
             const bool object = json_object.value_or(false);
-            if (!json.is_none() + object + !regex.is_none() + !choice.is_none() != 1)
+            if (!json.is_none() + object + !regex.is_none() + !grammar.is_none() +
+                    !choice.is_none() !=
+                1)
               throw ValueError(
                   "[StructuredOutputsParams] expected exactly one of json, json_object=True, "
-                  "regex and choice");
+                  "regex, grammar and choice");
+            if (!grammar.is_none())
+              return StructuredOutputs{infer::JsonGrammar::grammar(grammar.cast<std::string>()),
+                                       "grammar"};
             if (object) return StructuredOutputs{infer::JsonGrammar::any_object(), "json_object"};
             if (!regex.is_none())
               return StructuredOutputs{infer::JsonGrammar::regex(regex.cast<std::string>()),

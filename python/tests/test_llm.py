@@ -581,9 +581,7 @@ def test_structured_outputs_json_schema_holds_for_every_sample(llm):
     assert seq.finish_reason != "stop" or isinstance(json.loads(seq.text), dict)
     with pytest.raises(ValueError, match="lookahead is not supported .* at #/pattern"):
         StructuredOutputsParams(json={"type": "string", "pattern": "a(?=b)"})
-    with pytest.raises(ValueError, match="grammar is not supported"):
-        StructuredOutputsParams(grammar="root ::= 'a'")
-    with pytest.raises(ValueError, match="exactly one of json, json_object=True, regex and choice"):
+    with pytest.raises(ValueError, match="exactly one of json, json_object=True, regex, grammar"):
         StructuredOutputsParams()
     choices = ["yes", "no", "not sure"]
     params = SamplingParams(temperature=1.0, seed=5, n=4, max_tokens=50,
@@ -603,6 +601,24 @@ def test_structured_outputs_regex_holds_for_every_sample(llm):
             assert seq.finish_reason == "stop" and re.fullmatch(expression, seq.text), seq.text
     with pytest.raises(ValueError, match=r"\[Regex\] backreferences are not supported"):
         StructuredOutputsParams(regex=r"(a)\1")
+
+
+def test_structured_outputs_grammar_holds_for_every_sample(llm):
+    import re
+    from tessera.llm import StructuredOutputsParams
+    gbnf = """
+root ::= sentence (" " sentence){0,2}
+sentence ::= name " " verb "."
+name ::= "Tom" | "Lily" | "the " ("dog" | "cat")
+verb ::= "ran" | "slept" | "smiled"
+"""
+    sentence = r"(Tom|Lily|the (dog|cat)) (ran|slept|smiled)\."
+    params = SamplingParams(temperature=1.0, seed=11, n=4, max_tokens=80,
+                            structured_outputs=StructuredOutputsParams(grammar=gbnf))
+    for seq in llm.generate([PROMPTS[1]], params)[0].outputs:
+        assert re.fullmatch(f"{sentence}( {sentence}){{0,2}}", seq.text), seq.text
+    with pytest.raises(ValueError, match="rule 'x' is used but not defined"):
+        StructuredOutputsParams(grammar="root ::= x")
 
 
 def test_logit_bias_forces_and_bans_tokens(llm):

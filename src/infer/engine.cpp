@@ -124,8 +124,8 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
           allowed_[t] && masker_->bytes(static_cast<int32_t>(t)).find_first_not_of(" \t\n\r") !=
                              std::string_view::npos;
     TESSERA_CHECK(starts, ValueError,
-                  "[Engine.add_request] expected a tokenizer with tokens that start the JSON "
-                  "value; none of ",
+                  "[Engine.add_request] expected a tokenizer with tokens that start the "
+                  "constrained output (JSON, regex or grammar); none of ",
                   tokenizer_->name(), "'s does");
   }
   Sequence s;
@@ -207,8 +207,8 @@ bool Engine::constrain_to_grammar(Request& r) {
   if (std::find(allowed_.begin(), allowed_.end(), 1) == allowed_.end()) {
     const std::string& text = r.text.text();
     TESSERA_CHECK(complete, ValueError,
-                  "[Engine] structured output: no token of the vocabulary continues the JSON "
-                  "text after '",
+                  "[Engine] structured output: no token of the vocabulary continues the "
+                  "constrained text after '",
                   text.substr(text.size() - std::min<size_t>(text.size(), 40)), "'");
     return false;
   }

@@ -351,6 +351,14 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::choice(std::span<const std::stri
   return g;
 }
 
+std::shared_ptr<const JsonGrammar> JsonGrammar::grammar(std::string_view gbnf) {
+  auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
+  g->nodes_.push_back({.kind = Kind::Rules, .rules = CfgGrammar::from_gbnf(gbnf)});
+  g->root_ = static_cast<int32_t>(g->nodes_.size() - 1);
+  g->raw_text_ = true;
+  return g;
+}
+
 std::shared_ptr<const JsonGrammar> JsonGrammar::regex(std::string_view pattern) {
   auto dfa = RegexDfa::compile(pattern, RegexDfa::Match::Full);
   TESSERA_CHECK(!dfa->final(dfa->start()), ValueError, "[JsonGrammar] the regex '", pattern,

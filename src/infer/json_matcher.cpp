@@ -18,7 +18,9 @@ namespace {
 using Frame = JsonMatcher::Frame;
 using Kind = JsonGrammar::Kind;
 
-enum FrameKind : uint8_t { kValue, kObject, kArray, kString, kNumber, kLiteral };
+// kRule: a grammar() rule, count its index and dfa its state; the frames below are the rules
+// that called it, each at the state it goes on from.
+enum FrameKind : uint8_t { kValue, kObject, kArray, kString, kNumber, kLiteral, kRule };
 enum ObjectState : uint8_t { kObjectOpen, kObjectColon, kObjectAfterValue, kObjectComma };
 enum ArrayState : uint8_t { kArrayOpen, kArrayAfterValue, kArrayComma };
 // A string's body, after a backslash, or with 1..4 hex digits of \uXXXX left (state 1 + left);
@@ -41,6 +43,7 @@ constexpr uint8_t kMaxWhitespace = 16;
 constexpr uint32_t kMaxNumberChars = 32, kMaxIntegerChars = 18, kMaxExponentDigits = 2;
 constexpr size_t kMaxDepth = 64, kMaxThreads = 64;
 constexpr int kMaxUnionNesting = 16;  // a $ref cycle without a value in between ends here
+constexpr int kMaxRuleSteps = 256;    // calls and returns one byte may go through
 
 bool is_whitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
@@ -222,6 +225,8 @@ class JsonStepper {
       }
       case kLiteral:
         return literal(s, whitespace, c);
+      case kRule:
+        return rule(s, c, 0);
       default:
         return;
     }
@@ -286,6 +291,8 @@ class JsonStepper {
       case Kind::Literals:
         f = Frame{.node = f.node, .kind = kLiteral, .bits = all_bits(n.literals.size())};
         return feed(s, whitespace, c);
+      case Kind::Rules:  // only ever a raw_text() root
+        return;
     }
   }
 
@@ -478,6 +485,46 @@ class JsonStepper {
     feed(s, whitespace, c);
   }
 
+  // A grammar rule on top: c is taken by its DFA, by a rule it may call here (pushed on the
+  // stack), or, where the rule may end, by the rule below that called it. Each way is a thread.
+  void rule(std::vector<Frame>& s, uint8_t c, int steps) {
+    if (steps > kMaxRuleSteps) return;
+    const Frame f = s.back();
+    const CfgGrammar& g = *g_.node(f.node).rules;
+    const RegexDfa& d = g.rule(static_cast<int32_t>(f.count));
+    if (const int32_t next = d.step(f.dfa, c); next != RegexDfa::kDead) {
+      std::vector<Frame> t = s;
+      t.back().dfa = next;
+      pop_finished_rules(t);
+      emit(t);
+    }
+    for (const RegexDfa::Call& call : d.calls(f.dfa)) {
+      std::vector<Frame> t = s;
+      t.back().dfa = call.next;
+      pop_finished_rules(t);  // a tail call leaves nothing of the caller to go on with
+      if (!push(t, Frame{.node = f.node,
+                         .kind = kRule,
+                         .count = static_cast<uint32_t>(call.rule),
+                         .dfa = g.rule(call.rule).start()}))
+        continue;
+      rule(t, c, steps + 1);
+    }
+    if (d.accepting(f.dfa) && s.size() > 1) {
+      std::vector<Frame> t = s;
+      t.pop_back();
+      rule(t, c, steps + 1);
+    }
+  }
+
+  // Pops rules whose DFA is final: nothing can follow in them, their callers go on.
+  void pop_finished_rules(std::vector<Frame>& s) const {
+    while (!s.empty() && s.back().kind == kRule &&
+           g_.node(s.back().node)
+               .rules->rule(static_cast<int32_t>(s.back().count))
+               .final(s.back().dfa))
+      s.pop_back();
+  }
+
   // Pops a literal that matched candidate i; a key tells its object which property follows.
   void finish_literal(std::vector<Frame>& s, int i) {
     const Frame f = s.back();
@@ -501,6 +548,11 @@ JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar)
   Frame root{.node = grammar_->root(), .kind = kValue};
   if (grammar_->raw_text() && n.kind == Kind::Literals)
     root = Frame{.node = root.node, .kind = kLiteral, .bits = all_bits(n.literals.size())};
+  else if (grammar_->raw_text() && n.kind == Kind::Rules)
+    root = Frame{.node = root.node,
+                 .kind = kRule,
+                 .count = static_cast<uint32_t>(n.rules->root()),
+                 .dfa = n.rules->rule(n.rules->root()).start()};
   else if (grammar_->raw_text())
     root =
         Frame{.node = root.node, .kind = kString, .state = kStringRaw, .dfa = n.pattern->start()};
@@ -544,6 +596,12 @@ bool JsonMatcher::advance(std::string_view bytes) {
 bool JsonMatcher::accepting() const {
   for (const Thread& t : threads_) {
     if (t.begin == t.end) return true;
+    // Rules: each frame's rule may end where it stands.
+    if (std::all_of(frames_.begin() + t.begin, frames_.begin() + t.end, [&](const Frame& f) {
+          return f.kind == kRule &&
+                 grammar_->node(f.node).rules->can_end(static_cast<int32_t>(f.count), f.dfa);
+        }))
+      return true;
     if (t.end - t.begin != 1) continue;
     const Frame& f = frames_[t.begin];
     if (f.kind == kNumber && number_complete(*grammar_, f)) return true;

@@ -68,6 +68,7 @@ struct Nfa {
   struct State {
     std::vector<Edge> edges;
     std::vector<int32_t> epsilon;
+    std::vector<RegexDfa::Call> calls;  // rule, then state
   };
   std::vector<State> states;
 };
@@ -76,11 +77,11 @@ struct Nfa {
 
 class RegexDfaBuilder {
  public:
-  RegexDfaBuilder(const regex::Ast& ast, std::string_view pattern) : ast_(ast), pattern_(pattern) {}
+  RegexDfaBuilder(const regex::Ast& ast, std::string_view what) : ast_(ast), what_(what) {}
 
-  std::shared_ptr<const RegexDfa> build() {
+  std::shared_ptr<const RegexDfa> build(int32_t root) {
     const int32_t start = add_state();
-    accept_ = fragment(ast_.root, start);
+    accept_ = fragment(root, start);
     auto dfa = std::shared_ptr<RegexDfa>(new RegexDfa());
     determinize(*dfa);
     prune(*dfa);
@@ -91,7 +92,7 @@ class RegexDfaBuilder {
   using Kind = regex::Node::Kind;
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw ValueError("[Regex] '" + std::string(pattern_) + "' " + what);
+    throw ValueError(std::string(what_) + " " + what);
   }
 
   int32_t add_state() {
@@ -134,6 +135,11 @@ class RegexDfaBuilder {
           epsilon(from, begin);
           epsilon(fragment(child, begin), end);
         }
+        return end;
+      }
+      case Kind::Call: {
+        const int32_t end = add_state();
+        nfa_.states[static_cast<size_t>(from)].calls.push_back({n.rule, end});
         return end;
       }
       case Kind::Repeat: {
@@ -198,13 +204,23 @@ class RegexDfaBuilder {
     close(start);
     id_of(std::move(start));
     std::vector<std::vector<int32_t>> moves(dfa.classes_);
+    std::map<int32_t, std::vector<int32_t>> calls;  // rule -> the NFA states after it
     for (size_t d = 0; d < sets.size(); ++d) {
       for (auto& m : moves) m.clear();
-      for (int32_t s : sets[d])
+      calls.clear();
+      for (int32_t s : sets[d]) {
         for (const Nfa::Edge& e : nfa_.states[static_cast<size_t>(s)].edges)
           for (size_t c = dfa.byte_class_[e.bytes.lo]; c <= dfa.byte_class_[e.bytes.hi]; ++c)
             moves[c].push_back(e.to);
+        for (const RegexDfa::Call& c : nfa_.states[static_cast<size_t>(s)].calls)
+          calls[c.rule].push_back(c.next);
+      }
       dfa.accepting_.push_back(std::binary_search(sets[d].begin(), sets[d].end(), accept_));
+      dfa.calls_begin_.push_back(dfa.calls_.size());
+      for (auto& [rule, next] : calls) {
+        close(next);
+        dfa.calls_.push_back({rule, id_of(std::move(next))});
+      }
       for (auto& m : moves) {
         if (m.empty()) {
           dfa.next_.push_back(RegexDfa::kDead);
@@ -220,11 +236,15 @@ class RegexDfaBuilder {
   // stays 0), and marks the final ones.
   void prune(RegexDfa& dfa) const {
     const size_t n = dfa.accepting_.size(), k = dfa.classes_;
+    dfa.calls_begin_.push_back(dfa.calls_.size());
     std::vector<std::vector<int32_t>> from(n);
-    for (size_t s = 0; s < n; ++s)
+    for (size_t s = 0; s < n; ++s) {
       for (size_t c = 0; c < k; ++c)
         if (const int32_t t = dfa.next_[s * k + c]; t != RegexDfa::kDead)
           from[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
+      for (const RegexDfa::Call& c : dfa.calls(static_cast<int32_t>(s)))
+        from[static_cast<size_t>(c.next)].push_back(static_cast<int32_t>(s));
+    }
     std::vector<uint8_t> live(dfa.accepting_);
     std::vector<int32_t> queue;
     for (size_t s = 0; s < n; ++s)
@@ -245,6 +265,8 @@ class RegexDfaBuilder {
       if (live[s]) renumber[s] = kept++;
     std::vector<int32_t> next;
     std::vector<uint8_t> accepting, final;
+    std::vector<size_t> calls_begin;
+    std::vector<RegexDfa::Call> calls;
     for (size_t s = 0; s < n; ++s) {
       if (!live[s]) continue;
       bool any = false;
@@ -253,25 +275,38 @@ class RegexDfaBuilder {
         next.push_back(t == RegexDfa::kDead ? t : renumber[static_cast<size_t>(t)]);
         any |= next.back() != RegexDfa::kDead;
       }
+      calls_begin.push_back(calls.size());
+      for (const RegexDfa::Call& c : dfa.calls(static_cast<int32_t>(s)))
+        if (live[static_cast<size_t>(c.next)])
+          calls.push_back({c.rule, renumber[static_cast<size_t>(c.next)]});
+      any |= calls.size() > calls_begin.back();
       accepting.push_back(dfa.accepting_[s]);
       final.push_back(dfa.accepting_[s] && !any);
     }
+    calls_begin.push_back(calls.size());
     dfa.next_ = std::move(next);
     dfa.accepting_ = std::move(accepting);
     dfa.final_ = std::move(final);
+    dfa.calls_begin_ = std::move(calls_begin);
+    dfa.calls_ = std::move(calls);
   }
 
   const regex::Ast& ast_;
-  std::string_view pattern_;
+  std::string_view what_;
   Nfa nfa_;
   int32_t accept_ = 0;
   std::vector<uint32_t> seen_;
   uint32_t mark_ = 0;
 };
 
+std::shared_ptr<const RegexDfa> regex::compile(const Ast& ast, int32_t root,
+                                               std::string_view what) {
+  return RegexDfaBuilder(ast, what).build(root);
+}
+
 std::shared_ptr<const RegexDfa> RegexDfa::compile(std::string_view pattern, Match match) {
   const regex::Ast ast = regex::parse(pattern, match);
-  return RegexDfaBuilder(ast, pattern).build();
+  return regex::compile(ast, ast.root, "[Regex] '" + std::string(pattern) + "'");
 }
 
 }  // namespace tessera::infer

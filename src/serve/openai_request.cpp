@@ -130,6 +130,7 @@ const std::set<std::string>& known_fields(Endpoint ep) {
                                                  "structured_outputs",
                                                  "guided_json",
                                                  "guided_regex",
+                                                 "guided_grammar",
                                                  "guided_choice"};
   static const std::set<std::string> chat = [] {
     std::set<std::string> s = completions;

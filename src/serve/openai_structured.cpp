@@ -1,5 +1,6 @@
 // Structured output fields of a request: OpenAI's response_format and vLLM's structured_outputs,
-// guided_json, guided_regex and guided_choice, each into the engine's JsonGrammar.
+// guided_json, guided_regex, guided_grammar and guided_choice, each into the engine's
+// JsonGrammar.
 #include "serve/openai_structured.h"
 
 #include <algorithm>
@@ -37,6 +38,13 @@ std::shared_ptr<const infer::JsonGrammar> regex_grammar(const Json& pattern, con
                         [&] { return infer::JsonGrammar::regex(pattern.get<std::string>()); });
 }
 
+std::shared_ptr<const infer::JsonGrammar> gbnf_grammar(const Json& text, const char* param) {
+  if (!text.is_string())
+    throw bad(param, std::string("'") + param + "' must be a GBNF grammar (a string)");
+  return invalid_as_400(param, "",
+                        [&] { return infer::JsonGrammar::grammar(text.get<std::string>()); });
+}
+
 // {"type": "text"}: none; "json_object": any object; "json_schema": its "schema".
 std::shared_ptr<const infer::JsonGrammar> response_format(const Json& rf) {
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
@@ -54,7 +62,7 @@ std::shared_ptr<const infer::JsonGrammar> response_format(const Json& rf) {
   return schema_grammar((*spec)["schema"], "response_format");
 }
 
-// vLLM's StructuredOutputsParams as a request field: exactly one of json, regex, choice,
+// vLLM's StructuredOutputsParams as a request field: exactly one of json, regex, grammar, choice,
 // json_object.
 std::shared_ptr<const infer::JsonGrammar> structured_outputs(const Json& so) {
   const char* param = "structured_outputs";
@@ -63,18 +71,21 @@ std::shared_ptr<const infer::JsonGrammar> structured_outputs(const Json& so) {
   for (const auto& [key, value] : so.items()) {
     if (value.is_null() || (key == "json_object" && value == false)) continue;
     if (g)
-      throw bad(param, "'structured_outputs' takes one of json, regex, choice and json_object");
+      throw bad(param,
+                "'structured_outputs' takes one of json, regex, grammar, choice and json_object");
     if (key == "json")
       g = schema_grammar(value, param);
     else if (key == "regex")
       g = regex_grammar(value, param);
+    else if (key == "grammar")
+      g = gbnf_grammar(value, param);
     else if (key == "choice")
       g = choice_grammar(value, param);
     else if (key == "json_object" && value == true)
       g = infer::JsonGrammar::any_object();
     else
       throw bad(param, "structured_outputs." + key +
-                           " is not supported (json, regex, choice and json_object are)");
+                           " is not supported (json, regex, grammar, choice and json_object are)");
   }
   return g;
 }
@@ -99,6 +110,8 @@ std::shared_ptr<const infer::JsonGrammar> output_grammar(const Fields& f) {
     take("guided_json", schema_grammar(*gj, "guided_json"));
   if (const Json* gr = f.get("guided_regex"))
     take("guided_regex", regex_grammar(*gr, "guided_regex"));
+  if (const Json* gg = f.get("guided_grammar"))
+    take("guided_grammar", gbnf_grammar(*gg, "guided_grammar"));
   if (const Json* gc = f.get("guided_choice"))
     take("guided_choice", choice_grammar(*gc, "guided_choice"));
   return grammar;

@@ -64,7 +64,7 @@ void parse_tools(const Fields& f, CompletionRequest& r) {
   if (r.params.json_grammar)
     throw bad("tool_choice",
               "'tool_choice' and response_format (or structured_outputs, guided_json, "
-              "guided_regex, guided_choice) cannot both shape the output");
+              "guided_regex, guided_grammar, guided_choice) cannot both shape the output");
   if (c == "required") {
     std::vector<infer::JsonGrammar::Tool> grammar_tools;
     for (const ParsedTool& t : list) grammar_tools.push_back({t.name, t.parameters});

@@ -161,7 +161,12 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
        ""},
       {Endpoint::Completions, {{"prompt", p}, {"guided_regex", 7}}, 400, "guided_regex", ""},
       {Endpoint::Completions,
-       {{"prompt", p}, {"structured_outputs", {{"grammar", "root ::= \"a\""}}}},
+       {{"prompt", p}, {"guided_grammar", "root ::= x"}},
+       400,
+       "guided_grammar",
+       ""},
+      {Endpoint::Completions,
+       {{"prompt", p}, {"structured_outputs", {{"lark", "start: \"a\""}}}},
        400,
        "structured_outputs",
        ""},
@@ -208,6 +213,8 @@ TEST(OpenAIParse, BadValuesName400sAnd404) {
   for (const Json& extra :
        {Json{{"structured_outputs", {{"choice", {"a", "b"}}}}},
         Json{{"structured_outputs", {{"regex", "[ab]+"}}}}, Json{{"guided_regex", "\\d+"}},
+        Json{{"structured_outputs", {{"grammar", "root ::= [ab]+"}}}},
+        Json{{"guided_grammar", "root ::= \"x\" root?"}},
         Json{{"structured_outputs", {{"json", R"({"type": "integer"})"}}}},
         Json{{"guided_json", {{"type", "boolean"}}}}, Json{{"guided_choice", {"x", "y"}}}}) {
     Json body = {{"prompt", "Once"}};

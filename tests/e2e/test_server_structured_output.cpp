@@ -150,14 +150,50 @@ TEST(ServerStructuredOutput, GuidedRegexAndSchemaPatternsHoldForEveryChoice) {
   }
 }
 
+TEST(ServerStructuredOutput, GuidedGrammarAnswersAreSentencesOfTheGrammar) {
+  CharServer s;
+  // The character vocabulary has no parentheses: calls are written name[1,2].
+  const std::string gbnf =
+      "root ::= call (\":\" call)*\ncall ::= [a-z]{1,4} \"[\" args? \"]\"\n"
+      "args ::= [0-9]+ (\",\" [0-9]+)*";
+  auto [status, body] = post_json(s.ts, "/v1/completions",
+                                  {{"prompt", "x"},
+                                   {"temperature", 1.0},
+                                   {"seed", 9},
+                                   {"n", 4},
+                                   {"max_tokens", 40},
+                                   {"structured_outputs", {{"grammar", gbnf}}}});
+  ASSERT_EQ(status, 200) << body.dump();
+  const std::regex call(R"([a-z]{1,4}\[([0-9]+(,[0-9]+)*)?\])");
+  for (const Json& c : body["choices"]) {
+    std::string text = c["text"].get<std::string>();
+    if (c["finish_reason"] == "length") {  // a valid prefix: cut at the last complete call
+      const size_t colon = text.rfind(':');
+      if (colon == std::string::npos) continue;
+      text.resize(colon);
+    }
+    std::string rest = text;
+    for (size_t at; (at = rest.find(':')) != std::string::npos; rest.erase(0, at + 1))
+      EXPECT_TRUE(std::regex_match(rest.substr(0, at), call)) << text;
+    EXPECT_TRUE(std::regex_match(rest, call)) << text;
+  }
+  std::tie(status, body) = post_json(
+      s.ts, "/v1/completions", {{"prompt", "x"}, {"guided_grammar", "root ::= r\nr ::= r \"a\""}});
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(body["error"]["param"], "guided_grammar");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("left-recursive"), std::string::npos)
+      << body.dump();
+}
+
 TEST(ServerStructuredOutput, AVocabularyThatCannotWriteJsonIsA400) {
   auto model = testing::small_gpt2();
   TestServer ts(*model, std::make_shared<tokenizers::CharTokenizer>("ab c"), {});
   auto [status, body] = post_json(
       ts, "/v1/completions", {{"prompt", "a"}, {"response_format", {{"type", "json_object"}}}});
   EXPECT_EQ(status, 400);
-  EXPECT_NE(body["error"]["message"].get<std::string>().find("tokens that start the JSON value"),
-            std::string::npos)
+  EXPECT_NE(
+      body["error"]["message"].get<std::string>().find("tokens that start the constrained output"),
+      std::string::npos)
       << body.dump();
 }
 

@@ -201,6 +201,23 @@ describe('structured output', () => {
     assert.equal(typeof v.ok, 'boolean');
   });
 
+  test('a schema pattern holds, and vLLM\'s structured_outputs regex and grammar shape the text', async () => {
+    const schema = { type: 'object', properties: { code: { type: 'string', pattern: '^[A-Z]{2}\\d{3}$' } },
+      required: ['code'] };
+    const chat = await client.chat.completions.create({
+      ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 200,
+      response_format: { type: 'json_schema', json_schema: { name: 'code', schema } } });
+    assert.match(JSON.parse(chat.choices[0].message.content).code, /^[A-Z]{2}\d{3}$/);
+    const regex = await client.completions.create({ ...greedy, prompt: 'Once', max_tokens: 50,
+      structured_outputs: { regex: '(Tom|Sue) is \\d{1,2}\\.' } });
+    assert.equal(regex.choices[0].finish_reason, 'stop');
+    assert.match(regex.choices[0].text, /^(Tom|Sue) is \d{1,2}\.$/);
+    const grammar = await client.completions.create({ ...greedy, prompt: 'Once', max_tokens: 50,
+      guided_grammar: 'root ::= "(" inner ")"\ninner ::= [a-z]{1,3} | "(" [a-z]{1,3} ")"' });
+    assert.equal(grammar.choices[0].finish_reason, 'stop');
+    assert.match(grammar.choices[0].text, /^\((\([a-z]{1,3}\)|[a-z]{1,3})\)$/);
+  });
+
   test('tools: tool_choice "required" and a named function give tool_calls the client parses', async () => {
     const tools = [{ type: 'function', function: { name: 'add', description: 'a + b',
       parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } },
@@ -237,9 +254,9 @@ describe('limits and rejected options', () => {
   test('response_format json_schema the grammar cannot guarantee is BadRequestError naming the keyword', async () => {
     const req = { ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
     await client.chat.completions.create({ ...req, response_format: { type: 'text' } });
-    const format = { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } };
+    const format = { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', multipleOf: 2 } } };
     await assert.rejects(client.chat.completions.create({ ...req, response_format: format }),
-      (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /'pattern'/.test(e.message));
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /'multipleOf'/.test(e.message));
   });
 
   test('prompt + max_tokens beyond the context is BadRequestError', async () => {

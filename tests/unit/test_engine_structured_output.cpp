@@ -133,6 +133,36 @@ TEST(EngineStructuredOutput, RegexAndPatternSamplesMatchTheirExpressions) {
   EXPECT_EQ(regexes, 4);
 }
 
+TEST(EngineStructuredOutput, GrammarSamplesAreSentencesOfTheGrammar) {
+  Fixture f;
+  // Balanced brackets around words: not a regular language.
+  const auto g = infer::JsonGrammar::grammar(R"g(
+root  ::= group ("," group){0,3}
+group ::= "[" (group | [a-e]{1,3})* "]"
+)g");
+  for (uint64_t seed = 0; seed < 6; ++seed) f.engine.add_request({2, 3}, sampled(seed, g));
+  std::set<std::string> distinct;
+  for (const auto& [id, result] : f.run()) {
+    const auto& [text, reason] = result;
+    SCOPED_TRACE(text);
+    if (reason != infer::FinishReason::Stop) {
+      EXPECT_EQ(reason, infer::FinishReason::Length);
+      continue;  // a sample may nest deeper than the token budget
+    }
+    int depth = 0, groups = 0;
+    for (char c : text) {
+      if (c == '[' && depth++ == 0) ++groups;
+      if (c == ']') ASSERT_GE(--depth, 0);
+      if (c == ',') ASSERT_EQ(depth, 0);
+      if (depth == 0) ASSERT_TRUE(c == ']' || c == ',');
+    }
+    EXPECT_EQ(depth, 0);
+    EXPECT_LE(groups, 4);
+    distinct.insert(text);
+  }
+  EXPECT_GE(distinct.size(), 3u);
+}
+
 TEST(EngineStructuredOutput, StopTokensWaitForACompleteValue) {
   Fixture f;
   // A stop token the model is pushed to take: masked while the value is incomplete, taken as

@@ -9,6 +9,7 @@
 #include "tessera/infer/structured_output.h"
 #include "tessera/tokenizers/char_tokenizer.h"
 #include "tessera/tokenizers/gpt2_tokenizer.h"
+#include "testing/constrained_text.h"
 #include "testing/expect_error.h"
 #include "testing/shared_data.h"
 
@@ -23,17 +24,8 @@ std::shared_ptr<const JsonGrammar> schema(const char* text) {
   return JsonGrammar::from_schema(Json::parse(text));
 }
 
-// Whether the whole text is one complete value of the grammar.
-bool matches(const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
-  JsonMatcher m(g);
-  return m.advance(text) && m.accepting();
-}
-
-// Whether text is a prefix of some value of the grammar.
-bool prefix(const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
-  JsonMatcher m(g);
-  return m.advance(text);
-}
+using testing::matches;
+using testing::prefix;
 
 const char* kPerson = R"({
   "type": "object",
@@ -351,6 +343,13 @@ TEST(TokenMasker, AllowsExactlyTheTokensThatKeepTheMatcherInsideGpt2) {
       R"("Abc 12\n")", std::span(&eos, 1));
   expect_mask_matches_every_token(*tok, JsonGrammar::regex(R"(([01]\d|2[0-3]):[0-5]\d \w+)"),
                                   "23:59 Ok", std::span(&eos, 1));
+  // A grammar's rule stacks.
+  expect_mask_matches_every_token(*tok, JsonGrammar::grammar(R"g(
+root ::= expr
+expr ::= term ([+*] term)*
+term ::= [0-9]+ | "(" expr ")" | "f(" expr ("," " "? expr)* ")"
+)g"),
+                                  "f(1, (2+3))*40", std::span(&eos, 1));
   // Masks of a regex's states are reused: "ab" and "abcd" end in the same state.
   expect_mask_matches_every_token(*tok, JsonGrammar::regex("(ab|cd)+!"), "abcdab!",
                                   std::span(&eos, 1));

@@ -23,6 +23,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -50,12 +51,24 @@ class RegexDfa {
   bool final(int32_t state) const { return final_[static_cast<size_t>(state)] != 0; }
   int64_t num_states() const { return static_cast<int64_t>(accepting_.size()); }
 
+  // A grammar rule's DFA (cfg_grammar.h) may also, in a state, call another rule and go on in
+  // state `next` once that rule has matched; a regex's never does. final() counts calls too.
+  struct Call {
+    int32_t rule, next;
+  };
+  std::span<const Call> calls(int32_t state) const {
+    const auto s = static_cast<size_t>(state);
+    return {calls_.data() + calls_begin_[s], calls_begin_[s + 1] - calls_begin_[s]};
+  }
+
  private:
   friend class RegexDfaBuilder;
   std::array<uint8_t, 256> byte_class_{};  // bytes no part of the pattern tells apart share one
   size_t classes_ = 0;
   std::vector<int32_t> next_;  // [state][class]
   std::vector<uint8_t> accepting_, final_;
+  std::vector<size_t> calls_begin_;  // [state], one past the last state too
+  std::vector<Call> calls_;
 };
 
 }  // namespace tessera::infer

@@ -42,6 +42,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "tessera/infer/cfg_grammar.h"
 #include "tessera/infer/regex.h"
 #include "tessera/tokenizers/tokenizer.h"
 
@@ -49,7 +50,7 @@ namespace tessera::infer {
 
 class JsonGrammar {
  public:
-  enum class Kind : uint8_t { Any, Object, Array, String, Number, Integer, Literals, Union };
+  enum class Kind : uint8_t { Any, Object, Array, String, Number, Integer, Literals, Union, Rules };
   struct Property {
     std::string key;  // its JSON text with the quotes: "\"name\""
     int32_t value;    // node
@@ -67,6 +68,7 @@ class JsonGrammar {
     // String: what its value must match (JSON Schema's pattern), or, at a raw_text() root, the
     // whole text (regex()).
     std::shared_ptr<const RegexDfa> pattern{};
+    std::shared_ptr<const CfgGrammar> rules{};  // Rules: a GBNF grammar (grammar())
   };
 
   // Any JSON object (response_format {"type": "json_object"}).
@@ -90,10 +92,14 @@ class JsonGrammar {
   // regex.h), as it is: no JSON. ValueError for a pattern RegexDfa refuses or one that matches
   // only the empty text.
   static std::shared_ptr<const JsonGrammar> regex(std::string_view pattern);
+  // Text the whole of which a GBNF grammar's root rule matches (vLLM's guided_grammar; syntax in
+  // cfg_grammar.h), as it is. ValueError for a grammar CfgGrammar refuses.
+  static std::shared_ptr<const JsonGrammar> grammar(std::string_view gbnf);
 
   const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
   int32_t root() const { return root_; }
-  // The root is a choice among raw texts (choice()) or a regex (regex()), not a JSON value.
+  // The root is a choice among raw texts (choice()), a regex (regex()) or a grammar (grammar()),
+  // not a JSON value.
   bool raw_text() const { return raw_text_; }
   // Nodes every grammar has, for values of unconstrained JSON.
   static constexpr int32_t kAny = 0, kAnyObject = 1, kAnyArray = 2, kString = 3, kNumber = 4,
@@ -131,12 +137,12 @@ class JsonMatcher {
     uint8_t state = 0;  // kind's state
     uint8_t is_key = 0;
     uint8_t negative = 0;  // number: after a '-'
-    uint32_t count = 0;    // array items, string characters, literal or number position
+    uint32_t count = 0;    // array items, string characters, literal or number position, rule
     // object: properties seen; literals: candidates left; number: exponent digits; string: the
     // range of its next UTF-8 continuation byte, or in \u whether the first digit was a D
     uint64_t bits = 0;
     int32_t pending = -1;  // object: the node of the value after the key; string: UTF-8 bytes due
-    int32_t dfa = 0;       // string with a pattern: the pattern's state after the value so far
+    int32_t dfa = 0;  // string with a pattern, grammar rule: its DFA's state after the text so far
     bool operator==(const Frame&) const = default;
   };
   // One alternative's stack: frames [begin, end) of frames_, its trailing-whitespace run.
