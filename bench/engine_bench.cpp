@@ -15,9 +15,10 @@
 // decode step on the GPT-2-sized model with the GPT-2 vocabulary (--gpt2-dir): free text against
 // an object whose one property is a string of at least 10,000 characters (string content: the
 // masker's wholesale path) and an array of at least 10,000 integers (digits and commas: the trie
-// walk every step) and a regex of prose characters (most of the vocabulary: the largest walk),
-// alternating; neither JSON value can end within the token budget, so every stream generates all
-// of it, as free text does.
+// walk every step), a regex of prose characters (most of the vocabulary: the largest walk) and
+// two GBNF grammars (an integer list, words), alternating; neither JSON value can end within the
+// token budget and the others only at an end of text greedy random weights never pick, so every
+// stream generates all of it, as free text does.
 //
 //   engine_bench [--stories PATH] [--reps N] [--only stories|gpt2|prefix|kv-dtype|structured]
 //                [--streams N] [--gpt2-dir DIR]
@@ -218,47 +219,50 @@ void run_kv_dtype(const models::CausalLM& model, int streams, int64_t prompt_len
               median(ratios), median(rate32), median(rate16), mb, mb / 2);
 }
 
-// Free text, a long string property, a long integer array and a prose regex in alternating
-// rounds, at 1 and 16 streams.
+// Free text and each constraint in alternating rounds, at 1 and 16 streams: one row per
+// constraint, with its TBT, free text's of the same rounds and the median of their ratios.
 void run_structured(const models::CausalLM& model, const std::string& gpt2_dir, int64_t prompt_len,
                     int64_t n, int reps) {
   std::shared_ptr<const tokenizers::Tokenizer> tok =
       tokenizers::GPT2Tokenizer::from_directory(gpt2_dir);
-  const Constraint free_text{tok, nullptr};
   auto schema = [&](const char* text) {
     return Constraint{tok, infer::JsonGrammar::from_schema(nlohmann::json::parse(text))};
   };
-  const Constraint object = schema(R"({"type": "object", "required": ["text"],
-      "properties": {"text": {"type": "string", "minLength": 10000}}})");
-  const Constraint integers =
-      schema(R"({"type": "array", "items": {"type": "integer"}, "minItems": 10000})");
-  const Constraint prose{tok, infer::JsonGrammar::regex(R"([A-Za-z0-9 ,.'\n]*)")};
+  const std::vector<std::pair<const char*, Constraint>> constraints = {
+      {"JSON Schema: string property", schema(R"({"type": "object", "required": ["text"],
+          "properties": {"text": {"type": "string", "minLength": 10000}}})")},
+      {"JSON Schema: integer array",
+       schema(R"({"type": "array", "items": {"type": "integer"}, "minItems": 10000})")},
+      {"regex: prose", {tok, infer::JsonGrammar::regex(R"([A-Za-z0-9 ,.'\n]*)")}},
+      {"GBNF: integer list", {tok, infer::JsonGrammar::grammar(R"g(
+root ::= "[" int ("," " "? int)*
+int  ::= "-"? [0-9]+
+)g")}},
+      {"GBNF: prose", {tok, infer::JsonGrammar::grammar(R"g(
+root ::= word (" " word)*
+word ::= [A-Za-z0-9,.']+
+)g")}},
+  };
   std::printf(
-      "| model | streams | TBT ms, free text | TBT ms, string property | TBT ms, integer array | "
-      "TBT ms, prose regex | string / free | integer array / free | regex / free |\n"
-      "|---|---|---|---|---|---|---|---|---|\n");
+      "| model | streams | constraint | TBT ms | TBT ms, free text | constraint / free |\n"
+      "|---|---|---|---|---|---|\n");
   for (int streams : {1, 16}) {
-    std::vector<double> t_free, t_object, t_ints, t_regex, r_object, r_ints, r_regex;
+    std::vector<double> t_free;
+    std::vector<std::vector<double>> t(constraints.size()), ratio(constraints.size());
     for (int r = 0; r < reps; ++r) {
-      const double f = batched(model, streams, prompt_len, n, 1, {}, free_text).tbt_ms;
-      const double o = batched(model, streams, prompt_len, n, 1, {}, object).tbt_ms;
-      const double i = batched(model, streams, prompt_len, n, 1, {}, integers).tbt_ms;
-      const double x = batched(model, streams, prompt_len, n, 1, {}, prose).tbt_ms;
+      const double f = batched(model, streams, prompt_len, n, 1, {}, {tok, nullptr}).tbt_ms;
       t_free.push_back(f);
-      t_object.push_back(o);
-      t_ints.push_back(i);
-      t_regex.push_back(x);
-      r_object.push_back(o / f);
-      r_ints.push_back(i / f);
-      r_regex.push_back(x / f);
-      std::fprintf(stderr,
-                   "%d streams, round %d: TBT free %.2f, string %.2f, integers %.2f, regex %.2f "
-                   "ms\n",
-                   streams, r, f, o, i, x);
+      std::fprintf(stderr, "%d streams, round %d: TBT free %.2f", streams, r, f);
+      for (size_t c = 0; c < constraints.size(); ++c) {
+        t[c].push_back(batched(model, streams, prompt_len, n, 1, {}, constraints[c].second).tbt_ms);
+        ratio[c].push_back(t[c].back() / f);
+        std::fprintf(stderr, ", %s %.2f", constraints[c].first, t[c].back());
+      }
+      std::fprintf(stderr, " ms\n");
     }
-    std::printf("| GPT-2 124M | %d | %.2f | %.2f | %.2f | %.2f | %.3fx | %.3fx | %.3fx |\n",
-                streams, median(t_free), median(t_object), median(t_ints), median(t_regex),
-                median(r_object), median(r_ints), median(r_regex));
+    for (size_t c = 0; c < constraints.size(); ++c)
+      std::printf("| GPT-2 124M | %d | %s | %.2f | %.2f | %.3fx |\n", streams, constraints[c].first,
+                  median(t[c]), median(t_free), median(ratio[c]));
     std::fflush(stdout);
   }
 }

@@ -487,19 +487,23 @@ class JsonStepper {
 
   // A grammar rule on top: c is taken by its DFA, by a rule it may call here (pushed on the
   // stack), or, where the rule may end, by the rule below that called it. Each way is a thread.
-  void rule(std::vector<Frame>& s, uint8_t c, int steps) {
+  void rule(const std::vector<Frame>& s, uint8_t c, int steps) {
     if (steps > kMaxRuleSteps) return;
+    // Each way starts from a copy of s in a buffer of this depth, reused: the token masker steps
+    // through here once per trie node.
+    thread_local std::vector<std::vector<Frame>> buffers(kMaxRuleSteps + 1);
+    std::vector<Frame>& t = buffers[static_cast<size_t>(steps)];
     const Frame f = s.back();
     const CfgGrammar& g = *g_.node(f.node).rules;
     const RegexDfa& d = g.rule(static_cast<int32_t>(f.count));
     if (const int32_t next = d.step(f.dfa, c); next != RegexDfa::kDead) {
-      std::vector<Frame> t = s;
+      t = s;
       t.back().dfa = next;
       pop_finished_rules(t);
       emit(t);
     }
     for (const RegexDfa::Call& call : d.calls(f.dfa)) {
-      std::vector<Frame> t = s;
+      t = s;
       t.back().dfa = call.next;
       pop_finished_rules(t);  // a tail call leaves nothing of the caller to go on with
       if (!push(t, Frame{.node = f.node,
@@ -510,8 +514,7 @@ class JsonStepper {
       rule(t, c, steps + 1);
     }
     if (d.accepting(f.dfa) && s.size() > 1) {
-      std::vector<Frame> t = s;
-      t.pop_back();
+      t.assign(s.begin(), s.end() - 1);
       rule(t, c, steps + 1);
     }
   }
@@ -626,6 +629,22 @@ const std::shared_ptr<const RegexDfa>* JsonMatcher::raw_regex(int32_t& state) co
   if (f.kind != kString || f.state != kStringRaw) return nullptr;
   state = f.dfa;
   return &grammar_->node(f.node).pattern;
+}
+
+bool JsonMatcher::state_key(std::string& key) const {
+  const Kind root = grammar_->node(grammar_->root()).kind;
+  if (!grammar_->raw_text() || (root != Kind::String && root != Kind::Rules)) return false;
+  // Such frames differ only in their rule (count) and DFA state.
+  key.clear();
+  auto put = [&](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  for (const Thread& t : threads_) {
+    put(t.end - t.begin);
+    for (uint32_t i = t.begin; i < t.end; ++i) {
+      put(frames_[i].count);
+      put(static_cast<uint32_t>(frames_[i].dfa));
+    }
+  }
+  return true;
 }
 
 bool JsonMatcher::in_free_string() const {

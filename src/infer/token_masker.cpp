@@ -90,29 +90,31 @@ void TokenMasker::walk(const Trie& trie, std::vector<uint8_t>& allowed, Step&& s
   }
 }
 
-void TokenMasker::regex_mask(const std::shared_ptr<const RegexDfa>& re, int32_t state,
-                             std::vector<uint8_t>& allowed) const {
-  constexpr size_t kMaxRegexMasks = 64;
-  for (const RegexMask& m : regex_masks_)
-    if (m.dfa == re && m.state == state) {
+void TokenMasker::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const {
+  constexpr size_t kMaxCachedMasks = 64;
+  if (!matcher.state_key(key_)) return compute(matcher, allowed);
+  for (const CachedMask& m : cached_)
+    if (m.grammar == matcher.grammar() && m.key == key_) {
       allowed = m.allowed;
       return;
     }
-  allowed.assign(plain_.size(), 0);
-  regex_scratch_.resize(all_.max_depth + 1u);
-  regex_scratch_[0] = state;
-  walk(all_, allowed, [&](uint16_t d, uint8_t b) {  // one table lookup per trie node
-    regex_scratch_[d] = re->step(regex_scratch_[d - 1], b);
-    return regex_scratch_[d] != RegexDfa::kDead;
-  });
-  if (regex_masks_.size() == kMaxRegexMasks) regex_masks_.erase(regex_masks_.begin());
-  regex_masks_.push_back({re, state, allowed});
+  compute(matcher, allowed);
+  if (cached_.size() == kMaxCachedMasks) cached_.erase(cached_.begin());
+  cached_.push_back({matcher.grammar(), key_, allowed});
 }
 
-void TokenMasker::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const {
+void TokenMasker::compute(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const {
   int32_t state;
-  if (const std::shared_ptr<const RegexDfa>* re = matcher.raw_regex(state))
-    return regex_mask(*re, state, allowed);
+  if (const std::shared_ptr<const RegexDfa>* re = matcher.raw_regex(state)) {
+    allowed.assign(plain_.size(), 0);
+    regex_scratch_.resize(all_.max_depth + 1u);
+    regex_scratch_[0] = state;
+    walk(all_, allowed, [&](uint16_t d, uint8_t b) {  // one table lookup per trie node
+      regex_scratch_[d] = (*re)->step(regex_scratch_[d - 1], b);
+      return regex_scratch_[d] != RegexDfa::kDead;
+    });
+    return;
+  }
   if (scratch_.size() < all_.max_depth + 1u) scratch_.resize(all_.max_depth + 1u, matcher);
   scratch_[0] = matcher;
   auto step = [&](uint16_t d, uint8_t b) { return scratch_[d - 1].step_into(b, scratch_[d]); };

@@ -350,7 +350,12 @@ expr ::= term ([+*] term)*
 term ::= [0-9]+ | "(" expr ")" | "f(" expr ("," " "? expr)* ")"
 )g"),
                                   "f(1, (2+3))*40", std::span(&eos, 1));
-  // Masks of a regex's states are reused: "ab" and "abcd" end in the same state.
+  // Masks of regex and grammar states are reused: here states recur.
+  expect_mask_matches_every_token(
+      *tok,
+      JsonGrammar::grammar("root ::= item (\", \" item)*\nitem ::= [a-c]+ | \"<\" item \">\""),
+      "ab, <ab>, ab, <<c>>", std::span(&eos, 1));
+  // "ab" and "abcd" end in the same state.
   expect_mask_matches_every_token(*tok, JsonGrammar::regex("(ab|cd)+!"), "abcdab!",
                                   std::span(&eos, 1));
 }

@@ -127,8 +127,12 @@ class JsonMatcher {
   // whole UTF-8 characters but a quote, a backslash or a control byte keep it.
   bool in_free_string() const;
   // Inside a regex() root's text: its DFA, and its state into `state` (the masker then walks
-  // the DFA alone, or reuses the mask it found for that state); else null.
+  // the DFA alone); else null.
   const std::shared_ptr<const RegexDfa>* raw_regex(int32_t& state) const;
+  // For a regex() or grammar() root, whose states recur as the text goes on: the state as bytes
+  // into key (equal keys, equal masks) and true; else false.
+  bool state_key(std::string& key) const;
+  const std::shared_ptr<const JsonGrammar>& grammar() const { return grammar_; }
 
   // Internal state, public for the token masker.
   struct Frame {
@@ -193,19 +197,19 @@ class TokenMasker {
   // allowed wholesale inside a string without a length bound: only the others are walked there.
   std::vector<uint8_t> plain_;
   Trie all_, special_;
-  void regex_mask(const std::shared_ptr<const RegexDfa>& re, int32_t state,
-                  std::vector<uint8_t>& allowed) const;
+  void compute(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
   // One state per trie depth: not thread-safe.
   mutable std::vector<JsonMatcher> scratch_;
   mutable std::vector<int32_t> regex_scratch_;
-  // A regex's mask depends on its DFA state alone: the latest ones, oldest first (the DFA is
-  // held, so its address cannot be reused by another while it is here).
-  struct RegexMask {
-    std::shared_ptr<const RegexDfa> dfa;
-    int32_t state;
+  // The masks of the latest regex and grammar states (JsonMatcher::state_key), oldest first;
+  // the grammar is held, so its address cannot be reused by another while it is here.
+  struct CachedMask {
+    std::shared_ptr<const JsonGrammar> grammar;
+    std::string key;
     std::vector<uint8_t> allowed;
   };
-  mutable std::vector<RegexMask> regex_masks_;
+  mutable std::vector<CachedMask> cached_;
+  mutable std::string key_;
 };
 
 }  // namespace tessera::infer
