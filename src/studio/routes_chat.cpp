@@ -18,28 +18,65 @@ std::string sse(const Json& event) {
   return "data: " + event.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
 }
 
+// What a reply's text is held to (settings.output): free text, any JSON object, or what
+// settings.output_spec says, a JSON Schema, a regular expression or a GBNF grammar.
+bool known_output(const Json& v) {
+  return v == "text" || v == "json_object" || v == "json_schema" || v == "regex" || v == "grammar";
+}
+
+// The JSON Schema of settings.output_spec.
+Json output_schema(const Json& settings) {
+  const Json schema = parse_json(settings.value("output_spec", ""));
+  if (!schema.is_object() && !schema.is_boolean())
+    throw HttpError(400,
+                    "[studio.chat] expected settings.output_spec to be a JSON Schema (a JSON "
+                    "object) for output json_schema");
+  return schema;
+}
+
 // Sampling settings a conversation may carry; anything else is refused by name.
 Json checked_settings(const Json& settings) {
   if (!settings.is_object())
     throw HttpError(400, "[studio.chat] expected 'settings' to be an object, got " +
                              settings.dump().substr(0, 60));
   for (const auto& [k, v] : settings.items()) {
-    const bool known = k == "temperature" || k == "top_p" || k == "max_tokens" || k == "seed" ||
-                       k == "system" || k == "ignore_eos";
+    const bool text = k == "system" || k == "output_spec";
+    const bool known = text || k == "temperature" || k == "top_p" || k == "max_tokens" ||
+                       k == "seed" || k == "ignore_eos" || k == "output";
     if (!known)
       throw HttpError(400,
                       "[studio.chat] expected settings among temperature, top_p, "
-                      "max_tokens, seed, ignore_eos, system, got '" +
+                      "max_tokens, seed, ignore_eos, system, output, output_spec, got '" +
                           k + "'");
-    const char* type = k == "system" ? "string" : k == "ignore_eos" ? "boolean" : "number";
-    const bool ok = k == "system"       ? v.is_string()
+    const char* type = text                ? "string"
+                       : k == "ignore_eos" ? "boolean"
+                       : k == "output"     ? "one of text, json_object, json_schema, regex, grammar"
+                                           : "number";
+    const bool ok = text                ? v.is_string()
                     : k == "ignore_eos" ? v.is_boolean()
+                    : k == "output"     ? known_output(v)
                                         : v.is_number();
     if (!ok)
-      throw HttpError(400, "[studio.chat] expected settings." + k + " to be a " + type + ", got " +
+      throw HttpError(400, "[studio.chat] expected settings." + k + " to be " +
+                               (k == "output" ? "" : "a ") + type + ", got " +
                                v.dump().substr(0, 60));
   }
+  if (settings.value("output", "") == "json_schema" && settings.contains("output_spec"))
+    output_schema(settings);
   return settings;
+}
+
+// The fields of a /v1/chat/completions request that hold its text to settings.output.
+Json output_fields(const Json& settings) {
+  const std::string output = settings.value("output", "text");
+  if (output == "json_object") return {{"response_format", {{"type", "json_object"}}}};
+  if (output == "json_schema")
+    return {{"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "studio"}, {"schema", output_schema(settings)}}}}}};
+  if (output == "regex" || output == "grammar")
+    return {{"structured_outputs", {{output, settings.value("output_spec", "")}}}};
+  return Json::object();
 }
 
 Json conversation(Studio::Impl& s, int64_t id) {
@@ -160,6 +197,7 @@ void chat(Studio::Impl& s, const httplib::Request& req, httplib::Response& res) 
   Json request = {{"messages", messages}, {"stream", true}};
   for (const char* k : {"temperature", "top_p", "max_tokens", "seed", "ignore_eos"})
     if (settings.contains(k)) request[k] = settings[k];
+  request.update(output_fields(settings));
 
   auto active = std::make_shared<ActiveChat>(s, id);  // 409 when one is in flight
   s.db.insert("INSERT INTO messages (conversation_id, role, content) VALUES (?, 'user', ?)",

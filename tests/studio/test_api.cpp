@@ -145,6 +145,15 @@ TEST(StudioApi, BadInputGetsClearJsonErrors) {
   auto settings = s.post("/api/conversations", {{"settings", {{"temprature", 1}}}});
   EXPECT_EQ(settings.status, 400);
   EXPECT_TRUE(contains(error_of(settings), "got 'temprature'")) << settings.body;
+  auto output = s.post("/api/conversations", {{"settings", {{"output", "yaml"}}}});
+  EXPECT_EQ(output.status, 400);
+  EXPECT_TRUE(contains(error_of(output), "settings.output to be one of text, json_object"))
+      << output.body;
+  auto schema = s.post("/api/conversations",
+                       {{"settings", {{"output", "json_schema"}, {"output_spec", "{nope"}}}});
+  EXPECT_EQ(schema.status, 400);
+  EXPECT_TRUE(contains(error_of(schema), "settings.output_spec to be a JSON Schema"))
+      << schema.body;
   auto run = s.post("/api/runs", {{"path", "/no/such/run"}});
   EXPECT_EQ(run.status, 400);
   EXPECT_EQ(s.get("/api/runs/1?after=x").status, 404);  // no run 1: checked first

@@ -210,6 +210,17 @@ TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
   EXPECT_GT(full.done["stats"]["ttft_s"].get<double>(), 0.0);
   EXPECT_GT(full.done["stats"]["tokens_per_s"].get<double>(), 0.0);
 
+  // A reply held to a regular expression (the service's structured output): the Shakespeare
+  // characters spell it, and the request ends where the expression does.
+  const ChatStream held =
+      chat(s, cid,
+           {{"content", "Well?"},
+            {"settings", {{"output", "regex"}, {"output_spec", "(yes|no), lord"}}}});
+  ASSERT_FALSE(held.done.is_null());
+  EXPECT_EQ(held.done["stats"]["finish_reason"], "stop") << held.done.dump();
+  const std::string answer = held.done["content"].get<std::string>();
+  EXPECT_TRUE(answer == "yes, lord" || answer == "no, lord") << answer;
+
   // A long one is stopped at its first token.
   const int64_t max_tokens = 400;
   ASSERT_EQ(s.call("PATCH", "/api/conversations/" + std::to_string(cid),
@@ -243,11 +254,11 @@ TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
   EXPECT_EQ(metric(s, sid, "tessera_generation_tokens_total"), generated);
   EXPECT_LT(generated, 8 + max_tokens);
 
-  // Server-side history: both exchanges, in order.
+  // Server-side history: the three exchanges, in order.
   const Json history = s.get("/api/conversations/" + std::to_string(cid)).body["messages"];
-  ASSERT_EQ(history.size(), 4u);
+  ASSERT_EQ(history.size(), 6u);
   EXPECT_EQ(history[0]["role"], "user");
-  EXPECT_EQ(history[3]["stats"]["finish_reason"], "cancelled");
+  EXPECT_EQ(history[5]["stats"]["finish_reason"], "cancelled");
   EXPECT_EQ(s.post("/api/services/" + std::to_string(sid) + "/stop").status, 200);
 }
 

@@ -6,14 +6,16 @@
 //   (+ /compare), /api/overview, /api/login.
 // Served on a loopback address, it answers only requests for a loopback Host (403 otherwise:
 // DNS rebinding). Reads are open; anything that changes state needs 'Authorization: Bearer
-// <api_key>' (401 otherwise). Errors are JSON: {"error": {"message": "[studio.<what>] expected ..., got ...",
-// "status": 400}}, 400 for bad input, 401, 404 for unknown ids, 409 for duplicates or conflicts.
-// Services are `tessera serve` children (process.h): they keep running across a studio restart,
-// which adopts them again; one that died while it should run is started again. A service's state
-// is checked against its process ("exited" when it died) and, while it runs, its "health" is what
-// its /health answers ("ok", "shutting_down", "unresponsive"). A model's card carries its KV
+// <api_key>' (401 otherwise). Errors are JSON: {"error": {"message": "[studio.<what>] expected ...,
+// got ...", "status": 400}}, 400 for bad input, 401, 404 for unknown ids, 409 for duplicates or
+// conflicts. Services are `tessera serve` children (process.h): they keep running across a studio
+// restart, which adopts them again; one that died while it should run is started again. A service's
+// state is checked against its process ("exited" when it died) and, while it runs, its "health" is
+// what its /health answers ("ok", "shutting_down", "unresponsive"). A model's card carries its KV
 // cache bytes per token and context length; a conversation keeps the sampling settings its last
-// message was sent with.
+// message was sent with (temperature, top_p, max_tokens, seed, ignore_eos, system, and output:
+// text, json_object, json_schema, regex or grammar, with output_spec the schema, expression or
+// grammar; the service's structured output holds the reply to it).
 #include <memory>
 #include <string>
 

@@ -114,6 +114,15 @@ try {
   await page.getByPlaceholder('Type a message…').fill('Once upon a time');
   await page.locator('[data-test=send]').click();
   await page.locator('[data-test=msg-stats]', { hasText: 'length' }).first().waitFor();
+  // An answer held to a regular expression: the service constrains its decoding.
+  await pick('[data-test=output]', 'Regular expression');
+  await page.locator('[data-test=output-spec]').fill('(Tom|Lily) (ran|smiled)\\.');
+  await page.getByPlaceholder('Type a message…').fill('Who?');
+  await page.locator('[data-test=send]').click();
+  await page.locator('[data-test=msg-stats]', { hasText: 'stop' }).first().waitFor();
+  const held = await api('GET', '/conversations/1');
+  assert.match(held.messages[3].content, /^(Tom|Lily) (ran|smiled)\.$/, JSON.stringify(held.messages[3]));
+  await pick('[data-test=output]', 'Free text');
   // The stop button is pressed on a model slow enough that the stop lands while the answer is
   // still being written (stories260K writes 10,000 tokens/s; this one a few hundred).
   await api('POST', '/models', { path: slowModel, name: 'slow-llama' });
