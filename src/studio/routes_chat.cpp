@@ -94,10 +94,13 @@ struct ActiveChat {
                                std::to_string(id) + ", got one (stop it first)");
     s.chats[id] = cancel;
   }
-  ~ActiveChat() {
+  // Lets the conversation's next reply start; only this one's registration, once.
+  void release() {
     std::lock_guard<std::mutex> lock(s.chats_mutex);
-    s.chats.erase(id);
+    if (const auto it = s.chats.find(id); it != s.chats.end() && it->second == cancel)
+      s.chats.erase(it);
   }
+  ~ActiveChat() { release(); }
   Studio::Impl& s;
   int64_t id;
   std::shared_ptr<ChatStop> cancel;
@@ -225,6 +228,9 @@ void chat(Studio::Impl& s, const httplib::Request& req, httplib::Response& res) 
                      {"content", text},
                      {"stats", {{"error", std::string("the reply was not stored: ") + e.what()}}}};
         }
+        // Before the done event: a client may send the next message as soon as it has it (the
+        // response itself ends, and this registration would go, a moment later).
+        active->release();
         const std::string done = sse({{"done", true}, {"message", message}});
         if (sink.is_writable()) sink.write(done.data(), done.size());
         sink.done();
