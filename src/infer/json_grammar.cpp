@@ -29,6 +29,34 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
   return g;
 }
 
+namespace {
+
+// The strings of a JSON Schema format OpenAI's structured outputs enforce, as a whole-text
+// regular expression; null for other formats (annotations, as JSON Schema says by default).
+const char* format_regex(const std::string& format) {
+  static const std::map<std::string, std::string> kFormats = [] {
+    const std::string date = R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))";
+    const std::string time =
+        R"(([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))";
+    const std::string octet = R"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
+    const std::string label = R"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)";
+    return std::map<std::string, std::string>{
+        {"date", date},
+        {"time", time},
+        {"date-time", date + "T" + time},
+        {"email", R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@)" +
+                      label + R"((\.)" + label + ")+"},
+        {"hostname", label + R"((\.)" + label + ")*"},
+        {"ipv4", "(" + octet + R"(\.){3})" + octet},
+        {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
+    };
+  }();
+  const auto it = kFormats.find(format);
+  return it == kFormats.end() ? nullptr : it->second.c_str();
+}
+
+}  // namespace
+
 // Compiles one schema; $refs resolve against the root document, each once (so recursive
 // definitions become cycles between nodes).
 class JsonSchemaCompiler {
@@ -153,7 +181,8 @@ class JsonSchemaCompiler {
       types = {"object"};
     } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
       types = {"array"};
-    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern")) {
+    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") ||
+               known_format(s)) {
       types = {"string"};
     } else if (has_bounds(s)) {  // integers in the range: a sound subset of what it allows
       types = {"integer"};
@@ -196,6 +225,11 @@ class JsonSchemaCompiler {
     const int64_t lo = get(min, 0), hi = get(max, -1);
     if (hi >= 0 && hi < lo) fail(where, std::string(max) + " is below " + min);
     return {lo, hi};
+  }
+
+  static bool known_format(const Json& s) {
+    const auto f = s.find("format");
+    return f != s.end() && f->is_string() && format_regex(f->get<std::string>()) != nullptr;
   }
 
   static bool has_bounds(const Json& s) {
@@ -285,6 +319,9 @@ class JsonSchemaCompiler {
       } catch (const ValueError& e) {
         fail(where + "/pattern", e.what());
       }
+    } else if (known_format(s)) {  // with a pattern too, the pattern alone is followed
+      pattern =
+          RegexDfa::compile(format_regex(s["format"].get<std::string>()), RegexDfa::Match::Full);
     }
     if (lo == 0 && hi < 0 && !pattern) return JsonGrammar::kString;
     return add({.kind = Kind::String, .min_count = lo, .max_count = hi, .pattern = pattern});

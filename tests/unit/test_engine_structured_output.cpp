@@ -112,8 +112,9 @@ TEST(EngineStructuredOutput, RegexAndPatternSamplesMatchTheirExpressions) {
   Fixture f;
   const std::string expression = R"([a-c]{2,5}-\d{1,3}(\.[xyz])?)";
   const auto schema = infer::JsonGrammar::from_schema(Json::parse(
-      R"({"type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9a-f]{4}$"}},
-          "required": ["id"]})"));
+      R"({"type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9a-f]{4}$"},
+                                           "day": {"type": "string", "format": "date"}},
+          "required": ["id", "day"]})"));
   for (uint64_t seed = 0; seed < 4; ++seed) {
     f.engine.add_request({2, 3}, sampled(seed, infer::JsonGrammar::regex(expression)));
     f.engine.add_request({2, 3}, sampled(seed, schema));
@@ -123,8 +124,11 @@ TEST(EngineStructuredOutput, RegexAndPatternSamplesMatchTheirExpressions) {
     const auto& [text, reason] = result;
     EXPECT_EQ(reason, infer::FinishReason::Stop) << text;
     if (text.find('{') != std::string::npos) {  // the object may start after whitespace
-      const std::string value = Json::parse(text)["id"].get<std::string>();
-      EXPECT_TRUE(std::regex_match(value, std::regex("[0-9a-f]{4}"))) << text;
+      const Json v = Json::parse(text);
+      EXPECT_TRUE(std::regex_match(v["id"].get<std::string>(), std::regex("[0-9a-f]{4}"))) << text;
+      EXPECT_TRUE(std::regex_match(v["day"].get<std::string>(),
+                                   std::regex(R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))")))
+          << text;
     } else {
       ++regexes;
       EXPECT_TRUE(std::regex_match(text, std::regex(expression))) << text;

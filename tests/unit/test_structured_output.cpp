@@ -186,6 +186,35 @@ TEST(JsonMatcher, PatternsHoldForTheDecodedValue) {
       matches(schema(R"({"type": "string", "pattern": "^\u00e9+$"})"), "\"\xc3\xa9\xc3\xa9\""));
 }
 
+TEST(JsonMatcher, FormatsOpenAIEnforcesHold) {
+  auto format = [](const char* f) {
+    return schema((std::string(R"({"type": "string", "format": ")") + f + "\"}").c_str());
+  };
+  const std::vector<std::tuple<const char*, std::vector<const char*>, std::vector<const char*>>>
+      cases = {
+          {"date", {"2026-11-28", "2000-02-29"}, {"2026-13-01", "2026-1-01", "26-11-28"}},
+          {"time", {"13:05:59Z", "23:59:60.123+05:30"}, {"24:00:00Z", "13:05:59", "1:05:59Z"}},
+          {"date-time", {"2026-11-28T13:05:59.5Z"}, {"2026-11-28 13:05:59Z", "2026-11-28T13:05Z"}},
+          {"email", {"a.b+c@example.co.uk", "x@y.io"}, {"a@b", "a..b@c.io", "@c.io", "a b@c.io"}},
+          {"hostname", {"localhost", "a-1.example.com"}, {"-a.com", "a_b.com", "a..b"}},
+          {"ipv4",
+           {"192.168.0.1", "0.0.0.0", "255.255.255.255"},
+           {"256.1.1.1", "01.2.3.4", "1.2.3"}},
+          {"uuid", {"123e4567-e89b-12d3-a456-426614174000"}, {"123e4567e89b12d3a456426614174000"}},
+      };
+  for (const auto& [name, good, bad] : cases) {
+    const auto g = format(name);
+    for (const char* ok : good)
+      EXPECT_TRUE(matches(g, std::string("\"") + ok + "\"")) << name << " " << ok;
+    for (const char* no : bad)
+      EXPECT_FALSE(matches(g, std::string("\"") + no + "\"")) << name << " " << no;
+  }
+  // A format alone implies a string; with a pattern, the pattern is what is followed.
+  EXPECT_FALSE(prefix(schema(R"({"format": "uuid"})"), "1"));
+  EXPECT_TRUE(
+      matches(schema(R"({"type": "string", "format": "uuid", "pattern": "^x$"})"), R"("x")"));
+}
+
 TEST(JsonMatcher, ARegexIsTheWholeTextAsItIs) {
   const auto g = JsonGrammar::regex(R"(\d{3}-[a-z]+)");
   EXPECT_TRUE(matches(g, "555-ab"));
@@ -286,8 +315,8 @@ TEST(JsonGrammar, RefusesWhatItCannotGuaranteeNamingTheKeywordAndPlace) {
                        "text that is not JSON");
   EXPECT_TRUE(matches(JsonGrammar::from_schema_text(R"({"type": "boolean"})"), "false"));
   // Annotations are not validation: accepted and ignored.
-  EXPECT_TRUE(
-      matches(schema(R"({"type": "string", "format": "date-time", "default": "x"})"), R"("x")"));
+  EXPECT_TRUE(matches(schema(R"({"type": "string", "format": "uri-reference", "default": "x"})"),
+                      R"("x")"));
 }
 
 // The masker's allowed set equals trying each token's bytes on a copy of the matcher.

@@ -17,9 +17,11 @@
 // "#/definitions/..." (recursion allowed), nullable, and minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum on integers (a number with bounds is refused: its digits cannot be bounded as
 // they come), and pattern on strings (a RegexDfa that follows the string's value, its escapes
-// decoded; the value is written with short escapes and \u00XX only for control characters).
-// Annotations (title, description, default, examples, format, $schema, $id, $comment, ...) are
-// ignored, as JSON Schema's validation does by default; any other keyword (multipleOf, allOf,
+// decoded; the value is written with short escapes and \u00XX only for control characters), and
+// the formats OpenAI's structured outputs enforce (date, time, date-time, email, hostname, ipv4,
+// uuid: a regular expression each, unless the schema has a pattern too). Annotations (title,
+// description, default, examples, other formats, $schema, $id, $comment, ...) are ignored, as
+// JSON Schema's validation does by default; any other keyword (multipleOf, allOf,
 // ...) is a ValueError naming it and its place, rather than output that might not validate. What
 // the grammar generates always validates: objects hold only the listed properties (each at most
 // once, the required ones before the object closes: OpenAI's strict mode, additionalProperties
