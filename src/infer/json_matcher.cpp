@@ -623,12 +623,12 @@ bool JsonMatcher::terminated() const {
                                           [](const Thread& t) { return t.begin == t.end; });
 }
 
-const std::shared_ptr<const RegexDfa>* JsonMatcher::raw_regex(int32_t& state) const {
+const RegexDfa* JsonMatcher::raw_regex(int32_t& state) const {
   if (threads_.size() != 1 || threads_[0].end - threads_[0].begin != 1) return nullptr;
   const Frame& f = frames_[threads_[0].begin];
   if (f.kind != kString || f.state != kStringRaw) return nullptr;
   state = f.dfa;
-  return &grammar_->node(f.node).pattern;
+  return grammar_->node(f.node).pattern.get();
 }
 
 bool JsonMatcher::state_key(std::string& key) const {

@@ -227,7 +227,7 @@ class RegexDfaBuilder {
           continue;
         }
         close(m);
-        dfa.next_.push_back(id_of(std::vector<int32_t>(m)));
+        dfa.next_.push_back(id_of(std::move(m)));  // m is cleared for the next state
       }
     }
   }

@@ -105,12 +105,12 @@ void TokenMasker::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t
 
 void TokenMasker::compute(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const {
   int32_t state;
-  if (const std::shared_ptr<const RegexDfa>* re = matcher.raw_regex(state)) {
+  if (const RegexDfa* re = matcher.raw_regex(state)) {
     allowed.assign(plain_.size(), 0);
     regex_scratch_.resize(all_.max_depth + 1u);
     regex_scratch_[0] = state;
     walk(all_, allowed, [&](uint16_t d, uint8_t b) {  // one table lookup per trie node
-      regex_scratch_[d] = (*re)->step(regex_scratch_[d - 1], b);
+      regex_scratch_[d] = re->step(regex_scratch_[d - 1], b);
       return regex_scratch_[d] != RegexDfa::kDead;
     });
     return;

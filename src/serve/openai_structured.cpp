@@ -31,18 +31,19 @@ std::shared_ptr<const infer::JsonGrammar> choice_grammar(const Json& choices, co
   });
 }
 
-std::shared_ptr<const infer::JsonGrammar> regex_grammar(const Json& pattern, const char* param) {
-  if (!pattern.is_string())
-    throw bad(param, std::string("'") + param + "' must be a regular expression (a string)");
-  return invalid_as_400(param, "",
-                        [&] { return infer::JsonGrammar::regex(pattern.get<std::string>()); });
-}
-
-std::shared_ptr<const infer::JsonGrammar> gbnf_grammar(const Json& text, const char* param) {
+// A grammar compiled from a string field: a regular expression or a GBNF grammar (`what`).
+using TextCompiler = std::shared_ptr<const infer::JsonGrammar> (*)(std::string_view);
+std::shared_ptr<const infer::JsonGrammar> text_grammar(const Json& text, const char* param,
+                                                       const char* what, TextCompiler compile) {
   if (!text.is_string())
-    throw bad(param, std::string("'") + param + "' must be a GBNF grammar (a string)");
-  return invalid_as_400(param, "",
-                        [&] { return infer::JsonGrammar::grammar(text.get<std::string>()); });
+    throw bad(param, std::string("'") + param + "' must be " + what + " (a string)");
+  return invalid_as_400(param, "", [&] { return compile(text.get<std::string>()); });
+}
+std::shared_ptr<const infer::JsonGrammar> regex_grammar(const Json& pattern, const char* param) {
+  return text_grammar(pattern, param, "a regular expression", &infer::JsonGrammar::regex);
+}
+std::shared_ptr<const infer::JsonGrammar> gbnf_grammar(const Json& text, const char* param) {
+  return text_grammar(text, param, "a GBNF grammar", &infer::JsonGrammar::grammar);
 }
 
 // {"type": "text"}: none; "json_object": any object; "json_schema": its "schema".

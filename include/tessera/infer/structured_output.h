@@ -1,11 +1,12 @@
 #pragma once
 // Structured output: generation constrained to JSON, any object (OpenAI's response_format
 // json_object) or what a JSON Schema allows (json_schema), as vLLM does through xgrammar, or to
-// a choice of texts or a regular expression (regex.h). The schema compiles into a JsonGrammar; a
-// JsonMatcher follows a generation's bytes through it (a byte-level pushdown recognizer,
-// nondeterministic where the schema has anyOf); a TokenMasker holds the vocabulary as a byte trie
-// and finds, each step, every token whose bytes keep the matcher inside the grammar, pruning a
-// whole subtree at the first byte that leaves it.
+// a choice of texts, a regular expression (regex.h) or a GBNF grammar (cfg_grammar.h). Each
+// compiles into a JsonGrammar; a JsonMatcher follows a generation's bytes through it (a
+// byte-level pushdown recognizer, nondeterministic where the schema has anyOf or the grammar is
+// ambiguous); a TokenMasker holds the vocabulary as a byte trie and finds, each step, every token
+// whose bytes keep the matcher inside the grammar, pruning a whole subtree at the first byte that
+// leaves it.
 //
 //   auto grammar = infer::JsonGrammar::from_schema(nlohmann::json::parse(R"({"type": "object",
 //       "properties": {"name": {"type": "string"}}, "required": ["name"]})"));
@@ -130,7 +131,7 @@ class JsonMatcher {
   bool in_free_string() const;
   // Inside a regex() root's text: its DFA, and its state into `state` (the masker then walks
   // the DFA alone); else null.
-  const std::shared_ptr<const RegexDfa>* raw_regex(int32_t& state) const;
+  const RegexDfa* raw_regex(int32_t& state) const;
   // For a regex() or grammar() root, whose states recur as the text goes on: the state as bytes
   // into key (equal keys, equal masks) and true; else false.
   bool state_key(std::string& key) const;
