@@ -310,7 +310,7 @@ class JsonSchemaCompiler {
   }
 
   int32_t string(const Json& s, const std::string& where) {
-    const auto [lo, hi] = bounds(s, "minLength", "maxLength", where);
+    auto [lo, hi] = bounds(s, "minLength", "maxLength", where);
     std::shared_ptr<const RegexDfa> pattern;
     if (const auto p = s.find("pattern"); p != s.end()) {
       if (!p->is_string()) fail(where + "/pattern", "expected a regular expression");
@@ -319,9 +319,28 @@ class JsonSchemaCompiler {
       } catch (const ValueError& e) {
         fail(where + "/pattern", e.what());
       }
-    } else if (known_format(s)) {  // with a pattern too, the pattern alone is followed
-      pattern =
-          RegexDfa::compile(format_regex(s["format"].get<std::string>()), RegexDfa::Match::Full);
+    }
+    // A format, and lengths beside a pattern, are folded into its automaton, which then never
+    // takes a character that leaves some bound unreachable. Lengths too long for that product are
+    // counted by the matcher instead, where a bound may strand a text the pattern would let go on
+    // (the request then fails with a clear error when it gets there).
+    try {
+      if (known_format(s)) {
+        auto format =
+            RegexDfa::compile(format_regex(s["format"].get<std::string>()), RegexDfa::Match::Full);
+        pattern = pattern ? RegexDfa::intersect(*pattern, *format) : std::move(format);
+      }
+      // At most a state per pattern state and count, and twice the classes (continuation bytes).
+      const int64_t counts = (hi >= 0 ? hi : lo) + 1;
+      if (pattern && (lo > 0 || hi >= 0) && counts <= RegexDfa::kMaxProductEntries &&
+          pattern->num_states() * counts * 2 * pattern->num_classes() <=
+              RegexDfa::kMaxProductEntries) {
+        pattern = RegexDfa::with_length(*pattern, lo, hi);
+        lo = 0;
+        hi = -1;
+      }
+    } catch (const ValueError& e) {
+      fail(where, std::string("its pattern, format and lengths together: ") + e.what());
     }
     if (lo == 0 && hi < 0 && !pattern) return JsonGrammar::kString;
     return add({.kind = Kind::String, .min_count = lo, .max_count = hi, .pattern = pattern});

@@ -84,7 +84,7 @@ class RegexDfaBuilder {
     accept_ = fragment(root, start);
     auto dfa = std::shared_ptr<RegexDfa>(new RegexDfa());
     determinize(*dfa);
-    prune(*dfa);
+    dfa->remove_dead_states(what_);
     return dfa;
   }
 
@@ -232,65 +232,6 @@ class RegexDfaBuilder {
     }
   }
 
-  // Keeps only the states from which some match can be reached, numbered in order (the start
-  // stays 0), and marks the final ones.
-  void prune(RegexDfa& dfa) const {
-    const size_t n = dfa.accepting_.size(), k = dfa.classes_;
-    dfa.calls_begin_.push_back(dfa.calls_.size());
-    std::vector<std::vector<int32_t>> from(n);
-    for (size_t s = 0; s < n; ++s) {
-      for (size_t c = 0; c < k; ++c)
-        if (const int32_t t = dfa.next_[s * k + c]; t != RegexDfa::kDead)
-          from[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
-      for (const RegexDfa::Call& c : dfa.calls(static_cast<int32_t>(s)))
-        from[static_cast<size_t>(c.next)].push_back(static_cast<int32_t>(s));
-    }
-    std::vector<uint8_t> live(dfa.accepting_);
-    std::vector<int32_t> queue;
-    for (size_t s = 0; s < n; ++s)
-      if (live[s]) queue.push_back(static_cast<int32_t>(s));
-    while (!queue.empty()) {
-      const int32_t t = queue.back();
-      queue.pop_back();
-      for (int32_t s : from[static_cast<size_t>(t)])
-        if (!live[static_cast<size_t>(s)]) {
-          live[static_cast<size_t>(s)] = 1;
-          queue.push_back(s);
-        }
-    }
-    if (!live[0]) fail("matches no text");
-    std::vector<int32_t> renumber(n, RegexDfa::kDead);
-    int32_t kept = 0;
-    for (size_t s = 0; s < n; ++s)
-      if (live[s]) renumber[s] = kept++;
-    std::vector<int32_t> next;
-    std::vector<uint8_t> accepting, final;
-    std::vector<size_t> calls_begin;
-    std::vector<RegexDfa::Call> calls;
-    for (size_t s = 0; s < n; ++s) {
-      if (!live[s]) continue;
-      bool any = false;
-      for (size_t c = 0; c < k; ++c) {
-        const int32_t t = dfa.next_[s * k + c];
-        next.push_back(t == RegexDfa::kDead ? t : renumber[static_cast<size_t>(t)]);
-        any |= next.back() != RegexDfa::kDead;
-      }
-      calls_begin.push_back(calls.size());
-      for (const RegexDfa::Call& c : dfa.calls(static_cast<int32_t>(s)))
-        if (live[static_cast<size_t>(c.next)])
-          calls.push_back({c.rule, renumber[static_cast<size_t>(c.next)]});
-      any |= calls.size() > calls_begin.back();
-      accepting.push_back(dfa.accepting_[s]);
-      final.push_back(dfa.accepting_[s] && !any);
-    }
-    calls_begin.push_back(calls.size());
-    dfa.next_ = std::move(next);
-    dfa.accepting_ = std::move(accepting);
-    dfa.final_ = std::move(final);
-    dfa.calls_begin_ = std::move(calls_begin);
-    dfa.calls_ = std::move(calls);
-  }
-
   const regex::Ast& ast_;
   std::string_view what_;
   Nfa nfa_;
@@ -298,6 +239,63 @@ class RegexDfaBuilder {
   std::vector<uint32_t> seen_;
   uint32_t mark_ = 0;
 };
+
+void RegexDfa::remove_dead_states(std::string_view what) {
+  const size_t n = accepting_.size(), k = classes_;
+  calls_begin_.push_back(calls_.size());
+  std::vector<std::vector<int32_t>> from(n);
+  for (size_t s = 0; s < n; ++s) {
+    for (size_t c = 0; c < k; ++c)
+      if (const int32_t t = next_[s * k + c]; t != kDead)
+        from[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
+    for (const Call& c : calls(static_cast<int32_t>(s)))
+      from[static_cast<size_t>(c.next)].push_back(static_cast<int32_t>(s));
+  }
+  std::vector<uint8_t> live(accepting_);
+  std::vector<int32_t> queue;
+  for (size_t s = 0; s < n; ++s)
+    if (live[s]) queue.push_back(static_cast<int32_t>(s));
+  while (!queue.empty()) {
+    const int32_t t = queue.back();
+    queue.pop_back();
+    for (int32_t s : from[static_cast<size_t>(t)])
+      if (!live[static_cast<size_t>(s)]) {
+        live[static_cast<size_t>(s)] = 1;
+        queue.push_back(s);
+      }
+  }
+  if (!live[0]) throw ValueError(std::string(what) + " matches no text");
+  std::vector<int32_t> renumber(n, kDead);
+  int32_t kept = 0;
+  for (size_t s = 0; s < n; ++s)
+    if (live[s]) renumber[s] = kept++;
+  std::vector<int32_t> kept_next;
+  std::vector<uint8_t> kept_accepting, kept_final;
+  std::vector<size_t> kept_calls_begin;
+  std::vector<Call> kept_calls;
+  for (size_t s = 0; s < n; ++s) {
+    if (!live[s]) continue;
+    bool any = false;
+    for (size_t c = 0; c < k; ++c) {
+      const int32_t t = next_[s * k + c];
+      kept_next.push_back(t == kDead ? t : renumber[static_cast<size_t>(t)]);
+      any |= kept_next.back() != kDead;
+    }
+    kept_calls_begin.push_back(kept_calls.size());
+    for (const Call& c : calls(static_cast<int32_t>(s)))
+      if (live[static_cast<size_t>(c.next)])
+        kept_calls.push_back({c.rule, renumber[static_cast<size_t>(c.next)]});
+    any |= kept_calls.size() > kept_calls_begin.back();
+    kept_accepting.push_back(accepting_[s]);
+    kept_final.push_back(accepting_[s] && !any);
+  }
+  kept_calls_begin.push_back(kept_calls.size());
+  next_ = std::move(kept_next);
+  accepting_ = std::move(kept_accepting);
+  final_ = std::move(kept_final);
+  calls_begin_ = std::move(kept_calls_begin);
+  calls_ = std::move(kept_calls);
+}
 
 std::shared_ptr<const RegexDfa> regex::compile(const Ast& ast, int32_t root,
                                                std::string_view what) {

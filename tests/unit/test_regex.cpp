@@ -111,6 +111,98 @@ TEST(RegexDfa, MatchesAsStdRegexOnRandomPatternsAndTexts) {
   EXPECT_GT(searched, matched);
 }
 
+// Every state of dfa either matches or has a byte to go on with.
+void expect_no_dead_end(const RegexDfa& dfa, const std::string& what) {
+  for (int32_t s = 0; s < dfa.num_states(); ++s) {
+    bool goes_on = dfa.accepting(s);
+    for (int c = 0; c < 256 && !goes_on; ++c)
+      goes_on = dfa.step(s, static_cast<uint8_t>(c)) != RegexDfa::kDead;
+    ASSERT_TRUE(goes_on) << what << ": state " << s;
+  }
+}
+
+size_t code_points(std::string_view text) {
+  size_t n = 0;
+  for (char c : text) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+TEST(RegexDfa, AnIntersectionMatchesWhatBothMatch) {
+  std::mt19937 rng(11);
+  const char alphabet[] = {'a', 'b', 'c', '1', ' '};
+  int both = 0;
+  for (int p = 0; p < 150; ++p) {
+    const std::string pa = random_pattern(rng, 1), pb = random_pattern(rng, 1);
+    std::shared_ptr<const RegexDfa> a, b, ab;
+    try {
+      a = RegexDfa::compile(pa, RegexDfa::Match::Search);
+      b = RegexDfa::compile(pb, RegexDfa::Match::Search);
+      ab = RegexDfa::intersect(*a, *b);
+    } catch (const ValueError& e) {  // too many states, or no text matches both
+      const std::string what = e.what();
+      ASSERT_TRUE(what.find("automaton states") != std::string::npos ||
+                  what.find("[Regex] the intersection matches no text") != std::string::npos)
+          << what;
+      continue;
+    }
+    expect_no_dead_end(*ab, pa + " & " + pb);
+    for (int t = 0; t < 40; ++t) {
+      std::string text;
+      for (int n = static_cast<int>(rng() % 7); n > 0; --n) text += alphabet[rng() % 5];
+      const int32_t sa = run(*a, text), sb = run(*b, text), s = run(*ab, text);
+      const bool want =
+          sa != RegexDfa::kDead && a->accepting(sa) && sb != RegexDfa::kDead && b->accepting(sb);
+      ASSERT_EQ(s != RegexDfa::kDead && ab->accepting(s), want)
+          << "'" << pa << "' & '" << pb << "' text '" << text << "'";
+      both += want;
+    }
+  }
+  EXPECT_GT(both, 300);
+  EXPECT_TESSERA_ERROR(RegexDfa::intersect(*RegexDfa::compile("a+", RegexDfa::Match::Full),
+                                           *RegexDfa::compile("b+", RegexDfa::Match::Full)),
+                       ValueError, "[Regex] the intersection matches no text");
+}
+
+TEST(RegexDfa, LengthBoundsCountCodePointsAndStrandNoText) {
+  std::mt19937 rng(5);
+  const std::vector<std::string> alphabet = {"a", "b", "1", " ", "\xc3\xa9"};
+  int kept = 0;
+  for (int p = 0; p < 150; ++p) {
+    const std::string pattern = random_pattern(rng, 0);
+    const int64_t lo = static_cast<int64_t>(rng() % 4);
+    const int64_t hi = rng() % 3 == 0 ? -1 : lo + static_cast<int64_t>(rng() % 4);
+    std::shared_ptr<const RegexDfa> dfa, bounded;
+    try {
+      dfa = RegexDfa::compile(pattern, RegexDfa::Match::Full);
+      bounded = RegexDfa::with_length(*dfa, lo, hi);
+    } catch (const ValueError& e) {
+      ASSERT_TRUE(std::string(e.what()).find("automaton states") != std::string::npos ||
+                  std::string(e.what()).find("matches no text") != std::string::npos)
+          << e.what();
+      continue;
+    }
+    expect_no_dead_end(*bounded, pattern);
+    for (int t = 0; t < 40; ++t) {
+      std::string text;
+      for (int n = static_cast<int>(rng() % 7); n > 0; --n) text += alphabet[rng() % 5];
+      const int32_t s = run(*dfa, text), b = run(*bounded, text);
+      const auto chars = static_cast<int64_t>(code_points(text));
+      const bool want =
+          s != RegexDfa::kDead && dfa->accepting(s) && chars >= lo && (hi < 0 || chars <= hi);
+      ASSERT_EQ(b != RegexDfa::kDead && bounded->accepting(b), want)
+          << "'" << pattern << "' in [" << lo << ", " << hi << "] text '" << text << "'";
+      kept += want;
+    }
+  }
+  EXPECT_GT(kept, 200);
+  // The bound is in the automaton: after "ab" at most 2 characters, nothing may follow.
+  const auto ab = RegexDfa::with_length(*RegexDfa::compile("ab(cd)?", RegexDfa::Match::Full), 0, 3);
+  EXPECT_TRUE(ab->final(run(*ab, "ab")));
+  EXPECT_TESSERA_ERROR(
+      RegexDfa::with_length(*RegexDfa::compile("abc", RegexDfa::Match::Full), 0, 2), ValueError,
+      "[Regex] the pattern within 0 to 2 characters matches no text");
+}
+
 TEST(RegexDfa, EveryLiveStateCanStillReachAMatch) {
   // Only "ab" matches: after "a" the DFA must refuse everything but "b", and "x" at once.
   const auto dfa = RegexDfa::compile("ab|a[^\\s\\S]", RegexDfa::Match::Full);

@@ -209,10 +209,32 @@ TEST(JsonMatcher, FormatsOpenAIEnforcesHold) {
     for (const char* no : bad)
       EXPECT_FALSE(matches(g, std::string("\"") + no + "\"")) << name << " " << no;
   }
-  // A format alone implies a string; with a pattern, the pattern is what is followed.
+  // A format alone implies a string; with a pattern, both hold.
   EXPECT_FALSE(prefix(schema(R"({"format": "uuid"})"), "1"));
-  EXPECT_TRUE(
-      matches(schema(R"({"type": "string", "format": "uuid", "pattern": "^x$"})"), R"("x")"));
+  const auto ours = schema(R"({"type": "string", "format": "email", "pattern": "@tessera\\.ai$"})");
+  EXPECT_TRUE(matches(ours, R"("ada@tessera.ai")"));
+  EXPECT_FALSE(matches(ours, R"("ada@example.com")")) << "an email, but not the pattern";
+  EXPECT_FALSE(prefix(ours, R"("a b)")) << "the pattern, but not an email";
+  EXPECT_TESSERA_ERROR(schema(R"({"type": "string", "format": "uuid", "pattern": "^x$"})"),
+                       ValueError, "its pattern, format and lengths together");
+}
+
+TEST(JsonMatcher, LengthsBesideAPatternNeverStrandAValue) {
+  // "abc" is the only value of at most 3 characters: after "ab", only "c" may follow, not "x".
+  const auto g = schema(R"({"type": "string", "pattern": "^ab(c|xyz)$", "maxLength": 3})");
+  EXPECT_TRUE(matches(g, R"("abc")"));
+  EXPECT_FALSE(prefix(g, R"("abx)"));
+  // A minimum the pattern can reach only by repeating.
+  const auto many = schema(R"({"type": "string", "pattern": "^(ab)+$", "minLength": 3})");
+  EXPECT_FALSE(matches(many, R"("ab")"));
+  EXPECT_TRUE(matches(many, R"("abab")"));
+  // Lengths too long to fold in are counted by the matcher.
+  const auto long_one = schema(R"({"type": "string", "pattern": "^a+$", "maxLength": 10000000})");
+  EXPECT_TRUE(matches(long_one, R"("aaa")"));
+  EXPECT_FALSE(prefix(long_one, R"("ab)"));
+  // A date has 10 characters: a maximum of 9 leaves none.
+  EXPECT_TESSERA_ERROR(schema(R"({"type": "string", "format": "date", "maxLength": 9})"),
+                       ValueError, "matches no text");
 }
 
 TEST(JsonMatcher, ARegexIsTheWholeTextAsItIs) {

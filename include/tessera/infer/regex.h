@@ -40,6 +40,18 @@ class RegexDfa {
 
   static std::shared_ptr<const RegexDfa> compile(std::string_view pattern, Match match);
 
+  // Products, for a JSON Schema string with several constraints (a ValueError when no text
+  // satisfies them all, or when the product's table, states x byte classes, would have more than
+  // kMaxProductEntries entries). The texts both a and b match (a pattern and a format); regular
+  // expressions only, not grammar rules.
+  static constexpr int64_t kMaxProductEntries = int64_t{1} << 22;
+  static std::shared_ptr<const RegexDfa> intersect(const RegexDfa& a, const RegexDfa& b);
+  // The texts of dfa with min_chars to max_chars (< 0: no maximum) code points (a pattern with
+  // minLength / maxLength): counted in the automaton, so no bound can strand a text that the
+  // pattern alone would let go on.
+  static std::shared_ptr<const RegexDfa> with_length(const RegexDfa& dfa, int64_t min_chars,
+                                                     int64_t max_chars);
+
   int32_t start() const { return 0; }
   // The state after byte c, or kDead when no match can follow.
   int32_t step(int32_t state, uint8_t c) const {
@@ -50,6 +62,9 @@ class RegexDfa {
   // It matches and no byte can follow (the generation is over).
   bool final(int32_t state) const { return final_[static_cast<size_t>(state)] != 0; }
   int64_t num_states() const { return static_cast<int64_t>(accepting_.size()); }
+  // Bytes of one class step alike from every state.
+  uint8_t byte_class(uint8_t c) const { return byte_class_[c]; }
+  int64_t num_classes() const { return static_cast<int64_t>(classes_); }
 
   // A grammar rule's DFA (cfg_grammar.h) may also, in a state, call another rule and go on in
   // state `next` once that rule has matched; a regex's never does. final() counts calls too.
@@ -63,6 +78,15 @@ class RegexDfa {
 
  private:
   friend class RegexDfaBuilder;
+  // The product with another automaton over bytes (regex_product.cpp).
+  template <class Other>
+  static std::shared_ptr<const RegexDfa> product(const RegexDfa& a, const Other& b,
+                                                 std::string_view what);
+  // Removes the states from which no match can be reached (renumbered in order, the start stays
+  // 0) and marks the final ones; calls_begin_ holds each state's begin. ValueError naming `what`
+  // when the start is among them.
+  void remove_dead_states(std::string_view what);
+
   std::array<uint8_t, 256> byte_class_{};  // bytes no part of the pattern tells apart share one
   size_t classes_ = 0;
   std::vector<int32_t> next_;  // [state][class]

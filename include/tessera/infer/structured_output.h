@@ -20,7 +20,8 @@
 // they come), and pattern on strings (a RegexDfa that follows the string's value, its escapes
 // decoded; the value is written with short escapes and \u00XX only for control characters), and
 // the formats OpenAI's structured outputs enforce (date, time, date-time, email, hostname, ipv4,
-// uuid: a regular expression each, unless the schema has a pattern too). Annotations (title,
+// uuid: a regular expression each, intersected with a pattern beside it; lengths beside either
+// are counted in the same automaton, so no bound strands a value). Annotations (title,
 // description, default, examples, other formats, $schema, $id, $comment, ...) are ignored, as
 // JSON Schema's validation does by default; any other keyword (multipleOf, allOf,
 // ...) is a ValueError naming it and its place, rather than output that might not validate. What
@@ -68,8 +69,8 @@ class JsonGrammar {
     int64_t minimum = INT64_MIN, maximum = INT64_MAX;  // Integer, inclusive
     std::vector<std::string> literals{};    // Literals: JSON texts (enum, const, true, null)
     std::vector<int32_t> alternatives{};    // Union
-    // String: what its value must match (JSON Schema's pattern), or, at a raw_text() root, the
-    // whole text (regex()).
+    // String: what its value must match (JSON Schema's pattern and format, with the lengths
+    // folded in; min/max_count then unbounded), or, at a raw_text() root, the whole text (regex()).
     std::shared_ptr<const RegexDfa> pattern{};
     std::shared_ptr<const CfgGrammar> rules{};  // Rules: a GBNF grammar (grammar())
   };
