@@ -21,6 +21,7 @@ class CfgGrammarBuilder {
     g->root_ = static_cast<int32_t>(std::find(g->names_.begin(), g->names_.end(), "root") -
                                     g->names_.begin());
     CfgGrammarBuilder b(*g);
+    b.inline_rules(rules);
     b.find_ends();
     b.refuse_left_recursion();
     b.refuse_empty_repetition();
@@ -33,6 +34,51 @@ class CfgGrammarBuilder {
   size_t num_rules() const { return g_.rules_.size(); }
   const RegexDfa& dfa(size_t r) const { return *g_.rules_[r]; }
   bool nullable(int32_t r) const { return g_.can_end_[static_cast<size_t>(r)][0] != 0; }
+
+  // Every call of a rule that cannot reach itself becomes a copy of its body, so the DFAs take
+  // in one table lookup what would otherwise be a frame pushed, stepped and popped, and threads
+  // that a call's alternatives would fork are merged by determinization. Only recursion stays a
+  // call. A rule whose copy would be too large keeps its calls.
+  void inline_rules(const regex::Rules& rules) {
+    std::vector<uint8_t> recursive(num_rules());
+    for (size_t r = 0; r < num_rules(); ++r) recursive[r] = reaches(r, r);
+    regex::Ast ast = rules.ast;
+    bool any = false;
+    for (regex::Node& n : ast.nodes)
+      if (n.kind == regex::Node::Kind::Call && !recursive[static_cast<size_t>(n.rule)]) {
+        n = regex::Node{.kind = regex::Node::Kind::Concat,
+                        .children = {rules.roots[static_cast<size_t>(n.rule)]}};
+        any = true;
+      }
+    if (!any) return;
+    for (size_t r = 0; r < num_rules(); ++r) {
+      if (!dfa(r).has_calls()) continue;
+      try {
+        g_.rules_[r] = regex::compile(ast, rules.roots[r], "[Grammar] rule '" + g_.names_[r] + "'");
+      } catch (const ValueError&) {  // too many states once copied: calls stay
+      }
+    }
+  }
+
+  // Whether rule `to` can be called, directly or through others, from rule `from`.
+  bool reaches(size_t from, size_t to) const {
+    std::vector<uint8_t> seen(num_rules());
+    std::vector<size_t> stack{from};
+    while (!stack.empty()) {
+      const size_t r = stack.back();
+      stack.pop_back();
+      for (int32_t s = 0; s < dfa(r).num_states(); ++s)
+        for (const RegexDfa::Call& c : dfa(r).calls(s)) {
+          const auto callee = static_cast<size_t>(c.rule);
+          if (callee == to) return true;
+          if (!seen[callee]) {
+            seen[callee] = 1;
+            stack.push_back(callee);
+          }
+        }
+    }
+    return false;
+  }
 
   // can_end: accepting states, then those that reach one through calls of nullable rules, until
   // nothing changes.

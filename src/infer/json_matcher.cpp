@@ -232,6 +232,16 @@ class JsonStepper {
     }
   }
 
+  // The way of rule() in which the top rule's DFA takes c itself.
+  void rule_step(std::vector<Frame>& s, uint8_t c) {
+    Frame& f = s.back();
+    const int32_t next = g_.node(f.node).rules->rule(static_cast<int32_t>(f.count)).step(f.dfa, c);
+    if (next == RegexDfa::kDead) return;
+    f.dfa = next;
+    pop_finished_rules(s);
+    emit(s);
+  }
+
  private:
   void emit(const std::vector<Frame>& s, uint8_t whitespace = 0) {
     out_.push_thread(s, whitespace);
@@ -496,11 +506,9 @@ class JsonStepper {
     const Frame f = s.back();
     const CfgGrammar& g = *g_.node(f.node).rules;
     const RegexDfa& d = g.rule(static_cast<int32_t>(f.count));
-    if (const int32_t next = d.step(f.dfa, c); next != RegexDfa::kDead) {
+    if (d.step(f.dfa, c) != RegexDfa::kDead) {
       t = s;
-      t.back().dfa = next;
-      pop_finished_rules(t);
-      emit(t);
+      rule_step(t, c);
     }
     for (const RegexDfa::Call& call : d.calls(f.dfa)) {
       t = s;
@@ -579,6 +587,15 @@ bool JsonMatcher::step_into(uint8_t c, JsonMatcher& out) const {
   out.threads_.clear();
   thread_local std::vector<Frame> work;
   JsonStepper stepper(*grammar_, out);
+  // First each thread's top rule taking c in its own DFA: at most one state per thread, so the
+  // thread cap never drops one, and a token a top rule's DFA takes whole is always taken (the
+  // token masker's rule masks rely on it). The full steps below find them again (merged).
+  if (threads_.size() > 1)
+    for (const Thread& t : threads_)
+      if (t.begin != t.end && frames_[t.end - 1].kind == kRule) {
+        work.assign(frames_.begin() + t.begin, frames_.begin() + t.end);
+        stepper.rule_step(work, c);
+      }
   for (const Thread& t : threads_) {
     work.assign(frames_.begin() + t.begin, frames_.begin() + t.end);
     stepper.feed(work, is_whitespace(c) ? t.whitespace : 0, c);
@@ -623,12 +640,15 @@ bool JsonMatcher::terminated() const {
                                           [](const Thread& t) { return t.begin == t.end; });
 }
 
-const RegexDfa* JsonMatcher::raw_regex(int32_t& state) const {
+const RegexDfa* JsonMatcher::only_dfa(int32_t& state) const {
   if (threads_.size() != 1 || threads_[0].end - threads_[0].begin != 1) return nullptr;
   const Frame& f = frames_[threads_[0].begin];
-  if (f.kind != kString || f.state != kStringRaw) return nullptr;
   state = f.dfa;
-  return grammar_->node(f.node).pattern.get();
+  if (f.kind == kString && f.state == kStringRaw) return grammar_->node(f.node).pattern.get();
+  if (f.kind != kRule) return nullptr;
+  // The last rule left, which calls no other: its DFA is the rest of the text.
+  const RegexDfa& d = grammar_->node(f.node).rules->rule(static_cast<int32_t>(f.count));
+  return d.has_calls() ? nullptr : &d;
 }
 
 bool JsonMatcher::state_key(std::string& key) const {
@@ -644,6 +664,15 @@ bool JsonMatcher::state_key(std::string& key) const {
       put(static_cast<uint32_t>(frames_[i].dfa));
     }
   }
+  return true;
+}
+
+bool JsonMatcher::rule_tops(std::vector<std::pair<int32_t, int32_t>>& tops) const {
+  if (!grammar_->raw_text() || grammar_->node(grammar_->root()).kind != Kind::Rules) return false;
+  tops.clear();
+  for (const Thread& t : threads_)
+    if (t.begin != t.end)
+      tops.emplace_back(static_cast<int32_t>(frames_[t.end - 1].count), frames_[t.end - 1].dfa);
   return true;
 }
 

@@ -80,7 +80,7 @@ template <class Step>
 void TokenMasker::walk(const Trie& trie, std::vector<uint8_t>& allowed, Step&& step) {
   // Node i's parent is the last node visited one level up, whose state is still at depth - 1.
   for (size_t i = 0, n = trie.byte.size(); i < n;) {
-    if (!step(trie.depth[i], trie.byte[i])) {
+    if (!step(i)) {
       i = trie.subtree_end[i];
       continue;
     }
@@ -105,26 +105,89 @@ void TokenMasker::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t
 
 void TokenMasker::compute(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const {
   int32_t state;
-  if (const RegexDfa* re = matcher.raw_regex(state)) {
+  if (const RegexDfa* re = matcher.only_dfa(state)) {
     allowed.assign(plain_.size(), 0);
     regex_scratch_.resize(all_.max_depth + 1u);
     regex_scratch_[0] = state;
-    walk(all_, allowed, [&](uint16_t d, uint8_t b) {  // one table lookup per trie node
-      regex_scratch_[d] = re->step(regex_scratch_[d - 1], b);
+    walk(all_, allowed, [&](size_t i) {  // one table lookup per trie node
+      const uint16_t d = all_.depth[i];
+      regex_scratch_[d] = re->step(regex_scratch_[d - 1], all_.byte[i]);
       return regex_scratch_[d] != RegexDfa::kDead;
     });
     return;
   }
+  if (matcher.rule_tops(tops_)) {  // a grammar: its top rules decide most tokens alone
+    allowed.assign(plain_.size(), 0);
+    open_.clear();
+    for (const auto& [rule, at] : tops_) {
+      const RuleMask& m = rule_mask(matcher.grammar(), rule, at);
+      for (size_t t = 0; t < allowed.size(); ++t) allowed[t] |= m.taken[t];
+      open_.insert(open_.end(), m.open.begin(), m.open.end());
+    }
+    std::sort(open_.begin(), open_.end());
+    open_.erase(std::unique(open_.begin(), open_.end()), open_.end());
+    return walk_open(matcher, open_, allowed);
+  }
   if (scratch_.size() < all_.max_depth + 1u) scratch_.resize(all_.max_depth + 1u, matcher);
   scratch_[0] = matcher;
-  auto step = [&](uint16_t d, uint8_t b) { return scratch_[d - 1].step_into(b, scratch_[d]); };
+  auto step = [&](const Trie& trie) {
+    return [&](size_t i) {
+      const uint16_t d = trie.depth[i];
+      return scratch_[d - 1].step_into(trie.byte[i], scratch_[d]);
+    };
+  };
   if (matcher.in_free_string()) {
     allowed = plain_;
-    walk(special_, allowed, step);
+    walk(special_, allowed, step(special_));
   } else {
     allowed.assign(plain_.size(), 0);
-    walk(all_, allowed, step);
+    walk(all_, allowed, step(all_));
   }
+}
+
+void TokenMasker::walk_open(const JsonMatcher& matcher, std::span<const uint32_t> open,
+                            std::vector<uint8_t>& allowed) const {
+  if (open.empty()) return;
+  if (scratch_.size() < all_.max_depth + 1u) scratch_.resize(all_.max_depth + 1u, matcher);
+  scratch_[0] = matcher;
+  size_t next = 0;          // the first open node at or after the one visited
+  uint32_t inside_end = 0;  // the end of the open subtree being walked
+  walk(all_, allowed, [&](size_t i) {
+    while (next < open.size() && open[next] < i) ++next;
+    if (i >= inside_end) {
+      if (next < open.size() && open[next] == i)
+        inside_end = all_.subtree_end[i];
+      else if (next == open.size() || open[next] >= all_.subtree_end[i])
+        return false;  // nothing open below: the rule masks decided it
+    }
+    const uint16_t d = all_.depth[i];
+    return scratch_[d - 1].step_into(all_.byte[i], scratch_[d]);
+  });
+}
+
+const TokenMasker::RuleMask& TokenMasker::rule_mask(
+    const std::shared_ptr<const JsonGrammar>& grammar, int32_t rule, int32_t state) const {
+  constexpr size_t kMaxRuleMasks = 128;
+  for (const RuleMask& m : rule_masks_)
+    if (m.grammar == grammar && m.rule == rule && m.state == state) return m;
+  if (rule_masks_.size() == kMaxRuleMasks) rule_masks_.erase(rule_masks_.begin());
+  RuleMask& m = rule_masks_.emplace_back(
+      RuleMask{grammar, rule, state, std::vector<uint8_t>(plain_.size(), 0), {}});
+  const RegexDfa& dfa = grammar->node(grammar->root()).rules->rule(rule);
+  regex_scratch_.resize(all_.max_depth + 1u);
+  regex_scratch_[0] = state;
+  walk(all_, m.taken, [&](size_t i) {
+    const uint16_t d = all_.depth[i];
+    const int32_t from = regex_scratch_[d - 1];
+    // A call or, where the rule may end, its caller might take this byte instead.
+    if (dfa.accepting(from) || !dfa.calls(from).empty()) {
+      m.open.push_back(static_cast<uint32_t>(i));
+      return false;
+    }
+    regex_scratch_[d] = dfa.step(from, all_.byte[i]);
+    return regex_scratch_[d] != RegexDfa::kDead;
+  });
+  return m;
 }
 
 }  // namespace tessera::infer

@@ -2,9 +2,11 @@
 // completion), agreement with the JSON grammar on JSON texts, and the errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "tessera/core/error.h"
+#include "tessera/infer/cfg_grammar.h"
 #include "tessera/infer/structured_output.h"
 #include "testing/constrained_text.h"
 #include "testing/expect_error.h"
@@ -12,8 +14,10 @@
 namespace tessera {
 namespace {
 
+using infer::CfgGrammar;
 using infer::JsonGrammar;
 using infer::JsonMatcher;
+using infer::RegexDfa;
 
 using testing::matches;
 using testing::prefix;
@@ -117,6 +121,40 @@ item ::= 'a' [0-9]? | "\x62\u00e9"
   EXPECT_FALSE(matches(list, "a,"));
 }
 
+TEST(CfgGrammar, RulesThatDoNotRecurseAreCopiedIntoTheirCallers) {
+  // Only expr recurses: the root's DFA holds all of num, op and ws, and calls expr alone.
+  const auto g = CfgGrammar::from_gbnf(R"g(
+root ::= ws expr ws
+expr ::= num (op num)* | "(" expr ")"
+num  ::= [0-9]+
+op   ::= ws [+*] ws
+ws   ::= " "*
+)g");
+  std::vector<std::string> called;
+  for (int64_t r = 0; r < g->num_rules(); ++r)
+    for (int32_t s = 0; s < g->rule(static_cast<int32_t>(r)).num_states(); ++s)
+      for (const RegexDfa::Call& c : g->rule(static_cast<int32_t>(r)).calls(s))
+        called.push_back(g->rule_name(c.rule));
+  EXPECT_TRUE(
+      std::all_of(called.begin(), called.end(), [](const std::string& n) { return n == "expr"; }));
+  EXPECT_FALSE(called.empty());
+  // Copies too large for a DFA keep their calls: 4^6 copies of "xyz" in root, 4^5 in a.
+  std::string nested = "root ::= a a a a\n";
+  for (char r = 'a'; r < 'f'; ++r) {
+    const std::string callee(1, static_cast<char>(r + 1));
+    nested +=
+        std::string(1, r) + " ::= " + callee + " " + callee + " " + callee + " " + callee + "\n";
+  }
+  nested += "f ::= \"xyz\"\n";
+  const auto big = CfgGrammar::from_gbnf(nested);
+  for (int32_t r = 0; r < big->num_rules(); ++r)
+    EXPECT_EQ(big->rule(r).has_calls(), big->rule_name(r) == "root") << big->rule_name(r);
+  std::string text;
+  for (int i = 0; i < 4096; ++i) text += "xyz";
+  EXPECT_TRUE(matches(JsonGrammar::grammar(nested), text));
+  EXPECT_FALSE(matches(JsonGrammar::grammar(nested), text + "x"));
+}
+
 TEST(CfgGrammar, RefusesWhatItCannotFollowNamingTheRule) {
   auto refuses = [](const char* text, const char* what) {
     EXPECT_TESSERA_ERROR(JsonGrammar::grammar(text), ValueError, what);
@@ -127,7 +165,7 @@ TEST(CfgGrammar, RefusesWhatItCannotFollowNamingTheRule) {
   refuses("root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"",
           "rule 'expr' is left-recursive (expr -> expr before any character)");
   refuses("root ::= a\na ::= b? \"x\"\nb ::= a \"y\"", "left-recursive (a -> b -> a");
-  refuses("root ::= x* \"!\"\nx ::= \"a\"?",
+  refuses("root ::= x* \"!\"\nx ::= (\"a\" x)?",
           "rule 'root' repeats rule 'x', which can match the empty text");
   refuses("root ::= (\"a\"", "a '(' without its ')'");
   refuses("root ::= \"a\")", "unbalanced ')'");

@@ -401,6 +401,25 @@ expr ::= term ([+*] term)*
 term ::= [0-9]+ | "(" expr ")" | "f(" expr ("," " "? expr)* ")"
 )g"),
                                   "f(1, (2+3))*40", std::span(&eos, 1));
+  // A JSON grammar in GBNF: string, number and ws are copied into the recursive rules, whose
+  // DFAs then decide most tokens alone inside strings; calls and rule ends are walked.
+  expect_mask_matches_every_token(*tok, JsonGrammar::grammar(R"g(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\""
+number ::= "-"? ([0-9] | [1-9] [0-9]*) ("." [0-9]+)?
+ws     ::= [ \t\n]*
+)g"),
+                                  R"({"a b": [{"c": "d\"e f"}, -1.5, true], "g": "h"})",
+                                  std::span(&eos, 1));
+  // Two parses at once, each taking its own words in its own rule.
+  expect_mask_matches_every_token(
+      *tok,
+      JsonGrammar::grammar(
+          "root ::= a | b\na ::= \"hello world\" (\",\" a)?\nb ::= \"hello there\" (\";\" b)?"),
+      "hello there;hello there", std::span(&eos, 1));
   // Masks of regex and grammar states are reused: here states recur.
   expect_mask_matches_every_token(
       *tok,

@@ -10,14 +10,15 @@
 // '...', with \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH escapes), classes [a-z] / [^...], `.` (any
 // character), rule names and groups (...), each optionally followed by * + ? {m} {m,} {m,n}. A
 // body may span lines; the next `name ::=` starts the next rule. The text must match rule
-// `root`. Each rule compiles into a RegexDfa whose calls are the rules it names (regex.h); a
-// matcher follows a stack of rule frames (structured_output.h's JsonMatcher: one thread per
+// `root`. Each rule compiles into a RegexDfa (regex.h) in which the rules it names are copied,
+// but for recursive ones (those that can reach themselves), which stay calls; a matcher follows
+// a stack of rule frames (structured_output.h's JsonMatcher: one thread per
 // parse, at most 64 at once, so a grammar more ambiguous than that may lose some of its texts,
 // never admit others; stacks at most 64 rules deep, calls in tail position not counted). Refused
 // with a ValueError "[Grammar] ..." naming the rule or position: syntax errors, undefined or
 // duplicate rules, no `root`, a rule that matches nothing, left recursion (a rule that can reach
-// itself without a character in between: write it as a repetition), and a repetition of a rule that
-// can match the empty text.
+// itself without a character in between: write it as a repetition), and a repetition of a
+// recursive rule that can match the empty text.
 #include <cstdint>
 #include <memory>
 #include <string>

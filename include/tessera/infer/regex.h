@@ -71,6 +71,7 @@ class RegexDfa {
   struct Call {
     int32_t rule, next;
   };
+  bool has_calls() const { return !calls_.empty(); }
   std::span<const Call> calls(int32_t state) const {
     const auto s = static_cast<size_t>(state);
     return {calls_.data() + calls_begin_[s], calls_begin_[s + 1] - calls_begin_[s]};

@@ -130,13 +130,16 @@ class JsonMatcher {
   // Every alternative is inside a string without a length bound, between characters, where any
   // whole UTF-8 characters but a quote, a backslash or a control byte keep it.
   bool in_free_string() const;
-  // Inside a regex() root's text: its DFA, and its state into `state` (the masker then walks
-  // the DFA alone); else null.
-  const RegexDfa* raw_regex(int32_t& state) const;
+  // Inside a regex() root's text, or in a grammar's last rule when it calls none: its DFA, and
+  // its state into `state` (the masker then walks the DFA alone); else null.
+  const RegexDfa* only_dfa(int32_t& state) const;
   // For a regex() or grammar() root, whose states recur as the text goes on: the state as bytes
   // into key (equal keys, equal masks) and true; else false.
   bool state_key(std::string& key) const;
   const std::shared_ptr<const JsonGrammar>& grammar() const { return grammar_; }
+  // For a grammar() root: each unfinished thread's top rule and its DFA state into tops, and
+  // true; else false.
+  bool rule_tops(std::vector<std::pair<int32_t, int32_t>>& tops) const;
 
   // Internal state, public for the token masker.
   struct Frame {
@@ -192,8 +195,8 @@ class TokenMasker {
     uint16_t max_depth = 0;
     void build(const std::vector<std::string>& bytes, const std::vector<int32_t>& ids);
   };
-  // Marks the tokens of every node whose bytes step(depth, byte) takes, each step going on from
-  // the state its parent's left at depth - 1; a subtree is skipped at the first byte refused.
+  // Marks the tokens of every node i for which step(i) is true, each step going on from the
+  // state its parent's left at depth - 1; a subtree is skipped at the first false.
   template <class Step>
   static void walk(const Trie& trie, std::vector<uint8_t>& allowed, Step&& step);
   std::vector<std::string> token_bytes_;
@@ -202,9 +205,28 @@ class TokenMasker {
   std::vector<uint8_t> plain_;
   Trie all_, special_;
   void compute(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
+  // Walks the whole matcher from the root to the nodes of open (sorted) and through their
+  // subtrees, marking what it takes.
+  void walk_open(const JsonMatcher& matcher, std::span<const uint32_t> open,
+                 std::vector<uint8_t>& allowed) const;
   // One state per trie depth: not thread-safe.
   mutable std::vector<JsonMatcher> scratch_;
   mutable std::vector<int32_t> regex_scratch_;
+  // What a grammar rule's DFA decides alone from one of its states, whatever the rules below it
+  // on the stack (xgrammar's context-independent tokens): the tokens it takes whole, and the
+  // trie nodes from which it cannot (a call or the rule's end comes first), left to the whole
+  // matcher. The latest kMaxRuleMasks, oldest first.
+  struct RuleMask {
+    std::shared_ptr<const JsonGrammar> grammar;
+    int32_t rule, state;
+    std::vector<uint8_t> taken;
+    std::vector<uint32_t> open;  // pre-order
+  };
+  const RuleMask& rule_mask(const std::shared_ptr<const JsonGrammar>& grammar, int32_t rule,
+                            int32_t state) const;
+  mutable std::vector<RuleMask> rule_masks_;
+  mutable std::vector<std::pair<int32_t, int32_t>> tops_;
+  mutable std::vector<uint32_t> open_;
   // The masks of the latest regex and grammar states (JsonMatcher::state_key), oldest first;
   // the grammar is held, so its address cannot be reused by another while it is here.
   struct CachedMask {
