@@ -31,6 +31,9 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
 
 namespace {
 
+// A number with bounds is written with at most this many decimals.
+constexpr int32_t kBoundedNumberDecimals = 6;
+
 // The strings of a JSON Schema format OpenAI's structured outputs enforce, as a whole-text
 // regular expression; null for other formats (annotations, as JSON Schema says by default).
 const char* format_regex(const std::string& format) {
@@ -198,11 +201,11 @@ class JsonSchemaCompiler {
       else if (t == "string")
         out.push_back(string(s, where));
       else if (t == "number" && has_bounds(s))
-        fail(where, "minimum / maximum on a number are not supported (only on an integer)");
+        out.push_back(ranged(s, where, kBoundedNumberDecimals));
       else if (t == "number")
         out.push_back(JsonGrammar::kNumber);
       else if (t == "integer")
-        out.push_back(integer(s, where));
+        out.push_back(ranged(s, where, 0));
       else if (t == "boolean")
         out.push_back(JsonGrammar::kBoolean);
       else if (t == "null")
@@ -237,36 +240,69 @@ class JsonSchemaCompiler {
            s.contains("exclusiveMaximum");
   }
 
-  // [minimum, maximum] from the four keywords (draft 4's boolean exclusive* too), as integers.
-  int32_t integer(const Json& s, const std::string& where) {
-    // What 18 characters can write (the matcher's bound): -99...9 (17 nines) to 10^18 - 1.
-    // long double holds every int64 bound exactly.
-    constexpr long double kLowest = -99999999999999999.0L, kHighest = 999999999999999999.0L;
-    long double lo = kLowest, hi = kHighest;
-    auto number = [&](const char* key) {
+  // v x 10^decimals rounded up or down, clamped to +-10^18: exact, from v's shortest decimal text
+  // (0.1 x 10^6 in doubles would be 100000.0000000000055, whose ceiling is one too many).
+  static int64_t scaled(const Json& v, int32_t decimals, bool up) {
+    constexpr int64_t kFar = 1000000000000000000;
+    const std::string text = v.dump();  // -?digits(.digits)?([eE][-+]?digits)?
+    const bool negative = text[0] == '-';
+    const size_t e = text.find_first_of("eE");
+    std::string digits = text.substr(negative, e - negative);
+    int64_t exponent = decimals + (e == std::string::npos ? 0 : std::stoll(text.substr(e + 1)));
+    if (const size_t dot = digits.find('.'); dot != std::string::npos) {
+      exponent -= static_cast<int64_t>(digits.size() - dot - 1);
+      digits.erase(dot, 1);
+    }
+    digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
+    uint64_t magnitude = 0;
+    bool inexact = false;  // digits were dropped below the unit
+    if (static_cast<int64_t>(digits.size()) + exponent > 18) {
+      magnitude = kFar;
+    } else {
+      const int64_t kept = std::max<int64_t>(0, static_cast<int64_t>(digits.size()) + exponent);
+      for (int64_t k = 0; k < static_cast<int64_t>(digits.size()); ++k)
+        if (k < kept)
+          magnitude = magnitude * 10 + static_cast<uint64_t>(digits[k] - '0');
+        else
+          inexact |= digits[k] != '0';
+      for (int64_t k = static_cast<int64_t>(digits.size()); k < kept; ++k) magnitude *= 10;
+    }
+    const bool away = inexact && up != negative;  // rounding away from zero
+    const auto m = static_cast<int64_t>(std::min<uint64_t>(magnitude + away, kFar));
+    return negative ? -m : m;
+  }
+
+  // A ranged number (integers: decimals 0) from the four bound keywords (draft 4's boolean
+  // exclusive* too), rounded inwards to units of 10^-decimals and to what the matcher writes:
+  // integers of 18 characters (-99...9, 17 nines, to 10^18 - 1), other numbers of 11 integer
+  // digits.
+  int32_t ranged(const Json& s, const std::string& where, int32_t decimals) {
+    const int64_t lowest = -99999999999999999;
+    const int64_t highest = decimals == 0 ? 999999999999999999 : 99999999999999999;
+    int64_t lo = lowest, hi = highest;
+    auto bound = [&](const char* key, bool up) {
       const Json& v = s[key];
       if (!v.is_number()) fail(where + "/" + key, "expected a number");
-      if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
-      if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
-      return static_cast<long double>(v.get<double>());
+      return scaled(v, decimals, up);
     };
     auto exclusive = [&](const char* key) {  // draft 4: a boolean beside minimum / maximum
       return s.contains(key) && s[key].is_boolean() && s[key].get<bool>();
     };
     if (s.contains("minimum"))
-      lo = std::max(lo, exclusive("exclusiveMinimum") ? std::floor(number("minimum")) + 1
-                                                      : std::ceil(number("minimum")));
+      lo = std::max(
+          lo, exclusive("exclusiveMinimum") ? bound("minimum", false) + 1 : bound("minimum", true));
     if (s.contains("maximum"))
-      hi = std::min(hi, exclusive("exclusiveMaximum") ? std::ceil(number("maximum")) - 1
-                                                      : std::floor(number("maximum")));
+      hi = std::min(
+          hi, exclusive("exclusiveMaximum") ? bound("maximum", true) - 1 : bound("maximum", false));
     if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean())
-      lo = std::max(lo, std::floor(number("exclusiveMinimum")) + 1);
+      lo = std::max(lo, bound("exclusiveMinimum", false) + 1);
     if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean())
-      hi = std::min(hi, std::ceil(number("exclusiveMaximum")) - 1);
-    if (lo > hi) fail(where, "no integer of at most 18 characters is within the bounds");
-    return add({.kind = Kind::Integer,
-                .minimum = static_cast<int64_t>(lo),
-                .maximum = static_cast<int64_t>(hi)});
+      hi = std::min(hi, bound("exclusiveMaximum", true) - 1);
+    if (lo > hi)
+      fail(where, decimals == 0 ? "no integer of at most 18 characters is within the bounds"
+                                : "no number of at most 11 integer digits and " +
+                                      std::to_string(decimals) + " decimals is within the bounds");
+    return add({.kind = Kind::Ranged, .minimum = lo, .maximum = hi, .decimals = decimals});
   }
 
   int32_t object(const Json& s, const std::string& where) {

@@ -41,6 +41,8 @@ enum NumberState : uint8_t {
 constexpr uint8_t kMaxWhitespace = 16;
 // Integers of at most 18 characters fit a signed 64-bit integer.
 constexpr uint32_t kMaxNumberChars = 32, kMaxIntegerChars = 18, kMaxExponentDigits = 2;
+// A ranged number with decimals: at most 11 + 6 digits, also below 10^18.
+constexpr uint32_t kMaxRangedIntegerDigits = 11;
 constexpr size_t kMaxDepth = 64, kMaxThreads = 64;
 constexpr int kMaxUnionNesting = 16;  // a $ref cycle without a value in between ends here
 constexpr int kMaxRuleSteps = 256;    // calls and returns one byte may go through
@@ -103,9 +105,11 @@ bool number_accepting(uint8_t state) {
          state == kNumberExpDigit;
 }
 
-// The number state after c, or -1.
-int number_next(uint8_t state, uint8_t c, bool integer) {
+// The number state after c, or -1: a fraction only if `decimals` (a ranged number's), an
+// exponent only if `exponent` (an unranged one's).
+int number_next(uint8_t state, uint8_t c, bool decimals, bool exponent) {
   const bool digit = is_digit(c);
+  const bool e = exponent && (c == 'e' || c == 'E');
   switch (state) {
     case kNumberStart:
       return c == '-' ? kNumberMinus : c == '0' ? kNumberZero : digit ? kNumberInt : -1;
@@ -114,12 +118,11 @@ int number_next(uint8_t state, uint8_t c, bool integer) {
     case kNumberZero:
     case kNumberInt:
       if (digit && state == kNumberInt) return kNumberInt;
-      if (integer) return -1;
-      return c == '.' ? kNumberDot : (c == 'e' || c == 'E') ? kNumberExp : -1;
+      return c == '.' && decimals ? kNumberDot : e ? kNumberExp : -1;
     case kNumberDot:
       return digit ? kNumberFrac : -1;
     case kNumberFrac:
-      return digit ? kNumberFrac : (!integer && (c == 'e' || c == 'E')) ? kNumberExp : -1;
+      return digit ? kNumberFrac : e ? kNumberExp : -1;
     case kNumberExp:
       return (c == '+' || c == '-') ? kNumberExpSign : digit ? kNumberExpDigit : -1;
     case kNumberExpSign:
@@ -130,44 +133,67 @@ int number_next(uint8_t state, uint8_t c, bool integer) {
   }
 }
 
-// An integer frame keeps its magnitude in bits and its sign in negative. Whether some integer
-// that starts as written so far (digits of magnitude, after a '-' when negative) and has at most
-// `room` more digits lies in [n.minimum, n.maximum].
-bool integer_reachable(bool negative, uint64_t magnitude, uint32_t digits, uint32_t room,
-                       const JsonGrammar::Node& n) {
-  auto overlaps = [&](uint64_t a, uint64_t b) {  // magnitudes [a, b], all below 10^18
-    const auto lo = negative ? -static_cast<int64_t>(b) : static_cast<int64_t>(a);
-    const auto hi = negative ? -static_cast<int64_t>(a) : static_cast<int64_t>(b);
-    return lo <= n.maximum && hi >= n.minimum;
-  };
-  uint64_t scale = 1;
-  if (digits == 0) {  // a '-' alone: any magnitude of 1 to room digits (0 as "-0")
-    for (uint32_t k = 0; k < room; ++k) scale *= 10;
-    return room > 0 && overlaps(0, scale - 1);
-  }
-  if (magnitude == 0) return overlaps(0, 0);  // "0" cannot go on
-  for (uint32_t k = 0; k <= room; ++k, scale *= 10)
-    if (overlaps(magnitude * scale, magnitude * scale + scale - 1)) return true;
+// A ranged number's frame keeps its magnitude so far in bits (units of 10^-decimals), its sign in
+// negative and, after its '.', its fraction digits in pending. Whether some value that starts as
+// written so far lies in [n.minimum, n.maximum]: magnitudes [a, b] (below 10^18) are all
+// reachable, each a whole number of units.
+bool ranged_overlaps(bool negative, uint64_t a, uint64_t b, const JsonGrammar::Node& n) {
+  const auto lo = negative ? -static_cast<int64_t>(b) : static_cast<int64_t>(a);
+  const auto hi = negative ? -static_cast<int64_t>(a) : static_cast<int64_t>(b);
+  return lo <= n.maximum && hi >= n.minimum;
+}
+
+uint64_t power_of_10(int32_t k) {
+  uint64_t p = 1;
+  for (int32_t i = 0; i < k; ++i) p *= 10;
+  return p;
+}
+
+// In the integer part: `digits` written (0 after a '-' alone), at most `room` more.
+bool ranged_reachable(bool negative, uint64_t magnitude, uint32_t digits, uint32_t room,
+                      const JsonGrammar::Node& n) {
+  const uint64_t unit = power_of_10(n.decimals);  // one in the integer part
+  if (digits == 0)  // a '-' alone: any magnitude of 1 to room digits (0 as "-0")
+    return room > 0 &&
+           ranged_overlaps(negative, 0, power_of_10(static_cast<int32_t>(room)) * unit - 1, n);
+  if (magnitude == 0) return ranged_overlaps(negative, 0, unit - 1, n);  // "0" cannot go on
+  // k more integer digits, then any fraction: [m 10^k, (m + 1) 10^k) in units.
+  for (uint64_t k = 0, scale = 1; k <= room; ++k, scale *= 10)
+    if (ranged_overlaps(negative, magnitude * scale, magnitude * scale + scale * unit - 1, n))
+      return true;
   return false;
 }
 
-// Takes c (a '-' or a digit the grammar allows) into integer frame f if some integer in range
-// can still follow with at most room more characters.
-bool integer_step(Frame& f, uint8_t c, uint32_t room, const JsonGrammar::Node& n) {
+// Takes c (a '-', a digit or a '.' the syntax allows; `next` the state it leads to) into ranged
+// frame f if some value in range can still follow.
+bool ranged_step(Frame& f, uint8_t c, int next, const JsonGrammar::Node& n) {
   const bool negative = f.negative || c == '-';
-  const uint64_t magnitude = c == '-' ? 0 : f.bits * 10 + (c - '0');
-  const uint32_t digits = f.count + 1 - negative;
-  if (!integer_reachable(negative, magnitude, digits, room, n)) return false;
+  if (next == kNumberDot || next == kNumberFrac) {
+    const int32_t fraction = next == kNumberDot ? 0 : f.pending + 1;
+    if (fraction > n.decimals) return false;
+    const uint64_t unit = power_of_10(n.decimals - fraction);  // of the last digit written
+    const uint64_t magnitude = f.bits + (next == kNumberFrac ? (c - '0') * unit : 0);
+    if (!ranged_overlaps(negative, magnitude, magnitude + unit - 1, n)) return false;
+    f.bits = magnitude;
+    f.pending = fraction;
+    return true;
+  }
+  // The integer part: integers of at most 18 characters, other numbers of 11 digits.
+  const uint32_t digits = c == '-' ? 0 : f.count + 1 - negative;
+  const uint32_t most = n.decimals == 0 ? kMaxIntegerChars - negative : kMaxRangedIntegerDigits;
+  if (digits > most) return false;
+  const uint64_t magnitude = c == '-' ? 0 : f.bits * 10 + (c - '0') * power_of_10(n.decimals);
+  if (!ranged_reachable(negative, magnitude, digits, most - digits, n)) return false;
   f.negative = negative;
   f.bits = magnitude;
   return true;
 }
 
-// A number that may end here: its state, and for an integer its range.
+// A number that may end here: its state, and for a ranged one its range.
 bool number_complete(const JsonGrammar& g, const Frame& f) {
   if (!number_accepting(f.state)) return false;
   const JsonGrammar::Node& n = g.node(f.node);
-  if (n.kind != Kind::Integer) return true;
+  if (n.kind != Kind::Ranged) return true;
   const auto value = f.negative ? -static_cast<int64_t>(f.bits) : static_cast<int64_t>(f.bits);
   return value >= n.minimum && value <= n.maximum;
 }
@@ -205,15 +231,14 @@ class JsonStepper {
         return string(s, c);
       case kNumber: {
         const JsonGrammar::Node& n = g_.node(f.node);
-        const bool integer = n.kind == Kind::Integer;
-        const int next = number_next(f.state, c, integer);
+        const bool ranged = n.kind == Kind::Ranged;
+        const int next = number_next(f.state, c, !ranged || n.decimals > 0, !ranged);
         // Only into a state the bound lets finish: '-', '.', 'e' and its sign need a digit after.
         const uint32_t room = next >= 0 && number_accepting(static_cast<uint8_t>(next)) ? 1 : 2;
         // At most 2 exponent digits: every number stays within a double's range.
         const bool exponent_full = next == kNumberExpDigit && f.bits == kMaxExponentDigits;
-        const uint32_t max_chars = integer ? kMaxIntegerChars : kMaxNumberChars;
-        if (next >= 0 && f.count + room <= max_chars && !exponent_full &&
-            (!integer || integer_step(f, c, max_chars - f.count - 1, n))) {
+        if (next >= 0 && f.count + room <= kMaxNumberChars && !exponent_full &&
+            (!ranged || ranged_step(f, c, next, n))) {
           if (next == kNumberExpDigit) ++f.bits;
           f.state = static_cast<uint8_t>(next);
           ++f.count;
@@ -295,7 +320,7 @@ class JsonStepper {
         if (n.pattern) f.dfa = n.pattern->start();
         return emit(s);
       case Kind::Number:
-      case Kind::Integer:
+      case Kind::Ranged:
         f = Frame{.node = f.node, .kind = kNumber, .state = kNumberStart};
         return feed(s, whitespace, c);
       case Kind::Literals:

@@ -218,6 +218,20 @@ describe('structured output', () => {
     assert.match(grammar.choices[0].text, /^\((\([a-z]{1,3}\)|[a-z]{1,3})\)$/);
   });
 
+  test('number bounds hold, and a format beside a pattern and a length all hold', async () => {
+    const schema = { type: 'object', required: ['score', 'email'], properties: {
+      score: { type: 'number', minimum: 0, exclusiveMaximum: 1 },
+      email: { type: 'string', format: 'email', pattern: '@tessera\\.ai$', maxLength: 20 } } };
+    const r = await client.chat.completions.create({
+      ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 200,
+      response_format: { type: 'json_schema', json_schema: { name: 'rating', schema } } });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const v = JSON.parse(r.choices[0].message.content);
+    assert.ok(typeof v.score === 'number' && v.score >= 0 && v.score < 1, String(v.score));
+    assert.match(v.email, /^[^@\s]+@tessera\.ai$/);
+    assert.ok([...v.email].length <= 20, v.email);
+  });
+
   test('tools: tool_choice "required" and a named function give tool_calls the client parses', async () => {
     const tools = [{ type: 'function', function: { name: 'add', description: 'a + b',
       parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } },

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "tessera/core/error.h"
 #include "tessera/infer/structured_output.h"
@@ -277,11 +278,73 @@ TEST(JsonMatcher, IntegerBoundsHoldForEveryCompletion) {
   EXPECT_TRUE(matches(draft4, "2"));
   const auto huge = schema(R"({"type": "integer", "maximum": 18446744073709551615})");
   EXPECT_TRUE(matches(huge, "-5")) << "an unsigned 64-bit bound is not wrapped into a negative one";
-  EXPECT_TESSERA_ERROR(schema(R"({"type": "number", "minimum": 0})"), ValueError,
-                       "only on an integer");
   EXPECT_TESSERA_ERROR(schema(R"({"type": "integer", "minimum": 10, "maximum": 5})"), ValueError,
                        "within the bounds");
   EXPECT_TESSERA_ERROR(schema(R"({"type": "integer", "minimum": "0"})"), ValueError, "/minimum");
+}
+
+TEST(JsonMatcher, NumberBoundsHoldForEveryCompletion) {
+  const auto unit = schema(R"({"type": "number", "minimum": 0, "maximum": 1})");
+  for (const char* ok : {"0", "1", "0.5", "0.123456", "1.000000", "-0", "0.0"})
+    EXPECT_TRUE(matches(unit, ok)) << ok;
+  for (const char* bad : {"1.1", "2", "-0.5", "-1", "0.1234567", "1e", "0.5e1"})
+    EXPECT_FALSE(prefix(unit, bad)) << bad;
+  const auto open = schema(R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})");
+  EXPECT_FALSE(matches(open, "0"));
+  EXPECT_TRUE(matches(open, "0.000001"));
+  EXPECT_FALSE(prefix(open, "1")) << "nothing that starts with 1 is below 1";
+  // Bounds are decimals, not doubles: 0.1 x 10^6 is not rounded up past 100000.
+  const auto tenth = schema(R"({"type": "number", "minimum": 0.1, "maximum": 0.3})");
+  EXPECT_TRUE(matches(tenth, "0.1") && matches(tenth, "0.3"));
+  EXPECT_FALSE(matches(tenth, "0.099999"));
+  EXPECT_FALSE(prefix(tenth, "0.300001"));
+  const auto below = schema(R"({"type": ["number", "null"], "minimum": -2.5, "maximum": -1.25})");
+  for (const char* ok : {"-2.5", "-1.25", "-2", "null"}) EXPECT_TRUE(matches(below, ok)) << ok;
+  for (const char* bad : {"-1.2", "-3", "-1.", "0"}) EXPECT_FALSE(matches(below, bad)) << bad;
+  EXPECT_TRUE(matches(schema(R"({"type": "number", "minimum": -1e300})"), "12345678901.5"));
+  EXPECT_TESSERA_ERROR(schema(R"({"type": "number", "minimum": 1e-7, "maximum": 9e-7})"),
+                       ValueError, "no number of at most 11 integer digits and 6 decimals");
+  // Random bounds of up to 3 decimals: every text the matcher takes can still end in range, and
+  // it ends exactly on the values in range.
+  std::mt19937 rng(17);
+  auto bound = [&] { return (static_cast<int64_t>(rng() % 40001) - 20000); };  // thousandths
+  for (int trial = 0; trial < 30; ++trial) {
+    int64_t lo = bound(), hi = bound();
+    if (lo > hi) std::swap(lo, hi);
+    auto text = [](int64_t thousandths) {
+      const int64_t m = std::abs(thousandths);
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%lld.%03lld", thousandths < 0 ? "-" : "",
+                    static_cast<long long>(m / 1000), static_cast<long long>(m % 1000));
+      return std::string(buf);
+    };
+    const std::string where = text(lo) + " to " + text(hi);
+    const auto g =
+        schema((R"({"type": "number", "minimum": )" + text(lo) + ", \"maximum\": " + text(hi) + "}")
+                   .c_str());
+    for (int64_t v = -21000; v <= 21000; v += 1 + static_cast<int64_t>(rng() % 97))
+      ASSERT_EQ(matches(g, text(v)), v >= lo && v <= hi) << text(v) << " in " << where;
+    // Every prefix taken (up to 4 characters) completes within 7 more.
+    const std::string alphabet = "-0123456789.";
+    auto completes = [&](auto&& self, const JsonMatcher& m, int left) -> bool {
+      if (m.accepting()) return true;
+      if (left == 0) return false;
+      for (char c : alphabet) {
+        JsonMatcher next = m;
+        if (next.advance(std::string(1, c)) && self(self, next, left - 1)) return true;
+      }
+      return false;
+    };
+    auto visit = [&](auto&& self, const JsonMatcher& m, const std::string& t) -> void {
+      ASSERT_TRUE(completes(completes, m, 7)) << "'" << t << "' in " << where;
+      if (t.size() == 4) return;
+      for (char c : alphabet) {
+        JsonMatcher next = m;
+        if (next.advance(std::string(1, c))) self(self, next, t + c);
+      }
+    };
+    visit(visit, JsonMatcher(g), "");
+  }
 }
 
 TEST(JsonMatcher, StringsAreValidUtf8WithoutSurrogateEscapes) {

@@ -15,22 +15,24 @@
 //
 // Schemas: type (a name or a list), properties, required, additionalProperties, items, minItems,
 // maxItems, minLength, maxLength, enum, const, anyOf / oneOf, $ref into "#/$defs/..." or
-// "#/definitions/..." (recursion allowed), nullable, and minimum / maximum / exclusiveMinimum /
-// exclusiveMaximum on integers (a number with bounds is refused: its digits cannot be bounded as
-// they come), and pattern on strings (a RegexDfa that follows the string's value, its escapes
-// decoded; the value is written with short escapes and \u00XX only for control characters), and
-// the formats OpenAI's structured outputs enforce (date, time, date-time, email, hostname, ipv4,
-// uuid: a regular expression each, intersected with a pattern beside it; lengths beside either
-// are counted in the same automaton, so no bound strands a value). Annotations (title,
-// description, default, examples, other formats, $schema, $id, $comment, ...) are ignored, as
-// JSON Schema's validation does by default; any other keyword (multipleOf, allOf,
+// "#/definitions/..." (recursion allowed), nullable, minimum / maximum / exclusiveMinimum /
+// exclusiveMaximum on integers and numbers (a digit is taken only if some value in range can
+// still follow; a number with bounds is written without an exponent and with at most 6
+// decimals, its bounds rounded inwards to them), and pattern on strings (a RegexDfa that follows
+// the string's value, its escapes decoded; the value is written with short escapes and \u00XX only
+// for control characters), and the formats OpenAI's structured outputs enforce (date, time,
+// date-time, email, hostname, ipv4, uuid: a regular expression each, intersected with a pattern
+// beside it; lengths beside either are counted in the same automaton, so no bound strands a value).
+// Annotations (title, description, default, examples, other formats, $schema, $id, $comment, ...)
+// are ignored, as JSON Schema's validation does by default; any other keyword (multipleOf, allOf,
 // ...) is a ValueError naming it and its place, rather than output that might not validate. What
 // the grammar generates always validates: objects hold only the listed properties (each at most
 // once, the required ones before the object closes: OpenAI's strict mode, additionalProperties
 // false) unless there are none (then any keys, with additionalProperties' schema); whitespace
 // between tokens is allowed in runs of at most 16 bytes, so a model cannot pad forever; numbers
 // have at most 32 characters and 2 exponent digits (they stay within a double's range, which some
-// parsers insist on), integers at most 18 characters (they fit int64); strings are valid UTF-8 (a
+// parsers insist on), integers at most 18 characters (they fit int64), numbers with bounds at most
+// 11 integer digits; strings are valid UTF-8 (a
 // byte-level token may hold part of a character: the next bytes must complete it) without \u
 // escapes of surrogates, so strict parsers take every output. The vocabulary must spell every byte
 // the grammar may need (as byte-level and byte-fallback tokenizers do): a character vocabulary
@@ -54,7 +56,7 @@ namespace tessera::infer {
 
 class JsonGrammar {
  public:
-  enum class Kind : uint8_t { Any, Object, Array, String, Number, Integer, Literals, Union, Rules };
+  enum class Kind : uint8_t { Any, Object, Array, String, Number, Ranged, Literals, Union, Rules };
   struct Property {
     std::string key;  // its JSON text with the quotes: "\"name\""
     int32_t value;    // node
@@ -66,7 +68,10 @@ class JsonGrammar {
     int32_t additional = -1;                // Object without properties: the values' node
     int32_t items = -1;                     // Array
     int64_t min_count = 0, max_count = -1;  // Array items / String characters; -1: unbounded
-    int64_t minimum = INT64_MIN, maximum = INT64_MAX;  // Integer, inclusive
+    // Ranged: a number in [minimum, maximum] (inclusive) x 10^-decimals, written with at most
+    // `decimals` fraction digits and no exponent: an integer (decimals 0) or a number with bounds.
+    int64_t minimum = INT64_MIN, maximum = INT64_MAX;
+    int32_t decimals = 0;
     std::vector<std::string> literals{};    // Literals: JSON texts (enum, const, true, null)
     std::vector<int32_t> alternatives{};    // Union
     // String: what its value must match (JSON Schema's pattern and format, with the lengths
@@ -149,10 +154,13 @@ class JsonMatcher {
     uint8_t is_key = 0;
     uint8_t negative = 0;  // number: after a '-'
     uint32_t count = 0;    // array items, string characters, literal or number position, rule
-    // object: properties seen; literals: candidates left; number: exponent digits; string: the
-    // range of its next UTF-8 continuation byte, or in \u whether the first digit was a D
+    // object: properties seen; literals: candidates left; number: exponent digits, or a ranged
+    // one's magnitude so far in units of 10^-decimals; string: the range of its next UTF-8
+    // continuation byte, or in \u whether the first digit was a D
     uint64_t bits = 0;
-    int32_t pending = -1;  // object: the node of the value after the key; string: UTF-8 bytes due
+    // object: the node of the value after the key; string: UTF-8 bytes due; ranged number:
+    // fraction digits so far
+    int32_t pending = -1;
     int32_t dfa = 0;  // string with a pattern, grammar rule: its DFA's state after the text so far
     bool operator==(const Frame&) const = default;
   };
