@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 
 #include "tessera/core/error.h"
@@ -130,6 +131,7 @@ class JsonSchemaCompiler {
                                                  "maximum",
                                                  "exclusiveMinimum",
                                                  "exclusiveMaximum",
+                                                 "multipleOf",
                                                  "pattern"};
     static const std::set<std::string> annotations{
         "title",          "description", "default",   "examples",
@@ -237,7 +239,7 @@ class JsonSchemaCompiler {
 
   static bool has_bounds(const Json& s) {
     return s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
-           s.contains("exclusiveMaximum");
+           s.contains("exclusiveMaximum") || s.contains("multipleOf");
   }
 
   // v x 10^decimals rounded up or down, clamped to +-10^18: exact, from v's shortest decimal text
@@ -273,9 +275,9 @@ class JsonSchemaCompiler {
   }
 
   // A ranged number (integers: decimals 0) from the four bound keywords (draft 4's boolean
-  // exclusive* too), rounded inwards to units of 10^-decimals and to what the matcher writes:
-  // integers of 18 characters (-99...9, 17 nines, to 10^18 - 1), other numbers of 11 integer
-  // digits.
+  // exclusive* too) and multipleOf, rounded inwards to units of 10^-decimals and to what the
+  // matcher writes: integers of 18 characters (-99...9, 17 nines, to 10^18 - 1), other numbers of
+  // 11 integer digits.
   int32_t ranged(const Json& s, const std::string& where, int32_t decimals) {
     const int64_t lowest = -99999999999999999;
     const int64_t highest = decimals == 0 ? 999999999999999999 : 99999999999999999;
@@ -298,11 +300,31 @@ class JsonSchemaCompiler {
       lo = std::max(lo, bound("exclusiveMinimum", false) + 1);
     if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean())
       hi = std::min(hi, bound("exclusiveMaximum", true) - 1);
-    if (lo > hi)
+    int64_t multiple = 1;
+    if (s.contains("multipleOf")) {
+      // p units of 10^-6; the values on the 10^-decimals grid that are multiples of it are the
+      // multiples of p / gcd(p, 10^(6 - decimals)) units of 10^-decimals.
+      const Json& v = s["multipleOf"];
+      const std::string at = where + "/multipleOf";
+      if (!v.is_number() || v.get<double>() <= 0) fail(at, "expected a number above 0");
+      const int64_t p = scaled(v, kBoundedNumberDecimals, false);
+      if (p != scaled(v, kBoundedNumberDecimals, true) || p >= 1000000000000000000)
+        fail(at, "expected at most " + std::to_string(kBoundedNumberDecimals) +
+                     " decimals and at most 12 integer digits");
+      int64_t grid = 1;
+      for (int32_t k = decimals; k < kBoundedNumberDecimals; ++k) grid *= 10;
+      multiple = p / std::gcd(p, grid);
+    }
+    const int64_t first = lo / multiple * multiple;  // the first multiple in [lo, hi]
+    if (lo > hi || (first < lo ? first + multiple : first) > hi)
       fail(where, decimals == 0 ? "no integer of at most 18 characters is within the bounds"
                                 : "no number of at most 11 integer digits and " +
                                       std::to_string(decimals) + " decimals is within the bounds");
-    return add({.kind = Kind::Ranged, .minimum = lo, .maximum = hi, .decimals = decimals});
+    return add({.kind = Kind::Ranged,
+                .minimum = lo,
+                .maximum = hi,
+                .decimals = decimals,
+                .multiple = multiple});
   }
 
   int32_t object(const Json& s, const std::string& where) {

@@ -136,11 +136,14 @@ int number_next(uint8_t state, uint8_t c, bool decimals, bool exponent) {
 // A ranged number's frame keeps its magnitude so far in bits (units of 10^-decimals), its sign in
 // negative and, after its '.', its fraction digits in pending. Whether some value that starts as
 // written so far lies in [n.minimum, n.maximum]: magnitudes [a, b] (below 10^18) are all
-// reachable, each a whole number of units.
+// reachable, each a whole number of units: one of them must be a multiple of n.multiple in range.
 bool ranged_overlaps(bool negative, uint64_t a, uint64_t b, const JsonGrammar::Node& n) {
-  const auto lo = negative ? -static_cast<int64_t>(b) : static_cast<int64_t>(a);
-  const auto hi = negative ? -static_cast<int64_t>(a) : static_cast<int64_t>(b);
-  return lo <= n.maximum && hi >= n.minimum;
+  const int64_t lo =
+      std::max(n.minimum, negative ? -static_cast<int64_t>(b) : static_cast<int64_t>(a));
+  const int64_t hi =
+      std::min(n.maximum, negative ? -static_cast<int64_t>(a) : static_cast<int64_t>(b));
+  const int64_t first = lo / n.multiple * n.multiple;  // rounded towards 0
+  return lo <= hi && (first < lo ? first + n.multiple : first) <= hi;
 }
 
 uint64_t power_of_10(int32_t k) {
@@ -195,7 +198,7 @@ bool number_complete(const JsonGrammar& g, const Frame& f) {
   const JsonGrammar::Node& n = g.node(f.node);
   if (n.kind != Kind::Ranged) return true;
   const auto value = f.negative ? -static_cast<int64_t>(f.bits) : static_cast<int64_t>(f.bits);
-  return value >= n.minimum && value <= n.maximum;
+  return value >= n.minimum && value <= n.maximum && value % n.multiple == 0;
 }
 
 // The texts a literal frame chooses among.

@@ -329,9 +329,9 @@ TEST(ServerToolCalls, AConversationWithEarlierCallsIsAPromptAndBadToolRequestsAr
            {{{"tools", Json::array({{{"type", "function"}, {"function", {{"name", "a b"}}}}})},
              {"tool_choice", "required"}},
             "tools"},
-           {{{"tools",
-              Json::array({{{"type", "function"},
-                            {"function", {{"name", "f"}, {"parameters", {{"multipleOf", 2}}}}}}})},
+           {{{"tools", Json::array({{{"type", "function"},
+                                     {"function",
+                                      {{"name", "f"}, {"parameters", {{"uniqueItems", true}}}}}}})},
              {"tool_choice", "required"}},
             "tools"},
        }) {

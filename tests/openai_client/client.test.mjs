@@ -218,9 +218,9 @@ describe('structured output', () => {
     assert.match(grammar.choices[0].text, /^\((\([a-z]{1,3}\)|[a-z]{1,3})\)$/);
   });
 
-  test('number bounds hold, and a format beside a pattern and a length all hold', async () => {
+  test('number bounds and multipleOf hold, and a format beside a pattern and a length all hold', async () => {
     const schema = { type: 'object', required: ['score', 'email'], properties: {
-      score: { type: 'number', minimum: 0, exclusiveMaximum: 1 },
+      score: { type: 'number', minimum: 0, exclusiveMaximum: 1, multipleOf: 0.05 },
       email: { type: 'string', format: 'email', pattern: '@tessera\\.ai$', maxLength: 20 } } };
     const r = await client.chat.completions.create({
       ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 200,
@@ -228,6 +228,7 @@ describe('structured output', () => {
     assert.equal(r.choices[0].finish_reason, 'stop');
     const v = JSON.parse(r.choices[0].message.content);
     assert.ok(typeof v.score === 'number' && v.score >= 0 && v.score < 1, String(v.score));
+    assert.ok(Math.abs(v.score * 20 - Math.round(v.score * 20)) < 1e-9, String(v.score));
     assert.match(v.email, /^[^@\s]+@tessera\.ai$/);
     assert.ok([...v.email].length <= 20, v.email);
   });
@@ -268,9 +269,9 @@ describe('limits and rejected options', () => {
   test('response_format json_schema the grammar cannot guarantee is BadRequestError naming the keyword', async () => {
     const req = { ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
     await client.chat.completions.create({ ...req, response_format: { type: 'text' } });
-    const format = { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', multipleOf: 2 } } };
+    const format = { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } };
     await assert.rejects(client.chat.completions.create({ ...req, response_format: format }),
-      (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /'multipleOf'/.test(e.message));
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /'uniqueItems'/.test(e.message));
   });
 
   test('prompt + max_tokens beyond the context is BadRequestError', async () => {

@@ -16,15 +16,17 @@
 // Schemas: type (a name or a list), properties, required, additionalProperties, items, minItems,
 // maxItems, minLength, maxLength, enum, const, anyOf / oneOf, $ref into "#/$defs/..." or
 // "#/definitions/..." (recursion allowed), nullable, minimum / maximum / exclusiveMinimum /
-// exclusiveMaximum on integers and numbers (a digit is taken only if some value in range can
-// still follow; a number with bounds is written without an exponent and with at most 6
-// decimals, its bounds rounded inwards to them), and pattern on strings (a RegexDfa that follows
-// the string's value, its escapes decoded; the value is written with short escapes and \u00XX only
-// for control characters), and the formats OpenAI's structured outputs enforce (date, time,
-// date-time, email, hostname, ipv4, uuid: a regular expression each, intersected with a pattern
-// beside it; lengths beside either are counted in the same automaton, so no bound strands a value).
-// Annotations (title, description, default, examples, other formats, $schema, $id, $comment, ...)
-// are ignored, as JSON Schema's validation does by default; any other keyword (multipleOf, allOf,
+// exclusiveMaximum and multipleOf on integers and numbers (a digit is taken only if some value in
+// range can still follow; a number with either is written without an exponent and with at most
+// 6 decimals, its bounds rounded inwards to them, multipleOf exact as JSON Schema defines it,
+// which validators dividing doubles may not agree with for fractions), and pattern on strings (a
+// RegexDfa that follows the string's value, its escapes decoded; the value is written with short
+// escapes and \u00XX only for control characters), and the formats OpenAI's structured outputs
+// enforce (date, time, date-time, email, hostname, ipv4, uuid: a regular expression each,
+// intersected with a pattern beside it; lengths beside either are counted in the same automaton, so
+// no bound strands a value). Annotations (title, description, default, examples, other formats,
+// $schema, $id, $comment, ...) are ignored, as JSON Schema's validation does by default; any other
+// keyword (multipleOf, allOf,
 // ...) is a ValueError naming it and its place, rather than output that might not validate. What
 // the grammar generates always validates: objects hold only the listed properties (each at most
 // once, the required ones before the object closes: OpenAI's strict mode, additionalProperties
@@ -68,10 +70,12 @@ class JsonGrammar {
     int32_t additional = -1;                // Object without properties: the values' node
     int32_t items = -1;                     // Array
     int64_t min_count = 0, max_count = -1;  // Array items / String characters; -1: unbounded
-    // Ranged: a number in [minimum, maximum] (inclusive) x 10^-decimals, written with at most
-    // `decimals` fraction digits and no exponent: an integer (decimals 0) or a number with bounds.
+    // Ranged: a multiple of `multiple` in [minimum, maximum] (inclusive), in units of
+    // 10^-decimals, written with at most `decimals` fraction digits and no exponent: an integer
+    // (decimals 0) or a number with bounds or multipleOf.
     int64_t minimum = INT64_MIN, maximum = INT64_MAX;
     int32_t decimals = 0;
+    int64_t multiple = 1;
     std::vector<std::string> literals{};    // Literals: JSON texts (enum, const, true, null)
     std::vector<int32_t> alternatives{};    // Union
     // String: what its value must match (JSON Schema's pattern and format, with the lengths
