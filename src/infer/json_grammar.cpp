@@ -74,6 +74,7 @@ class JsonSchemaCompiler {
     }
     if (!s.is_object()) fail(where, "a schema must be an object or a boolean");
     check_keywords(s, where);
+    if (s.contains("allOf")) return all_of(s, where);
     if (s.contains("$ref")) return ref(s, where);
     std::vector<int32_t> alternatives;
     if (s.contains("const")) {
@@ -115,6 +116,9 @@ class JsonSchemaCompiler {
                                                  "required",
                                                  "additionalProperties",
                                                  "items",
+                                                 "prefixItems",
+                                                 "additionalItems",
+                                                 "allOf",
                                                  "minItems",
                                                  "maxItems",
                                                  "minLength",
@@ -132,20 +136,36 @@ class JsonSchemaCompiler {
                                                  "exclusiveMinimum",
                                                  "exclusiveMaximum",
                                                  "multipleOf",
-                                                 "pattern"};
-    static const std::set<std::string> annotations{
-        "title",          "description", "default",   "examples",
-        "format",         "$schema",     "$id",       "$comment",
-        "deprecated",     "readOnly",    "writeOnly", "contentMediaType",
-        "contentEncoding"};
+                                                 "pattern",
+                                                 "format"};
     for (const auto& [key, value] : s.items())
-      if (!supported.contains(key) && !annotations.contains(key))
+      if (!supported.contains(key) && !annotation(key))
         fail(where, "unsupported JSON Schema keyword '" + key + "'");
+  }
+
+  // A keyword that says nothing about which values are valid.
+  static bool annotation(const std::string& key) {
+    static const std::set<std::string> annotations{
+        "title",    "description", "default",  "examples",  "$schema",          "$id",
+        "$comment", "deprecated",  "readOnly", "writeOnly", "contentMediaType", "contentEncoding"};
+    return annotations.contains(key);
   }
 
   int32_t add(JsonGrammar::Node n) {
     g_.nodes_.push_back(std::move(n));
     return static_cast<int32_t>(g_.nodes_.size() - 1);
+  }
+
+  // allOf of one schema, as older generators wrap a $ref to give it a description: anything more
+  // would need the grammar of an intersection.
+  int32_t all_of(const Json& s, const std::string& where) {
+    const Json& list = s["allOf"];
+    bool alone = true;
+    for (const auto& [key, value] : s.items())
+      alone &= key == "allOf" || key == "$defs" || key == "definitions" || annotation(key);
+    if (!list.is_array() || list.size() != 1 || !alone)
+      fail(where + "/allOf", "expected one schema, with nothing beside it but annotations");
+    return compile(list[0], where + "/allOf/0");
   }
 
   int32_t ref(const Json& s, const std::string& where) {
@@ -184,7 +204,8 @@ class JsonSchemaCompiler {
     } else if (s.contains("properties") || s.contains("additionalProperties") ||
                s.contains("required")) {
       types = {"object"};
-    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+    } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
+               s.contains("maxItems")) {
       types = {"array"};
     } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") ||
                known_format(s)) {
@@ -360,11 +381,36 @@ class JsonSchemaCompiler {
     return add(std::move(n));
   }
 
+  // Items: prefixItems then items (2020-12), or items as a list then additionalItems (draft 7);
+  // false after a prefix closes the array there.
   int32_t array(const Json& s, const std::string& where) {
-    const auto [lo, hi] = bounds(s, "minItems", "maxItems", where);
-    const auto items = s.find("items");
-    const int32_t item = items == s.end() ? JsonGrammar::kAny : compile(*items, where + "/items");
-    return add({.kind = Kind::Array, .items = item, .min_count = lo, .max_count = hi});
+    auto [lo, hi] = bounds(s, "minItems", "maxItems", where);
+    JsonGrammar::Node n{.kind = Kind::Array, .items = JsonGrammar::kAny};
+    const char* prefix = s.contains("prefixItems") ? "prefixItems" : nullptr;
+    const char* rest = "items";
+    if (const auto items = s.find("items"); items != s.end() && items->is_array()) {
+      if (prefix != nullptr) fail(where + "/items", "expected a schema after prefixItems");
+      prefix = "items";
+      rest = "additionalItems";
+    }
+    if (prefix != nullptr) {
+      const Json& list = s[prefix];
+      if (!list.is_array()) fail(where + "/" + prefix, "expected an array of schemas");
+      for (size_t i = 0; i < list.size(); ++i)
+        n.prefix_items.push_back(compile(list[i], where + "/" + prefix + "/" + std::to_string(i)));
+    }
+    if (const auto r = s.find(rest); r != s.end()) {
+      if (r->is_boolean() && !r->get<bool>()) {  // no items beyond the prefix
+        const auto most = static_cast<int64_t>(n.prefix_items.size());
+        hi = hi < 0 ? most : std::min(hi, most);
+        if (hi < lo) fail(where, std::string("minItems needs more items than ") + rest + " allows");
+      } else {
+        n.items = compile(*r, where + "/" + rest);
+      }
+    }
+    n.min_count = lo;
+    n.max_count = hi;
+    return add(std::move(n));
   }
 
   int32_t string(const Json& s, const std::string& where) {

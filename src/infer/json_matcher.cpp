@@ -401,8 +401,9 @@ class JsonStepper {
     }
     if (!room) return;
     f.state = kArrayAfterValue;
+    const int32_t item = f.count < n.prefix_items.size() ? n.prefix_items[f.count] : n.items;
     ++f.count;
-    if (!push(s, Frame{.node = n.items, .kind = kValue})) return;
+    if (!push(s, Frame{.node = item, .kind = kValue})) return;
     feed(s, whitespace, c);
   }
 

@@ -374,6 +374,43 @@ TEST(JsonMatcher, NumberBoundsHoldForEveryCompletion) {
   }
 }
 
+TEST(JsonMatcher, TuplesTakeTheirItemsInOrder) {
+  const auto pair = schema(R"({"type": "array", "prefixItems": [{"type": "integer"},
+      {"type": "string"}], "items": false})");
+  for (const char* ok : {R"([1, "a"])", "[1]", "[]"}) EXPECT_TRUE(matches(pair, ok)) << ok;
+  EXPECT_FALSE(prefix(pair, R"([1, "a", )")) << "items: false ends the tuple";
+  EXPECT_FALSE(prefix(pair, R"(["a")"));
+  // pydantic's Tuple[int, str]; then draft 7's list form with additionalItems.
+  const auto exact = schema(R"({"type": "array", "prefixItems": [{"type": "integer"},
+      {"type": "string"}], "minItems": 2, "maxItems": 2})");
+  EXPECT_FALSE(matches(exact, "[1]"));
+  EXPECT_TRUE(matches(exact, R"([1,"b"])"));
+  const auto draft7 = schema(R"({"items": [{"const": 1}], "additionalItems": {"type": "string"}})");
+  EXPECT_TRUE(matches(draft7, R"([1, "x", "y"])"));
+  EXPECT_FALSE(prefix(draft7, "[1, 2"));
+  EXPECT_TRUE(matches(schema(R"({"prefixItems": [{"const": 1}]})"), "[1, {}, null]"))
+      << "items after the prefix are any value unless items says otherwise";
+  EXPECT_TESSERA_ERROR(schema(R"({"prefixItems": [{}], "items": [{}]})"), ValueError,
+                       "expected a schema after prefixItems");
+  EXPECT_TESSERA_ERROR(schema(R"({"prefixItems": [{}], "items": false, "minItems": 2})"),
+                       ValueError, "minItems needs more items than items allows");
+}
+
+TEST(JsonMatcher, AllOfOneSchemaIsThatSchema) {
+  // pydantic v1 wraps a $ref this way to describe it.
+  const auto wrapped = schema(R"({"type": "object", "properties": {"n": {"allOf":
+      [{"$ref": "#/$defs/small"}], "description": "a count"}}, "required": ["n"],
+      "$defs": {"small": {"type": "integer", "maximum": 9}}})");
+  EXPECT_TRUE(matches(wrapped, R"({"n": 7})"));
+  EXPECT_FALSE(prefix(wrapped, R"({"n": 10)"));
+  EXPECT_TESSERA_ERROR(schema(R"({"allOf": [{}, {}]})"), ValueError,
+                       "expected one schema, with nothing beside it but annotations at #/allOf");
+  EXPECT_TESSERA_ERROR(schema(R"({"allOf": [{"type": "integer"}], "minimum": 3})"), ValueError,
+                       "at #/allOf");
+  EXPECT_TESSERA_ERROR(schema(R"({"allOf": [{"type": "string"}], "format": "email"})"), ValueError,
+                       "at #/allOf");
+}
+
 TEST(JsonMatcher, StringsAreValidUtf8WithoutSurrogateEscapes) {
   const auto g = schema(R"({"type": "string"})");
   for (const char* ok : {"\"\xc3\xa9\"", "\"\xf0\x9f\x98\x80\"", "\"\xe2\x82\xac\"",

@@ -13,8 +13,10 @@
 //   infer::GenerationParams p;
 //   p.json_grammar = grammar;  // the engine masks every step and stops when the value closes
 //
-// Schemas: type (a name or a list), properties, required, additionalProperties, items, minItems,
-// maxItems, minLength, maxLength, enum, const, anyOf / oneOf, $ref into "#/$defs/..." or
+// Schemas: type (a name or a list), properties, required, additionalProperties, items,
+// prefixItems (tuples; also draft 7's items as a list with additionalItems), minItems, maxItems,
+// minLength, maxLength, enum, const, anyOf / oneOf, allOf of one schema (with nothing beside it
+// but annotations), $ref into "#/$defs/..." or
 // "#/definitions/..." (recursion allowed), nullable, minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum and multipleOf on integers and numbers (a digit is taken only if some value in
 // range can still follow; a number with either is written without an exponent and with at most
@@ -68,7 +70,8 @@ class JsonGrammar {
     std::vector<Property> properties{};     // Object: at most 64
     uint64_t required = 0;                  // Object: bits of properties
     int32_t additional = -1;                // Object without properties: the values' node
-    int32_t items = -1;                     // Array
+    int32_t items = -1;                     // Array: the items after prefix_items
+    std::vector<int32_t> prefix_items{};    // Array: its first items' nodes (prefixItems)
     int64_t min_count = 0, max_count = -1;  // Array items / String characters; -1: unbounded
     // Ranged: a multiple of `multiple` in [minimum, maximum] (inclusive), in units of
     // 10^-decimals, written with at most `decimals` fraction digits and no exponent: an integer
