@@ -35,28 +35,44 @@ namespace {
 // A number with bounds is written with at most this many decimals.
 constexpr int32_t kBoundedNumberDecimals = 6;
 
-// The strings of a JSON Schema format OpenAI's structured outputs enforce, as a whole-text
-// regular expression; null for other formats (annotations, as JSON Schema says by default).
-const char* format_regex(const std::string& format) {
-  static const std::map<std::string, std::string> kFormats = [] {
-    const std::string date = R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))";
+// A JSON Schema format OpenAI's structured outputs enforce: its strings as a whole-text regular
+// expression, and their most characters (-1: no limit). Each is written as strict validators
+// read it (Ajv's full formats, Python's date.fromisoformat), so what it generates passes them:
+// real calendar dates (no February 30, February 29 in leap years only, no year 0), no leap
+// second (validators accept 23:59:60 only at the end of a UTC day, if at all), hostnames of at
+// most 253 characters.
+struct Format {
+  std::string regex;
+  int64_t max_chars = -1;
+};
+
+const Format* enforced_format(const std::string& name) {
+  static const std::map<std::string, Format> kFormats = [] {
+    const std::string year = R"(([1-9]\d{3}|0[1-9]\d\d|00[1-9]\d|000[1-9]))";
+    const std::string leap_year =
+        R"((\d\d(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00))";
+    const std::string month_day =
+        R"(((0[13578]|1[02])-(0[1-9]|[12]\d|3[01])|(0[469]|11)-(0[1-9]|[12]\d|30)|02-(0[1-9]|1\d|2[0-8])))";
+    const std::string date = "(" + year + "-" + month_day + "|" + leap_year + "-02-29)";
     const std::string time =
-        R"(([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))";
+        R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))";
     const std::string octet = R"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
     const std::string label = R"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)";
-    return std::map<std::string, std::string>{
-        {"date", date},
-        {"time", time},
-        {"date-time", date + "T" + time},
-        {"email", R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@)" +
-                      label + R"((\.)" + label + ")+"},
-        {"hostname", label + R"((\.)" + label + ")*"},
-        {"ipv4", "(" + octet + R"(\.){3})" + octet},
-        {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
+    return std::map<std::string, Format>{
+        {"date", {date}},
+        {"time", {time}},
+        {"date-time", {date + "T" + time}},
+        {"email",
+         {R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@)" + label +
+          R"((\.)" + label + ")+"}},
+        {"hostname", {label + R"((\.)" + label + ")*", 253}},
+        {"ipv4", {"(" + octet + R"(\.){3})" + octet}},
+        {"uuid",
+         {R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"}},
     };
   }();
-  const auto it = kFormats.find(format);
-  return it == kFormats.end() ? nullptr : it->second.c_str();
+  const auto it = kFormats.find(name);
+  return it == kFormats.end() ? nullptr : &it->second;
 }
 
 }  // namespace
@@ -255,7 +271,7 @@ class JsonSchemaCompiler {
 
   static bool known_format(const Json& s) {
     const auto f = s.find("format");
-    return f != s.end() && f->is_string() && format_regex(f->get<std::string>()) != nullptr;
+    return f != s.end() && f->is_string() && enforced_format(f->get<std::string>()) != nullptr;
   }
 
   static bool has_bounds(const Json& s) {
@@ -430,8 +446,9 @@ class JsonSchemaCompiler {
     // (the request then fails with a clear error when it gets there).
     try {
       if (known_format(s)) {
-        auto format =
-            RegexDfa::compile(format_regex(s["format"].get<std::string>()), RegexDfa::Match::Full);
+        const Format& f = *enforced_format(s["format"].get<std::string>());
+        auto format = RegexDfa::compile(f.regex, RegexDfa::Match::Full);
+        if (f.max_chars >= 0) format = RegexDfa::with_length(*format, 0, f.max_chars);
         pattern = pattern ? RegexDfa::intersect(*pattern, *format) : std::move(format);
       }
       // At most a state per pattern state and count, and twice the classes (continuation bytes).

@@ -194,8 +194,13 @@ TEST(JsonMatcher, FormatsOpenAIEnforcesHold) {
   };
   const std::vector<std::tuple<const char*, std::vector<const char*>, std::vector<const char*>>>
       cases = {
-          {"date", {"2026-11-28", "2000-02-29"}, {"2026-13-01", "2026-1-01", "26-11-28"}},
-          {"time", {"13:05:59Z", "23:59:60.123+05:30"}, {"24:00:00Z", "13:05:59", "1:05:59Z"}},
+          {"date",
+           {"2026-11-28", "2000-02-29", "2024-02-29", "0001-01-31", "2026-04-30"},
+           {"2026-13-01", "2026-1-01", "26-11-28", "2026-02-29", "2100-02-29", "2026-04-31",
+            "2026-02-30", "0000-01-01"}},
+          {"time",
+           {"13:05:59Z", "23:59:59.123+05:30"},
+           {"24:00:00Z", "13:05:59", "1:05:59Z", "13:05:60Z"}},
           {"date-time", {"2026-11-28T13:05:59.5Z"}, {"2026-11-28 13:05:59Z", "2026-11-28T13:05Z"}},
           {"email", {"a.b+c@example.co.uk", "x@y.io"}, {"a@b", "a..b@c.io", "@c.io", "a b@c.io"}},
           {"hostname", {"localhost", "a-1.example.com"}, {"-a.com", "a_b.com", "a..b"}},
@@ -211,6 +216,11 @@ TEST(JsonMatcher, FormatsOpenAIEnforcesHold) {
     for (const char* no : bad)
       EXPECT_FALSE(matches(g, std::string("\"") + no + "\"")) << name << " " << no;
   }
+  // Hostnames of at most 253 characters.
+  std::string host = "a";
+  while (host.size() < 253) host += ".a";
+  EXPECT_TRUE(matches(format("hostname"), "\"" + host + "\""));
+  EXPECT_FALSE(prefix(format("hostname"), "\"" + host + "a"));
   // A format alone implies a string; with a pattern, both hold.
   EXPECT_FALSE(prefix(schema(R"({"format": "uuid"})"), "1"));
   const auto ours = schema(R"({"type": "string", "format": "email", "pattern": "@tessera\\.ai$"})");
