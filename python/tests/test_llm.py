@@ -590,6 +590,24 @@ def test_structured_outputs_json_schema_holds_for_every_sample(llm):
         assert seq.text in choices and seq.finish_reason == "stop", seq.text
 
 
+def test_structured_outputs_numbers_and_tuples_hold_for_every_sample(llm):
+    import json
+    from decimal import Decimal
+    from tessera.llm import StructuredOutputsParams
+    # What pydantic writes for confloat(ge=0, le=1, multiple_of=0.1) and Tuple[int, str].
+    schema = {"type": "object", "required": ["p", "pair"], "properties": {
+        "p": {"type": "number", "minimum": 0, "maximum": 1, "multipleOf": 0.1},
+        "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string", "maxLength": 5}],
+                 "minItems": 2, "maxItems": 2}}}
+    params = SamplingParams(temperature=1.0, seed=9, n=4, max_tokens=200,
+                            structured_outputs=StructuredOutputsParams(json=schema))
+    for seq in llm.generate([PROMPTS[1]], params)[0].outputs:
+        assert seq.finish_reason == "stop", seq.text
+        value = json.loads(seq.text, parse_float=Decimal)
+        assert 0 <= value["p"] <= 1 and value["p"] % Decimal("0.1") == 0, seq.text
+        assert type(value["pair"][0]) is int and type(value["pair"][1]) is str, seq.text
+
+
 def test_structured_outputs_regex_holds_for_every_sample(llm):
     import re
     from tessera.llm import GuidedDecodingParams, StructuredOutputsParams
