@@ -89,48 +89,53 @@ void bind_tokenizer(py::module_& m) {
 }
 
 // vLLM's StructuredOutputsParams (GuidedDecodingParams before 0.10.2): json (a schema as a dict
-// or a JSON string), json_object=True, regex, grammar (GBNF) or choice (a list of texts);
-// compiled once, here.
+// or a JSON string), json_object=True, regex, grammar (GBNF) or choice (a list of texts), and
+// disable_any_whitespace (compact JSON); compiled once, here.
 struct StructuredOutputs {
   std::shared_ptr<const infer::JsonGrammar> grammar;
   std::string kind;  // "json", "json_object", "regex", "grammar" or "choice", for repr
 };
+
+// The grammar of exactly one constraint; ValueError otherwise.
+StructuredOutputs structured_outputs(const py::object& json, bool object, const py::object& regex,
+                                     const py::object& choice, const py::object& grammar) {
+  if (!json.is_none() + object + !regex.is_none() + !grammar.is_none() + !choice.is_none() != 1)
+    throw ValueError(
+        "[StructuredOutputsParams] expected exactly one of json, json_object=True, "
+        "regex, grammar and choice");
+  if (!grammar.is_none())
+    return StructuredOutputs{infer::JsonGrammar::grammar(grammar.cast<std::string>()), "grammar"};
+  if (object) return StructuredOutputs{infer::JsonGrammar::any_object(), "json_object"};
+  if (!regex.is_none())
+    return StructuredOutputs{infer::JsonGrammar::regex(regex.cast<std::string>()), "regex"};
+  if (!choice.is_none())
+    return StructuredOutputs{infer::JsonGrammar::choice(choice.cast<std::vector<std::string>>()),
+                             "choice"};
+  const std::string text =
+      py::isinstance<py::str>(json)
+          ? json.cast<std::string>()
+          : py::module_::import("json").attr("dumps")(json).cast<std::string>();
+  return StructuredOutputs{infer::JsonGrammar::from_schema_text(text), "json"};
+}
 
 void bind_structured_outputs(py::module_& m) {
   py::class_<StructuredOutputs>(
       m, "StructuredOutputsParams",
       "vLLM's StructuredOutputsParams: json (a JSON Schema, dict or str), json_object=True, regex "
       "(the whole text matches it), grammar (GBNF: the whole text is its root rule) or choice (a "
-      "list of str).")
-      .def(
-          py::init([](py::object json, std::optional<bool> json_object, py::object regex,
-                      py::object choice, py::object grammar) {
-            const bool object = json_object.value_or(false);
-            if (!json.is_none() + object + !regex.is_none() + !grammar.is_none() +
-                    !choice.is_none() !=
-                1)
-              throw ValueError(
-                  "[StructuredOutputsParams] expected exactly one of json, json_object=True, "
-                  "regex, grammar and choice");
-            if (!grammar.is_none())
-              return StructuredOutputs{infer::JsonGrammar::grammar(grammar.cast<std::string>()),
-                                       "grammar"};
-            if (object) return StructuredOutputs{infer::JsonGrammar::any_object(), "json_object"};
-            if (!regex.is_none())
-              return StructuredOutputs{infer::JsonGrammar::regex(regex.cast<std::string>()),
-                                       "regex"};
-            if (!choice.is_none())
-              return StructuredOutputs{
-                  infer::JsonGrammar::choice(choice.cast<std::vector<std::string>>()), "choice"};
-            const std::string text =
-                py::isinstance<py::str>(json)
-                    ? json.cast<std::string>()
-                    : py::module_::import("json").attr("dumps")(json).cast<std::string>();
-            return StructuredOutputs{infer::JsonGrammar::from_schema_text(text), "json"};
-          }),
-          py::kw_only(), py::arg("json") = py::none(), py::arg("json_object") = py::none(),
-          py::arg("regex") = py::none(), py::arg("choice") = py::none(),
-          py::arg("grammar") = py::none())
+      "list of str); disable_any_whitespace=True makes JSON compact (no whitespace between "
+      "tokens).")
+      .def(py::init([](py::object json, std::optional<bool> json_object, py::object regex,
+                       py::object choice, py::object grammar, bool disable_any_whitespace) {
+             StructuredOutputs so =
+                 structured_outputs(json, json_object.value_or(false), regex, choice, grammar);
+             if (disable_any_whitespace)
+               so.grammar = infer::JsonGrammar::without_whitespace(so.grammar);
+             return so;
+           }),
+           py::kw_only(), py::arg("json") = py::none(), py::arg("json_object") = py::none(),
+           py::arg("regex") = py::none(), py::arg("choice") = py::none(),
+           py::arg("grammar") = py::none(), py::arg("disable_any_whitespace") = false)
       .def("__repr__",
            [](const StructuredOutputs& s) { return "StructuredOutputsParams(" + s.kind + ")"; });
 }

@@ -608,6 +608,21 @@ def test_structured_outputs_numbers_and_tuples_hold_for_every_sample(llm):
         assert type(value["pair"][0]) is int and type(value["pair"][1]) is str, seq.text
 
 
+def test_structured_outputs_disable_any_whitespace_gives_compact_json(llm):
+    import json
+    from tessera.llm import StructuredOutputsParams
+    schema = {"type": "object", "required": ["ok", "n"],
+              "properties": {"ok": {"type": "boolean"}, "n": {"type": "array",
+                                                          "items": {"type": "integer"}}}}
+    params = SamplingParams(temperature=1.0, seed=4, n=3, max_tokens=200,
+                            structured_outputs=StructuredOutputsParams(
+                                json=schema, disable_any_whitespace=True))
+    for seq in llm.generate([PROMPTS[1]], params)[0].outputs:
+        if seq.finish_reason == "stop":
+            json.loads(seq.text)
+        assert not any(c in seq.text for c in " \n\t\r"), repr(seq.text)
+
+
 def test_structured_outputs_regex_holds_for_every_sample(llm):
     import re
     from tessera.llm import GuidedDecodingParams, StructuredOutputsParams

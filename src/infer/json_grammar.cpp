@@ -536,6 +536,15 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::grammar(std::string_view gbnf) {
   return g;
 }
 
+std::shared_ptr<const JsonGrammar> JsonGrammar::without_whitespace(
+    std::shared_ptr<const JsonGrammar> grammar) {
+  TESSERA_CHECK(grammar != nullptr, ValueError, "[JsonGrammar] expected a grammar, got null");
+  if (grammar->raw_text_ || grammar->max_whitespace_ == 0) return grammar;
+  auto g = std::make_shared<JsonGrammar>(*grammar);
+  g->max_whitespace_ = 0;
+  return g;
+}
+
 std::shared_ptr<const JsonGrammar> JsonGrammar::regex(std::string_view pattern) {
   auto dfa = RegexDfa::compile(pattern, RegexDfa::Match::Full);
   TESSERA_CHECK(!dfa->final(dfa->start()), ValueError, "[JsonGrammar] the regex '", pattern,

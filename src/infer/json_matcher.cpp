@@ -38,7 +38,6 @@ enum NumberState : uint8_t {
   kNumberExpDigit
 };
 
-constexpr uint8_t kMaxWhitespace = 16;
 // Integers of at most 18 characters fit a signed 64-bit integer.
 constexpr uint32_t kMaxNumberChars = 32, kMaxIntegerChars = 18, kMaxExponentDigits = 2;
 // A ranged number with decimals: at most 11 + 6 digits, also below 10^18.
@@ -276,7 +275,7 @@ class JsonStepper {
   }
 
   void skip_whitespace(const std::vector<Frame>& s, uint8_t whitespace) {
-    if (whitespace < kMaxWhitespace) emit(s, static_cast<uint8_t>(whitespace + 1));
+    if (whitespace < g_.max_whitespace()) emit(s, static_cast<uint8_t>(whitespace + 1));
   }
 
   bool push(std::vector<Frame>& s, Frame f) {

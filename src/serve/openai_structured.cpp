@@ -64,13 +64,20 @@ std::shared_ptr<const infer::JsonGrammar> response_format(const Json& rf) {
 }
 
 // vLLM's StructuredOutputsParams as a request field: exactly one of json, regex, grammar, choice,
-// json_object.
+// json_object, and the options disable_any_whitespace (compact JSON) and disable_fallback (this
+// server has one backend: nothing to fall back to).
 std::shared_ptr<const infer::JsonGrammar> structured_outputs(const Json& so) {
   const char* param = "structured_outputs";
   if (!so.is_object()) throw bad(param, "'structured_outputs' must be an object");
   std::shared_ptr<const infer::JsonGrammar> g;
+  bool compact = false;
   for (const auto& [key, value] : so.items()) {
     if (value.is_null() || (key == "json_object" && value == false)) continue;
+    if (key == "disable_any_whitespace" || key == "disable_fallback") {
+      if (!value.is_boolean()) throw bad(param, "structured_outputs." + key + " must be a boolean");
+      compact |= key == "disable_any_whitespace" && value.get<bool>();
+      continue;
+    }
     if (g)
       throw bad(param,
                 "'structured_outputs' takes one of json, regex, grammar, choice and json_object");
@@ -86,9 +93,10 @@ std::shared_ptr<const infer::JsonGrammar> structured_outputs(const Json& so) {
       g = infer::JsonGrammar::any_object();
     else
       throw bad(param, "structured_outputs." + key +
-                           " is not supported (json, regex, grammar, choice and json_object are)");
+                           " is not supported (json, regex, grammar, choice and json_object are, "
+                           "with disable_any_whitespace and disable_fallback)");
   }
-  return g;
+  return compact && g ? infer::JsonGrammar::without_whitespace(g) : g;
 }
 
 }  // namespace

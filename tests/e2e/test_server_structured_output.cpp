@@ -81,6 +81,39 @@ TEST(ServerStructuredOutput, JsonSchemaChoicesSatisfyTheSchema) {
   expect_weather(r.text);
 }
 
+TEST(ServerStructuredOutput, DisableAnyWhitespaceGivesCompactJson) {
+  CharServer s;
+  auto [status, body] =
+      post_json(s.ts, "/v1/completions",
+                {{"prompt", "w"},
+                 {"temperature", 1.0},
+                 {"seed", 6},
+                 {"n", 4},
+                 {"max_tokens", 300},
+                 {"structured_outputs", {{"json", kSchema}, {"disable_any_whitespace", true}}}});
+  ASSERT_EQ(status, 200) << body.dump();
+  for (const Json& c : body["choices"]) {
+    const std::string text = c["text"].get<std::string>();
+    expect_weather(text);
+    bool in_string = false, escaped = false;  // whitespace only inside the city's string
+    for (const char ch : text) {
+      if (!in_string) EXPECT_TRUE(ch != ' ' && ch != '\n' && ch != '\t' && ch != '\r') << text;
+      if (in_string && !escaped && ch == '\\') {
+        escaped = true;
+        continue;
+      }
+      if (ch == '"' && !escaped) in_string = !in_string;
+      escaped = false;
+    }
+  }
+  auto [code, reply] =
+      post_json(s.ts, "/v1/completions",
+                {{"prompt", "w"},
+                 {"structured_outputs", {{"json", kSchema}, {"disable_any_whitespace", 1}}}});
+  EXPECT_EQ(code, 400);
+  EXPECT_EQ(reply["error"]["param"], "structured_outputs") << reply.dump();
+}
+
 TEST(ServerStructuredOutput, JsonObjectIsAnObjectOrAValidPrefixAtTheLengthLimit) {
   CharServer s;
   auto [status, body] = post_json(s.ts, "/v1/completions",

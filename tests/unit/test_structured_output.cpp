@@ -421,6 +421,20 @@ TEST(JsonMatcher, AllOfOneSchemaIsThatSchema) {
                        "at #/allOf");
 }
 
+TEST(JsonMatcher, WithoutWhitespaceTheTextIsCompact) {
+  const auto spaced = schema(kPerson);
+  const auto compact = JsonGrammar::without_whitespace(spaced);
+  EXPECT_TRUE(matches(compact, R"({"name":"a b","age":3,"tags":["a"]})"));
+  EXPECT_TRUE(matches(spaced, R"({"name": "a b", "age": 3})"));
+  EXPECT_FALSE(prefix(compact, R"({"name": )"));
+  EXPECT_FALSE(prefix(compact, R"({ )"));
+  EXPECT_FALSE(prefix(compact, R"({"name":"a","age":3} )")) << "nor after the value";
+  EXPECT_EQ(compact->max_whitespace(), 0);
+  EXPECT_EQ(spaced->max_whitespace(), 16) << "the grammar it came from is unchanged";
+  const auto raw = JsonGrammar::regex("a b");
+  EXPECT_EQ(JsonGrammar::without_whitespace(raw), raw) << "a raw text keeps its spaces";
+}
+
 TEST(JsonMatcher, StringsAreValidUtf8WithoutSurrogateEscapes) {
   const auto g = schema(R"({"type": "string"})");
   for (const char* ok : {"\"\xc3\xa9\"", "\"\xf0\x9f\x98\x80\"", "\"\xe2\x82\xac\"",

@@ -33,7 +33,8 @@
 // the grammar generates always validates: objects hold only the listed properties (each at most
 // once, the required ones before the object closes: OpenAI's strict mode, additionalProperties
 // false) unless there are none (then any keys, with additionalProperties' schema); whitespace
-// between tokens is allowed in runs of at most 16 bytes, so a model cannot pad forever; numbers
+// between tokens is allowed in runs of at most 16 bytes (none without_whitespace()), so a model
+// cannot pad forever; numbers
 // have at most 32 characters and 2 exponent digits (they stay within a double's range, which some
 // parsers insist on), integers at most 18 characters (they fit int64), numbers with bounds at most
 // 11 integer digits; strings are valid UTF-8 (a
@@ -111,12 +112,18 @@ class JsonGrammar {
   // Text the whole of which a GBNF grammar's root rule matches (vLLM's guided_grammar; syntax in
   // cfg_grammar.h), as it is. ValueError for a grammar CfgGrammar refuses.
   static std::shared_ptr<const JsonGrammar> grammar(std::string_view gbnf);
+  // This grammar with no whitespace between JSON tokens (vLLM's disable_any_whitespace): the
+  // compact text, which a model cannot pad. Raw-text roots have none to remove: returned as is.
+  static std::shared_ptr<const JsonGrammar> without_whitespace(
+      std::shared_ptr<const JsonGrammar> grammar);
 
   const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
   int32_t root() const { return root_; }
   // The root is a choice among raw texts (choice()), a regex (regex()) or a grammar (grammar()),
   // not a JSON value.
   bool raw_text() const { return raw_text_; }
+  // The longest run of whitespace between JSON tokens: 16 bytes, 0 without_whitespace().
+  uint8_t max_whitespace() const { return max_whitespace_; }
   // Nodes every grammar has, for values of unconstrained JSON.
   static constexpr int32_t kAny = 0, kAnyObject = 1, kAnyArray = 2, kString = 3, kNumber = 4,
                            kBoolean = 5, kNull = 6;
@@ -127,6 +134,7 @@ class JsonGrammar {
   std::vector<Node> nodes_;
   int32_t root_ = kAny;
   bool raw_text_ = false;
+  uint8_t max_whitespace_ = 16;
 };
 
 // Where a generation stands in a grammar. Cheap to copy (a few small frames per alternative).
