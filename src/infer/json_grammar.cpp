@@ -354,9 +354,11 @@ class JsonSchemaCompiler {
     }
     const int64_t first = lo / multiple * multiple;  // the first multiple in [lo, hi]
     if (lo > hi || (first < lo ? first + multiple : first) > hi)
-      fail(where, decimals == 0 ? "no integer of at most 18 characters is within the bounds"
-                                : "no number of at most 11 integer digits and " +
-                                      std::to_string(decimals) + " decimals is within the bounds");
+      fail(where, (decimals == 0 ? std::string("no integer of at most 18 characters")
+                                 : "no number of at most 11 integer digits and " +
+                                       std::to_string(decimals) + " decimals") +
+                      (multiple > 1 ? " and a multiple of multipleOf" : "") +
+                      " is within the bounds");
     return add({.kind = Kind::Ranged,
                 .minimum = lo,
                 .maximum = hi,
