@@ -1,10 +1,12 @@
 // JSON Schema -> JsonGrammar nodes (see structured_output.h for what is supported).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "tessera/core/error.h"
 #include "tessera/infer/structured_output.h"
@@ -152,6 +154,8 @@ class JsonSchemaCompiler {
                                                  "exclusiveMinimum",
                                                  "exclusiveMaximum",
                                                  "multipleOf",
+                                                 "minProperties",
+                                                 "maxProperties",
                                                  "pattern",
                                                  "format"};
     for (const auto& [key, value] : s.items())
@@ -396,6 +400,18 @@ class JsonSchemaCompiler {
         n.additional = compile(*extra, where + "/additionalProperties");
       // false: only {}
     }
+    // minProperties / maxProperties: free keys may repeat (parsers keep one), so there at most 1
+    // can be promised; listed ones are told apart.
+    std::tie(n.min_count, n.max_count) = bounds(s, "minProperties", "maxProperties", where);
+    const int64_t most = n.properties.empty() ? (n.additional < 0 ? 0 : 1)
+                                              : static_cast<int64_t>(n.properties.size());
+    if (n.min_count > most)
+      fail(where + "/minProperties",
+           n.properties.empty() ? "expected at most 1 without listed properties (free keys may "
+                                  "repeat)"
+                                : "expected at most the number of properties");
+    if (n.max_count >= 0 && std::popcount(n.required) > n.max_count)
+      fail(where + "/maxProperties", "expected at least the number of required properties");
     return add(std::move(n));
   }
 

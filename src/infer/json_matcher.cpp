@@ -336,8 +336,14 @@ class JsonStepper {
   void object(std::vector<Frame>& s, uint8_t c) {
     Frame& f = s.back();
     const JsonGrammar::Node& n = g_.node(f.node);
-    const bool complete = (n.required & ~f.bits) == 0;
-    const uint64_t unseen = all_bits(n.properties.size()) & ~f.bits;
+    // Properties so far: listed ones seen, or free keys written (f.count).
+    const int64_t count = n.properties.empty() ? f.count : std::popcount(f.bits);
+    const bool complete = (n.required & ~f.bits) == 0 && count >= n.min_count;
+    // The keys that may come next: below maxProperties, with room left for the required ones.
+    uint64_t unseen = all_bits(n.properties.size()) & ~f.bits;
+    const int64_t missing = std::popcount(n.required & ~f.bits);
+    if (n.max_count >= 0 && count + 1 + missing > n.max_count) unseen &= n.required;
+    const bool room = n.max_count < 0 || count < n.max_count;
     switch (f.state) {
       case kObjectOpen:
       case kObjectComma:
@@ -345,7 +351,7 @@ class JsonStepper {
           s.pop_back();
           return emit(s);
         }
-        if (c != '"') return;
+        if (c != '"' || !room) return;
         if (!n.properties.empty()) {
           if (unseen == 0) return;
           f.state = kObjectColon;
@@ -354,6 +360,7 @@ class JsonStepper {
           return feed(s, 0, c);
         }
         if (n.additional < 0) return;  // additionalProperties false: only {}
+        ++f.count;
         f.state = kObjectColon;
         f.pending = n.additional;
         if (!push(s, Frame{.node = JsonGrammar::kString, .kind = kString, .state = kStringBody}))
@@ -365,7 +372,7 @@ class JsonStepper {
         if (!push(s, Frame{.node = f.pending, .kind = kValue})) return;
         return emit(s);
       case kObjectAfterValue:
-        if (c == ',' && (unseen != 0 || n.additional >= 0)) {
+        if (c == ',' && room && (unseen != 0 || n.additional >= 0)) {
           f.state = kObjectComma;
           return emit(s);
         }

@@ -384,6 +384,27 @@ TEST(JsonMatcher, NumberBoundsHoldForEveryCompletion) {
   }
 }
 
+TEST(JsonMatcher, PropertyCountsHoldWithoutStrandingRequiredOnes) {
+  const auto g = schema(R"({"type": "object", "properties": {"a": {"const": 1},
+      "b": {"const": 2}, "c": {"const": 3}}, "required": ["c"], "minProperties": 2,
+      "maxProperties": 2})");
+  EXPECT_TRUE(matches(g, R"({"a": 1, "c": 3})"));
+  EXPECT_FALSE(matches(g, R"({"c": 3})")) << "minProperties 2";
+  EXPECT_FALSE(prefix(g, R"({"a": 1, "b")")) << "the second key must be the required c";
+  EXPECT_FALSE(prefix(g, R"({"c": 3, "a": 1,)")) << "maxProperties 2";
+  const auto free = schema(R"({"type": "object", "minProperties": 1, "maxProperties": 2})");
+  EXPECT_FALSE(matches(free, "{}"));
+  EXPECT_TRUE(matches(free, R"({"x": 1, "y": 2})"));
+  EXPECT_FALSE(prefix(free, R"({"x": 1, "y": 2,)"));
+  EXPECT_TESSERA_ERROR(schema(R"({"type": "object", "minProperties": 2})"), ValueError,
+                       "expected at most 1 without listed properties");
+  EXPECT_TESSERA_ERROR(schema(R"({"properties": {"a": {}}, "minProperties": 2})"), ValueError,
+                       "expected at most the number of properties at #/minProperties");
+  EXPECT_TESSERA_ERROR(
+      schema(R"({"properties": {"a": {}, "b": {}}, "required": ["a", "b"], "maxProperties": 1})"),
+      ValueError, "expected at least the number of required properties");
+}
+
 TEST(JsonMatcher, TuplesTakeTheirItemsInOrder) {
   const auto pair = schema(R"({"type": "array", "prefixItems": [{"type": "integer"},
       {"type": "string"}], "items": false})");

@@ -15,6 +15,7 @@
 //
 // Schemas: type (a name or a list), properties, required, additionalProperties, items,
 // prefixItems (tuples; also draft 7's items as a list with additionalItems), minItems, maxItems,
+// minProperties, maxProperties,
 // minLength, maxLength, enum, const, anyOf / oneOf, allOf of one schema (with nothing beside it
 // but annotations), $ref into "#/$defs/..." or
 // "#/definitions/..." (recursion allowed), nullable, minimum / maximum / exclusiveMinimum /
@@ -73,7 +74,8 @@ class JsonGrammar {
     int32_t additional = -1;                // Object without properties: the values' node
     int32_t items = -1;                     // Array: the items after prefix_items
     std::vector<int32_t> prefix_items{};    // Array: its first items' nodes (prefixItems)
-    int64_t min_count = 0, max_count = -1;  // Array items / String characters; -1: unbounded
+    // Array items / String characters / Object properties; -1: unbounded
+    int64_t min_count = 0, max_count = -1;
     // Ranged: a multiple of `multiple` in [minimum, maximum] (inclusive), in units of
     // 10^-decimals, written with at most `decimals` fraction digits and no exponent: an integer
     // (decimals 0) or a number with bounds or multipleOf.
@@ -168,7 +170,8 @@ class JsonMatcher {
     uint8_t state = 0;  // kind's state
     uint8_t is_key = 0;
     uint8_t negative = 0;  // number: after a '-'
-    uint32_t count = 0;    // array items, string characters, literal or number position, rule
+    // array items, string characters, object free keys, literal or number position, rule
+    uint32_t count = 0;
     // object: properties seen; literals: candidates left; number: exponent digits, or a ranged
     // one's magnitude so far in units of 10^-decimals; string: the range of its next UTF-8
     // continuation byte, or in \u whether the first digit was a D
