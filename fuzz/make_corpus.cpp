@@ -224,6 +224,12 @@ void json_grammar_seeds() {
       {"pattern",
        R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^\\d{5}(-\\d{4})?$"}, "id": {"pattern": "[a-f]+\\n"}}})",
        R"({"zip": "12345-6789", "id": "x-fa\n"})"},
+      {"numbers",
+       R"({"type": "object", "properties": {"p": {"type": "number", "minimum": -0.5, "exclusiveMaximum": 1, "multipleOf": 0.25}, "n": {"allOf": [{"type": "integer", "multipleOf": 3, "maximum": 30}]}}, "minProperties": 1, "maxProperties": 2})",
+       R"({"p": 0.75, "n": 27})"},
+      {"tuple",
+       R"({"type": "array", "prefixItems": [{"type": "string", "format": "date"}, {"type": "string", "format": "email", "pattern": "@x\.io$", "maxLength": 12}], "items": false})",
+       R"(["2024-02-29", "a.b@x.io"])"},
   };
   for (const auto& [name, schema, text] : seeds)
     seed("fuzz_json_grammar", name, join({schema, text}));
