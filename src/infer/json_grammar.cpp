@@ -136,6 +136,7 @@ class JsonSchemaCompiler {
                                                  "items",
                                                  "prefixItems",
                                                  "additionalItems",
+                                                 "uniqueItems",
                                                  "allOf",
                                                  "minItems",
                                                  "maxItems",
@@ -441,6 +442,22 @@ class JsonSchemaCompiler {
       } else {
         n.items = compile(*r, where + "/" + rest);
       }
+    }
+    if (const auto u = s.find("uniqueItems"); u != s.end() && *u != false) {
+      // Distinct items are followed for a set of fixed values (enum, const, boolean, as
+      // pydantic's Set[Literal[...]]): each item's candidates leave out those already written.
+      if (*u != true) fail(where + "/uniqueItems", "expected a boolean");
+      int32_t item = n.items;
+      while (g_.node(item).kind == Kind::Union && g_.node(item).alternatives.size() == 1)
+        item = g_.node(item).alternatives[0];  // a $ref to it
+      if (!n.prefix_items.empty() || g_.node(item).kind != Kind::Literals)
+        fail(where + "/uniqueItems",
+             "expected items that are fixed values (enum, const, boolean) and no prefixItems");
+      n.items = item;
+      n.unique_items = true;
+      const auto values = static_cast<int64_t>(g_.node(item).literals.size());
+      hi = hi < 0 ? values : std::min(hi, values);
+      if (hi < lo) fail(where, "minItems needs more distinct items than the values allowed");
     }
     n.min_count = lo;
     n.max_count = hi;

@@ -409,7 +409,11 @@ class JsonStepper {
     f.state = kArrayAfterValue;
     const int32_t item = f.count < n.prefix_items.size() ? n.prefix_items[f.count] : n.items;
     ++f.count;
-    if (!push(s, Frame{.node = item, .kind = kValue})) return;
+    // Distinct items: the literal starts among the values not written yet (bits).
+    const uint64_t fresh = all_bits(g_.node(item).literals.size()) & ~f.bits;
+    if (!push(s, n.unique_items ? Frame{.node = item, .kind = kLiteral, .bits = fresh}
+                                : Frame{.node = item, .kind = kValue}))
+      return;
     feed(s, whitespace, c);
   }
 
@@ -575,6 +579,8 @@ class JsonStepper {
   void finish_literal(std::vector<Frame>& s, int i) {
     const Frame f = s.back();
     s.pop_back();
+    if (!s.empty() && s.back().kind == kArray && g_.node(s.back().node).unique_items)
+      s.back().bits |= uint64_t{1} << i;  // an item of distinct ones: not again
     if (!f.is_key) return;
     Frame& object = s.back();
     object.pending = g_.node(f.node).properties[static_cast<size_t>(i)].value;

@@ -362,9 +362,10 @@ TEST(ServerToolCalls, AConversationWithEarlierCallsIsAPromptAndBadToolRequestsAr
            {{{"tools", Json::array({{{"type", "function"}, {"function", {{"name", "a b"}}}}})},
              {"tool_choice", "required"}},
             "tools"},
-           {{{"tools", Json::array({{{"type", "function"},
-                                     {"function",
-                                      {{"name", "f"}, {"parameters", {{"uniqueItems", true}}}}}}})},
+           {{{"tools",
+              Json::array({{{"type", "function"},
+                            {"function",
+                             {{"name", "f"}, {"parameters", {{"not", {{"type", "null"}}}}}}}}})},
              {"tool_choice", "required"}},
             "tools"},
        }) {

@@ -405,6 +405,27 @@ TEST(JsonMatcher, PropertyCountsHoldWithoutStrandingRequiredOnes) {
       ValueError, "expected at least the number of required properties");
 }
 
+TEST(JsonMatcher, UniqueItemsOfFixedValuesNeverRepeat) {
+  const auto set = schema(R"({"type": "array", "items": {"enum": ["a", "ab", 1]},
+      "uniqueItems": true})");
+  EXPECT_TRUE(matches(set, R"(["ab", "a", 1])"));
+  EXPECT_FALSE(prefix(set, R"(["a", 1, 1)"));
+  EXPECT_TRUE(prefix(set, R"(["a", "a)")) << "\"ab\" may still follow";
+  EXPECT_FALSE(prefix(set, R"(["a", "a")"));
+  EXPECT_FALSE(prefix(set, R"(["a", "ab", 1,)")) << "every value written: the set is full";
+  const auto flags = schema(R"({"items": {"$ref": "#/$defs/flag"}, "uniqueItems": true,
+      "$defs": {"flag": {"type": "boolean"}}})");
+  EXPECT_TRUE(matches(flags, "[true, false]"));
+  EXPECT_FALSE(prefix(flags, "[true, true"));
+  EXPECT_TRUE(
+      matches(schema(R"({"items": {"type": "string"}, "uniqueItems": false})"), R"(["x", "x"])"));
+  EXPECT_TESSERA_ERROR(schema(R"({"items": {"type": "string"}, "uniqueItems": true})"), ValueError,
+                       "expected items that are fixed values (enum, const, boolean) and no "
+                       "prefixItems at #/uniqueItems");
+  EXPECT_TESSERA_ERROR(schema(R"({"items": {"enum": [1, 2]}, "uniqueItems": true, "minItems": 3})"),
+                       ValueError, "minItems needs more distinct items");
+}
+
 TEST(JsonMatcher, TuplesTakeTheirItemsInOrder) {
   const auto pair = schema(R"({"type": "array", "prefixItems": [{"type": "integer"},
       {"type": "string"}], "items": false})");

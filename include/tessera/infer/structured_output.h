@@ -15,7 +15,7 @@
 //
 // Schemas: type (a name or a list), properties, required, additionalProperties, items,
 // prefixItems (tuples; also draft 7's items as a list with additionalItems), minItems, maxItems,
-// minProperties, maxProperties,
+// minProperties, maxProperties, uniqueItems (of fixed values: enum, const, boolean),
 // minLength, maxLength, enum, const, anyOf / oneOf, allOf of one schema (with nothing beside it
 // but annotations), $ref into "#/$defs/..." or
 // "#/definitions/..." (recursion allowed), nullable, minimum / maximum / exclusiveMinimum /
@@ -74,6 +74,7 @@ class JsonGrammar {
     int32_t additional = -1;                // Object without properties: the values' node
     int32_t items = -1;                     // Array: the items after prefix_items
     std::vector<int32_t> prefix_items{};    // Array: its first items' nodes (prefixItems)
+    bool unique_items = false;              // Array: items are distinct literals of `items`
     // Array items / String characters / Object properties; -1: unbounded
     int64_t min_count = 0, max_count = -1;
     // Ranged: a multiple of `multiple` in [minimum, maximum] (inclusive), in units of
