@@ -177,16 +177,69 @@ class JsonSchemaCompiler {
     return static_cast<int32_t>(g_.nodes_.size() - 1);
   }
 
-  // allOf of one schema, as older generators wrap a $ref to give it a description: anything more
-  // would need the grammar of an intersection.
+  // allOf of one schema (older generators wrap a $ref so to describe it), or of object schemas
+  // merged into one (OpenAPI's composition): the union of their properties, each defined once or
+  // alike, and of their required ones. Members with additionalProperties or other keywords would
+  // need the grammar of an intersection: refused.
   int32_t all_of(const Json& s, const std::string& where) {
     const Json& list = s["allOf"];
+    const std::string at = where + "/allOf";
+    if (!list.is_array() || list.empty()) fail(at, "expected a non-empty array of schemas");
     bool alone = true;
     for (const auto& [key, value] : s.items())
       alone &= key == "allOf" || key == "$defs" || key == "definitions" || annotation(key);
-    if (!list.is_array() || list.size() != 1 || !alone)
-      fail(where + "/allOf", "expected one schema, with nothing beside it but annotations");
-    return compile(list[0], where + "/allOf/0");
+    if (list.size() == 1 && alone) return compile(list[0], at + "/0");
+    Json merged = {{"type", "object"}, {"properties", Json::object()}, {"required", Json::array()}};
+    auto merge = [&](const Json& part, const std::string& part_at) {
+      for (const auto& [key, value] : part.items()) {
+        if (key == "properties" && value.is_object()) {
+          for (const auto& [name, sub] : value.items())
+            if (const auto it = merged["properties"].find(name);
+                it != merged["properties"].end() && *it != sub)
+              fail(part_at + "/properties/" + name,
+                   "a property of allOf defined differently in two of its schemas");
+            else
+              merged["properties"][name] = sub;
+        } else if (key == "required" && value.is_array()) {
+          for (const Json& r : value) merged["required"].push_back(r);
+        } else if (!(key == "type" && value == "object") && key != "allOf" && key != "$defs" &&
+                   key != "definitions" && !annotation(key) &&
+                   !(key == "additionalProperties" && value == true)) {
+          fail(part_at,
+               "allOf of several schemas merges object schemas of properties and "
+               "required only, got '" +
+                   key + "'");
+        }
+      }
+    };
+    merge(s, where);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string part_at = at + "/" + std::to_string(i);
+      const Json& part = resolved(list[i], part_at);
+      if (!part.is_object()) fail(part_at, "expected an object schema");
+      if (part.contains("allOf")) fail(part_at, "expected no allOf inside allOf");
+      merge(part, part_at);
+    }
+    return compile(merged, where);
+  }
+
+  // s, or what its $ref (and theirs) names; a $ref may have only annotations beside it.
+  const Json& resolved(const Json& s, const std::string& where) const {
+    const Json* at = &s;
+    for (int hops = 0; at->is_object() && at->contains("$ref"); ++hops) {
+      for (const auto& [key, value] : at->items())
+        if (key != "$ref" && !annotation(key))
+          fail(where, "expected only annotations beside $ref in allOf, got '" + key + "'");
+      const Json& r = (*at)["$ref"];
+      if (hops == 32 || !r.is_string() || !r.get<std::string>().starts_with("#"))
+        fail(where + "/$ref", "expected a reference into this schema (#/...)");
+      try {
+        at = &root_.at(Json::json_pointer(r.get<std::string>().substr(1)));
+      } catch (const Json::exception&) {
+        fail(where + "/$ref", "'" + r.get<std::string>() + "' names nothing in the schema");
+      }
+    }
+    return *at;
   }
 
   int32_t ref(const Json& s, const std::string& where) {

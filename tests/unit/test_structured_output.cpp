@@ -455,12 +455,34 @@ TEST(JsonMatcher, AllOfOneSchemaIsThatSchema) {
       "$defs": {"small": {"type": "integer", "maximum": 9}}})");
   EXPECT_TRUE(matches(wrapped, R"({"n": 7})"));
   EXPECT_FALSE(prefix(wrapped, R"({"n": 10)"));
-  EXPECT_TESSERA_ERROR(schema(R"({"allOf": [{}, {}]})"), ValueError,
-                       "expected one schema, with nothing beside it but annotations at #/allOf");
   EXPECT_TESSERA_ERROR(schema(R"({"allOf": [{"type": "integer"}], "minimum": 3})"), ValueError,
-                       "at #/allOf");
+                       "merges object schemas of properties and required only, got 'minimum'");
   EXPECT_TESSERA_ERROR(schema(R"({"allOf": [{"type": "string"}], "format": "email"})"), ValueError,
-                       "at #/allOf");
+                       "got 'format'");
+  EXPECT_TESSERA_ERROR(schema(R"({"allOf": []})"), ValueError, "expected a non-empty array");
+}
+
+TEST(JsonMatcher, AllOfObjectSchemasMerge) {
+  // OpenAPI's composition: a base by $ref, then the fields of its extension.
+  const auto g = schema(R"({"$defs": {"base": {"type": "object", "properties":
+      {"id": {"type": "integer"}}, "required": ["id"]}},
+      "allOf": [{"$ref": "#/$defs/base", "description": "the base"},
+                {"properties": {"name": {"type": "string", "maxLength": 3}},
+                 "required": ["name"]}]})");
+  EXPECT_TRUE(matches(g, R"({"name": "ab", "id": 4})"));
+  EXPECT_FALSE(matches(g, R"({"id": 4})")) << "both schemas' required properties";
+  EXPECT_FALSE(prefix(g, R"({"name": "abcd)"));
+  EXPECT_FALSE(prefix(g, R"({"x)")) << "only the properties of the schemas";
+  EXPECT_TESSERA_ERROR(schema(R"({"allOf": [{"properties": {"a": {"type": "integer"}}},
+      {"properties": {"a": {"type": "string"}}}]})"),
+                       ValueError,
+                       "defined differently in two of its schemas at #/allOf/1/properties/a");
+  EXPECT_TESSERA_ERROR(schema(R"({"allOf": [{"properties": {}, "additionalProperties": false},
+      {"properties": {"b": {}}}]})"),
+                       ValueError, "got 'additionalProperties' at #/allOf/0");
+  EXPECT_TESSERA_ERROR(schema(R"({"$defs": {"b": {}}, "allOf": [{"$ref": "#/$defs/b",
+      "required": ["x"]}, {}]})"),
+                       ValueError, "expected only annotations beside $ref in allOf");
 }
 
 TEST(JsonMatcher, WithoutWhitespaceTheTextIsCompact) {

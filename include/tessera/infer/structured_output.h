@@ -17,7 +17,8 @@
 // prefixItems (tuples; also draft 7's items as a list with additionalItems), minItems, maxItems,
 // minProperties, maxProperties, uniqueItems (of fixed values: enum, const, boolean),
 // minLength, maxLength, enum, const, anyOf / oneOf, allOf of one schema (with nothing beside it
-// but annotations), $ref into "#/$defs/..." or
+// but annotations) or of object schemas (merged: their properties, each defined once or alike,
+// and required ones), $ref into "#/$defs/..." or
 // "#/definitions/..." (recursion allowed), nullable, minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum and multipleOf on integers and numbers (a digit is taken only if some value in
 // range can still follow; a number with either is written without an exponent and with at most
@@ -29,21 +30,19 @@
 // intersected with a pattern beside it; lengths beside either are counted in the same automaton, so
 // no bound strands a value). Annotations (title, description, default, examples, other formats,
 // $schema, $id, $comment, ...) are ignored, as JSON Schema's validation does by default; any other
-// keyword (multipleOf, allOf,
-// ...) is a ValueError naming it and its place, rather than output that might not validate. What
-// the grammar generates always validates: objects hold only the listed properties (each at most
-// once, the required ones before the object closes: OpenAI's strict mode, additionalProperties
-// false) unless there are none (then any keys, with additionalProperties' schema); whitespace
-// between tokens is allowed in runs of at most 16 bytes (none without_whitespace()), so a model
-// cannot pad forever; numbers
-// have at most 32 characters and 2 exponent digits (they stay within a double's range, which some
-// parsers insist on), integers at most 18 characters (they fit int64), numbers with bounds at most
-// 11 integer digits; strings are valid UTF-8 (a
-// byte-level token may hold part of a character: the next bytes must complete it) without \u
-// escapes of surrogates, so strict parsers take every output. The vocabulary must spell every byte
-// the grammar may need (as byte-level and byte-fallback tokenizers do): a character vocabulary
-// without "_" cannot finish a property named "a_b", and such a request fails (ValueError from the
-// engine) when it gets there.
+// keyword (not, if, patternProperties, other allOfs, ...) is a ValueError naming it and its place,
+// rather than output that might not validate. What the grammar generates always validates: objects
+// hold only the listed properties (each at most once, the required ones before the object closes:
+// OpenAI's strict mode, additionalProperties false) unless there are none (then any keys, with
+// additionalProperties' schema); whitespace between tokens is allowed in runs of at most 16 bytes
+// (none without_whitespace()), so a model cannot pad forever; numbers have at most 32 characters
+// and 2 exponent digits (they stay within a double's range, which some parsers insist on), integers
+// at most 18 characters (they fit int64), numbers with bounds at most 11 integer digits; strings
+// are valid UTF-8 (a byte-level token may hold part of a character: the next bytes must complete
+// it) without \u escapes of surrogates, so strict parsers take every output. The vocabulary must
+// spell every byte the grammar may need (as byte-level and byte-fallback tokenizers do): a
+// character vocabulary without "_" cannot finish a property named "a_b", and such a request fails
+// (ValueError from the engine) when it gets there.
 #include <climits>
 #include <cstdint>
 #include <memory>
