@@ -230,35 +230,35 @@ class JsonSchemaCompiler {
       for (const auto& [key, value] : at->items())
         if (key != "$ref" && !annotation(key))
           fail(where, "expected only annotations beside $ref in allOf, got '" + key + "'");
-      const Json& r = (*at)["$ref"];
-      if (hops == 32 || !r.is_string() || !r.get<std::string>().starts_with("#"))
-        fail(where + "/$ref", "expected a reference into this schema (#/...)");
-      try {
-        at = &root_.at(Json::json_pointer(r.get<std::string>().substr(1)));
-      } catch (const Json::exception&) {
-        fail(where + "/$ref", "'" + r.get<std::string>() + "' names nothing in the schema");
-      }
+      if (hops == 32) fail(where + "/$ref", "expected fewer than 32 references in a chain");
+      at = &referenced((*at)["$ref"], where);
     }
     return *at;
   }
 
-  int32_t ref(const Json& s, const std::string& where) {
-    const Json& r = s["$ref"];
+  // The schema a $ref names: a pointer into this schema (#/...).
+  const Json& referenced(const Json& r, const std::string& where) const {
     if (!r.is_string()) fail(where + "/$ref", "expected a string");
     const std::string path = r.get<std::string>();
-    if (auto it = refs_.find(path); it != refs_.end()) return it->second;
     if (!path.starts_with("#"))
       fail(where + "/$ref", "expected a reference into this schema (#/...), got '" + path + "'");
-    const Json* target = nullptr;
     try {
-      target = &root_.at(Json::json_pointer(path.substr(1)));
+      return root_.at(Json::json_pointer(path.substr(1)));
     } catch (const Json::exception&) {
       fail(where + "/$ref", "'" + path + "' names nothing in the schema");
     }
+  }
+
+  int32_t ref(const Json& s, const std::string& where) {
+    const Json& r = s["$ref"];
+    if (r.is_string())
+      if (auto it = refs_.find(r.get<std::string>()); it != refs_.end()) return it->second;
+    const Json& target = referenced(r, where);
+    const std::string path = r.get<std::string>();
     // A placeholder union of one, filled once the target compiled: a cycle back to path finds it.
     const int32_t slot = add({.kind = Kind::Union});
     refs_[path] = slot;
-    const int32_t target_node = compile(*target, path.substr(1));
+    const int32_t target_node = compile(target, path.substr(1));
     g_.nodes_[static_cast<size_t>(slot)].alternatives = {target_node};
     return slot;
   }

@@ -107,14 +107,7 @@ void TokenMasker::compute(const JsonMatcher& matcher, std::vector<uint8_t>& allo
   int32_t state;
   if (const RegexDfa* re = matcher.only_dfa(state)) {
     allowed.assign(plain_.size(), 0);
-    regex_scratch_.resize(all_.max_depth + 1u);
-    regex_scratch_[0] = state;
-    walk(all_, allowed, [&](size_t i) {  // one table lookup per trie node
-      const uint16_t d = all_.depth[i];
-      regex_scratch_[d] = re->step(regex_scratch_[d - 1], all_.byte[i]);
-      return regex_scratch_[d] != RegexDfa::kDead;
-    });
-    return;
+    return walk_dfa(*re, state, allowed, nullptr);
   }
   if (matcher.rule_tops(tops_)) {  // a grammar: its top rules decide most tokens alone
     allowed.assign(plain_.size(), 0);
@@ -128,28 +121,46 @@ void TokenMasker::compute(const JsonMatcher& matcher, std::vector<uint8_t>& allo
     open_.erase(std::unique(open_.begin(), open_.end()), open_.end());
     return walk_open(matcher, open_, allowed);
   }
+  start_matcher_walk(matcher);
+  const Trie& trie = matcher.in_free_string() ? special_ : all_;
+  if (&trie == &special_)
+    allowed = plain_;
+  else
+    allowed.assign(plain_.size(), 0);
+  walk(trie, allowed, [&](size_t i) { return matcher_step(trie, i); });
+}
+
+void TokenMasker::start_matcher_walk(const JsonMatcher& matcher) const {
   if (scratch_.size() < all_.max_depth + 1u) scratch_.resize(all_.max_depth + 1u, matcher);
   scratch_[0] = matcher;
-  auto step = [&](const Trie& trie) {
-    return [&](size_t i) {
-      const uint16_t d = trie.depth[i];
-      return scratch_[d - 1].step_into(trie.byte[i], scratch_[d]);
-    };
-  };
-  if (matcher.in_free_string()) {
-    allowed = plain_;
-    walk(special_, allowed, step(special_));
-  } else {
-    allowed.assign(plain_.size(), 0);
-    walk(all_, allowed, step(all_));
-  }
+}
+
+bool TokenMasker::matcher_step(const Trie& trie, size_t i) const {
+  const uint16_t d = trie.depth[i];
+  return scratch_[d - 1].step_into(trie.byte[i], scratch_[d]);
+}
+
+void TokenMasker::walk_dfa(const RegexDfa& dfa, int32_t state, std::vector<uint8_t>& allowed,
+                           std::vector<uint32_t>* open) const {
+  regex_scratch_.resize(all_.max_depth + 1u);
+  regex_scratch_[0] = state;
+  walk(all_, allowed, [&](size_t i) {  // one table lookup per trie node
+    const uint16_t d = all_.depth[i];
+    const int32_t from = regex_scratch_[d - 1];
+    // A call or, where the rule may end, its caller might take this byte instead.
+    if (open != nullptr && (dfa.accepting(from) || !dfa.calls(from).empty())) {
+      open->push_back(static_cast<uint32_t>(i));
+      return false;
+    }
+    regex_scratch_[d] = dfa.step(from, all_.byte[i]);
+    return regex_scratch_[d] != RegexDfa::kDead;
+  });
 }
 
 void TokenMasker::walk_open(const JsonMatcher& matcher, std::span<const uint32_t> open,
                             std::vector<uint8_t>& allowed) const {
   if (open.empty()) return;
-  if (scratch_.size() < all_.max_depth + 1u) scratch_.resize(all_.max_depth + 1u, matcher);
-  scratch_[0] = matcher;
+  start_matcher_walk(matcher);
   size_t next = 0;          // the first open node at or after the one visited
   uint32_t inside_end = 0;  // the end of the open subtree being walked
   walk(all_, allowed, [&](size_t i) {
@@ -160,8 +171,7 @@ void TokenMasker::walk_open(const JsonMatcher& matcher, std::span<const uint32_t
       else if (next == open.size() || open[next] >= all_.subtree_end[i])
         return false;  // nothing open below: the rule masks decided it
     }
-    const uint16_t d = all_.depth[i];
-    return scratch_[d - 1].step_into(all_.byte[i], scratch_[d]);
+    return matcher_step(all_, i);
   });
 }
 
@@ -173,20 +183,7 @@ const TokenMasker::RuleMask& TokenMasker::rule_mask(
   if (rule_masks_.size() == kMaxRuleMasks) rule_masks_.erase(rule_masks_.begin());
   RuleMask& m = rule_masks_.emplace_back(
       RuleMask{grammar, rule, state, std::vector<uint8_t>(plain_.size(), 0), {}});
-  const RegexDfa& dfa = grammar->node(grammar->root()).rules->rule(rule);
-  regex_scratch_.resize(all_.max_depth + 1u);
-  regex_scratch_[0] = state;
-  walk(all_, m.taken, [&](size_t i) {
-    const uint16_t d = all_.depth[i];
-    const int32_t from = regex_scratch_[d - 1];
-    // A call or, where the rule may end, its caller might take this byte instead.
-    if (dfa.accepting(from) || !dfa.calls(from).empty()) {
-      m.open.push_back(static_cast<uint32_t>(i));
-      return false;
-    }
-    regex_scratch_[d] = dfa.step(from, all_.byte[i]);
-    return regex_scratch_[d] != RegexDfa::kDead;
-  });
+  walk_dfa(grammar->node(grammar->root()).rules->rule(rule), state, m.taken, &m.open);
   return m;
 }
 

@@ -231,6 +231,13 @@ class TokenMasker {
   std::vector<uint8_t> plain_;
   Trie all_, special_;
   void compute(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
+  // Walks of the whole matcher: scratch_[0] set to it, then one step per trie node.
+  void start_matcher_walk(const JsonMatcher& matcher) const;
+  bool matcher_step(const Trie& trie, size_t node) const;
+  // Marks the tokens whose bytes dfa takes from state. With `open`, a node whose parent's state
+  // may end the rule or call another is recorded there (pre-order) and its subtree not walked.
+  void walk_dfa(const RegexDfa& dfa, int32_t state, std::vector<uint8_t>& allowed,
+                std::vector<uint32_t>* open) const;
   // Walks the whole matcher from the root to the nodes of open (sorted) and through their
   // subtrees, marking what it takes.
   void walk_open(const JsonMatcher& matcher, std::span<const uint32_t> open,
