@@ -40,6 +40,7 @@ Command add_serve_command(CLI::App& app) {
     uint64_t seed = 0;
     bool prefix_caching = true;
     std::string kv_cache_dtype = "auto", dtype = "auto", quantization = "none";
+    std::string speculative_config;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -110,6 +111,11 @@ Command add_serve_command(CLI::App& app) {
                   "the memory per token, and what decode attention reads)")
       ->check(CLI::IsMember({"auto", "float32", "bfloat16"}))
       ->capture_default_str();
+  cmd->add_option("--speculative-config", o->speculative_config,
+                  "Speculative decoding as vLLM's JSON, e.g. '{\"method\": \"ngram\", "
+                  "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, "
+                  "\"prompt_lookup_min\": 2}': drafts looked up in each request's own text, "
+                  "verified in the same forward (outputs unchanged; default: off)");
   cmd->add_option("--threads", o->threads, "CPU threads (0: OpenMP's default)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", o->device,
@@ -143,6 +149,8 @@ Command add_serve_command(CLI::App& app) {
             ec.kv_cache_dtype =
                 infer::inference_dtype_from_name(o->kv_cache_dtype, "serve", "a KV cache dtype");
             ec.weight_dtype = infer::weight_dtype_from_names(o->dtype, o->quantization, "serve");
+            if (!o->speculative_config.empty())
+              ec.speculative = infer::SpeculativeConfig::parse(o->speculative_config, "serve");
             auto engine = std::make_shared<infer::AsyncEngine>(
                 std::make_unique<infer::Engine>(*loaded.model, ec, tokenizer));
             serve::ServerConfig sc;

@@ -64,6 +64,9 @@ py::dict stats_dict(const infer::EngineStats& s) {
   d["num_steps"] = s.num_steps;
   d["prefix_cache_queries"] = s.prefix_cache_queries;
   d["prefix_cache_hits"] = s.prefix_cache_hits;
+  d["spec_num_drafts"] = s.spec_num_drafts;
+  d["spec_draft_tokens"] = s.spec_draft_tokens;
+  d["spec_accepted_tokens"] = s.spec_accepted_tokens;
   return d;
 }
 
@@ -79,7 +82,10 @@ void bind_tokenizer(py::module_& m) {
            py::arg("add_eos") = false)
       .def(
           "decode",
-          [](const Tokenizer& t, const std::vector<int32_t>& ids) { return t.decode(ids); },
+          // A lone byte token is not UTF-8: U+FFFD, as Hugging Face tokenizers decode it.
+          [](const Tokenizer& t, const std::vector<int32_t>& ids) {
+            return py::bytes(t.decode(ids)).attr("decode")("utf-8", "replace");
+          },
           py::arg("token_ids"))
       .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
       .def_property_readonly("bos_token_id", &Tokenizer::bos_id)
@@ -273,7 +279,7 @@ void bind_llm(py::module_& m) {
                        int64_t num_blocks, int64_t block_size, int64_t max_num_batched_tokens,
                        uint64_t seed, bool enable_prefix_caching, const std::string& kv_cache_dtype,
                        const std::string& dtype, const std::string& quantization,
-                       int64_t kv_cache_memory_bytes) {
+                       int64_t kv_cache_memory_bytes, const std::string& speculative_config) {
              llm::LLMConfig c;
              c.model = model;
              c.tokenizer = tokenizer;
@@ -289,6 +295,8 @@ void bind_llm(py::module_& m) {
              c.engine.kv_cache_dtype =
                  infer::inference_dtype_from_name(kv_cache_dtype, "LLM", "a KV cache dtype");
              c.engine.weight_dtype = infer::weight_dtype_from_names(dtype, quantization, "LLM");
+             if (!speculative_config.empty())
+               c.engine.speculative = infer::SpeculativeConfig::parse(speculative_config, "LLM");
              py::gil_scoped_release release;
              return Unlocked<LLM>(new LLM(c));
            }),
@@ -297,7 +305,8 @@ void bind_llm(py::module_& m) {
            py::arg("block_size") = 16, py::arg("max_num_batched_tokens") = 2048,
            py::arg("seed") = 0, py::arg("enable_prefix_caching") = true,
            py::arg("kv_cache_dtype") = "auto", py::arg("dtype") = "auto",
-           py::arg("quantization") = "none", py::arg("kv_cache_memory_bytes") = 0)
+           py::arg("quantization") = "none", py::arg("kv_cache_memory_bytes") = 0,
+           py::arg("speculative_config") = "")
       .def_property_readonly("tokenizer", &LLM::shared_tokenizer)
       .def_property_readonly("source", [](const LLM& l) { return l.model().source; })
       .def_property_readonly("max_model_len",

@@ -11,6 +11,7 @@ streams a request's outputs into an asyncio event loop.
 import atexit
 import dataclasses
 import itertools
+import json
 import weakref
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -105,12 +106,17 @@ class LLM:
     quantization: None or "int8": those weights quantized per output channel (a quarter of the
     bytes). The arithmetic stays float32 either way. kv_cache_memory_bytes: the KV cache's size
     instead of num_blocks (a bfloat16 cache holds twice the blocks).
+    speculative_config: None, or vLLM's dict {"method": "ngram", "num_speculative_tokens": k,
+    "prompt_lookup_max": n, "prompt_lookup_min": m}: each decoding request proposes the k tokens
+    that followed the last recurrence of its last n..m tokens and checks them in the same
+    forward. Outputs stay exactly those without; stats() counts spec_draft_tokens and
+    spec_accepted_tokens.
     """
 
     def __init__(self, model, tokenizer=None, *, max_num_seqs=32, num_blocks=0, block_size=16,
                  max_num_batched_tokens=2048, seed=0, dtype=None, device="cpu", data_dir=None,
                  enable_prefix_caching=True, kv_cache_dtype="auto", quantization=None,
-                 kv_cache_memory_bytes=0):
+                 kv_cache_memory_bytes=0, speculative_config=None):
         for name, value in (("auto", None), ("float32", _C.float32), ("bfloat16", _C.bfloat16)):
             if dtype is value or (value is not None and dtype == value):
                 dtype = name
@@ -121,7 +127,9 @@ class LLM:
                                   str(device), max_num_seqs, num_blocks, block_size,
                                   max_num_batched_tokens, seed, bool(enable_prefix_caching),
                                   str(kv_cache_dtype), dtype, str(quantization or "none"),
-                                  int(kv_cache_memory_bytes))
+                                  int(kv_cache_memory_bytes),
+                                  "" if speculative_config is None else
+                                  json.dumps(speculative_config))
         self._ids = itertools.count()
 
     def get_tokenizer(self) -> Tokenizer:

@@ -187,6 +187,31 @@ def test_prefix_caching_reuses_a_shared_prompt_and_keeps_the_output():
     assert outputs[True] == outputs[False]
 
 
+def test_speculative_decoding_keeps_every_output_and_counts_its_drafts(llm):
+    # vLLM's ngram speculative_config: the same tokens, logprobs and finish reasons as without,
+    # greedy and seeded; the engine's stats count what it drafted and what was accepted.
+    spec = LLM(model=str(MODEL), tokenizer=str(TOKENIZER), max_num_seqs=8, seed=0,
+               speculative_config={"method": "ngram", "num_speculative_tokens": 4,
+                                   "prompt_lookup_max": 3, "prompt_lookup_min": 1})
+    for params in (SamplingParams(temperature=0.0, max_tokens=120, logprobs=2),
+                   SamplingParams(temperature=0.8, top_k=20, seed=3, max_tokens=120,
+                                  frequency_penalty=0.3)):
+        want = llm.generate(PROMPTS, params)
+        got = spec.generate(PROMPTS, params)
+        for w, g in zip(want, got):
+            assert g.outputs[0].token_ids == w.outputs[0].token_ids
+            assert g.outputs[0].text == w.outputs[0].text
+            assert g.outputs[0].finish_reason == w.outputs[0].finish_reason
+            assert g.outputs[0].cumulative_logprob == w.outputs[0].cumulative_logprob
+    stats = spec.stats()
+    assert 0 < stats["spec_accepted_tokens"] <= stats["spec_draft_tokens"]
+    assert stats["spec_num_drafts"] > 0
+    assert llm.stats()["spec_draft_tokens"] == 0
+    with pytest.raises(ValueError, match="ngram"):
+        LLM(model=str(MODEL), tokenizer=str(TOKENIZER),
+            speculative_config={"method": "eagle", "num_speculative_tokens": 2})
+
+
 def check_prompt_logprobs(got, prompt, k, w, tok):
     """vLLM's prompt_logprobs: None, then per token the numpy model's log_softmax at the position
     before it, for it and the top k."""
@@ -412,6 +437,8 @@ def test_tokenizer_encodes_and_decodes(llm):
     ids = tok.encode("Once upon a time")
     assert tok.encode("Once upon a time", add_bos=True) == [1] + ids
     assert tok.decode(ids) == " Once upon a time"  # SentencePiece's prefix space, as llama2.c
+    assert tok.decode([3 + 0x84]) == "\ufffd"  # a lone continuation byte is no character
+    assert tok.decode([3 + 0xE2, 3 + 0x80, 3 + 0x94]) == "\u2014"
 
 
 def test_generate_releases_the_gil(llm):

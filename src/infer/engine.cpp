@@ -31,6 +31,7 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
       runner_(model, config.weight_dtype),
       tokenizer_(std::move(tokenizer)),
       sampler_(runner_.vocab_size()) {
+  config_.speculative.validate();
   const KVCacheSpec spec = runner_.kv_spec(config_.kv_cache_dtype);
   const int64_t block_size = std::max<int64_t>(config_.block_size, 1);  // the cache checks it
   const int64_t memory = config_.kv_cache_memory_bytes;
@@ -217,8 +218,8 @@ bool Engine::constrain_to_grammar(Request& r) {
   return true;
 }
 
-RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
-                              std::span<const float> logits) {
+void Engine::sample_row(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
+                        std::span<const float> logits, RequestOutput& out) {
   Sequence& seq = r.seq;
   const int64_t V = runner_.vocab_size();
   int32_t token;
@@ -228,9 +229,8 @@ RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> 
     const std::span<const float> raw = logits.subspan(row * V, V);
     std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
     if (r.json && !constrain_to_grammar(r)) {  // a complete value that only its end may follow
-      RequestOutput out = output_of(seq);
-      finish(r, FinishReason::Stop, out);
-      return out;
+      out.finish_reason = FinishReason::Stop;
+      return;
     }
     const std::span<const int32_t> all(seq.tokens);
     token =
@@ -244,17 +244,55 @@ RequestOutput Engine::advance(Request& r, int64_t row, std::span<const int32_t> 
   if (r.json && !stop_token)
     TESSERA_CHECK(r.json->advance(masker_->bytes(token)), RuntimeError,
                   "[Engine] structured output: token ", token, " left the JSON grammar");
-  RequestOutput out = output_of(seq);
-  out.new_tokens = {token};
+  out.new_tokens.push_back(token);
+  out.completion_tokens = seq.num_output();
   if (seq.num_output() == 1) out.prompt_logprobs = std::move(r.prompt);
-  out.text = stop_token ? std::string() : r.text.push(token);
+  if (!stop_token) out.text += r.text.push(token);
   if (r.logprobs >= 0)  // never in a step the runner draws, so the logits are there
     out.logprobs.push_back(token_logprobs(logits.subspan(row * V, V), token, r.logprobs));
   if (stop_token || r.text.stopped() || (r.json && r.json->terminated()))
-    finish(r, FinishReason::Stop, out);
+    out.finish_reason = FinishReason::Stop;
   else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= runner_.max_seq_len())
-    finish(r, FinishReason::Length, out);
+    out.finish_reason = FinishReason::Length;
+}
+
+RequestOutput Engine::sample_tokens(Request& r, const StepRows& rows,
+                                    std::span<const int32_t> runner_tokens,
+                                    std::span<const float> logits) {
+  Sequence& seq = r.seq;
+  RequestOutput out = output_of(seq);
+  for (int64_t j = 0;; ++j) {
+    sample_row(r, rows.sample + j, runner_tokens, logits, out);
+    if (out.finished() || j == rows.num_drafts || seq.tokens.back() != seq.draft[j]) break;
+    // Draft j is the token sampled: its keys and values, computed this step, stand, and the
+    // next row's logits followed it.
+    ++seq.num_computed;
+    ++spec_accepted_tokens_;
+  }
+  cache_computed_blocks(seq);
+  if (out.finished()) finish(r, out.finish_reason, out);
   return out;
+}
+
+void Engine::propose_drafts() {
+  const SpeculativeConfig& spec = config_.speculative;
+  if (!spec.enabled()) return;
+  for (auto& [id, r] : requests_) {
+    Sequence& seq = r->seq;
+    seq.draft.clear();
+    if (seq.num_output() == 0 || seq.num_computed + 1 != seq.num_tokens())
+      continue;  // not decoding
+    // Drafts past the last token the request may write, or past the context, would be wasted.
+    const int64_t max_drafts =
+        std::min({spec.num_speculative_tokens, seq.stopping.max_tokens - seq.num_output() - 1,
+                  runner_.max_seq_len() - seq.num_tokens()});
+    propose_ngram_drafts(seq.tokens, spec, max_drafts, seq.draft);
+  }
+}
+
+void Engine::cache_computed_blocks(Sequence& seq) {
+  if (config_.enable_prefix_caching)
+    cache_->cache_full_blocks(seq.blocks, seq.tokens, seq.num_computed, seq.block_hashes);
 }
 
 void Engine::build_batch(const SchedulerOutput& plan) {
@@ -264,11 +302,19 @@ void Engine::build_batch(const SchedulerOutput& plan) {
   int64_t num_rows = 0;
   for (const ScheduledSequence& s : plan.scheduled) {
     const Sequence& seq = *s.seq;
-    const int64_t start = seq.num_computed, end = start + s.num_new_tokens;
-    batch_.add_sequence(std::span(seq.tokens).subspan(start, s.num_new_tokens), start, seq.blocks,
-                        bs, /*want_logits=*/false);
+    const int64_t d = s.num_draft_tokens;
+    const int64_t start = seq.num_computed, end = start + s.num_new_tokens - d;
+    std::span<const int32_t> run = std::span(seq.tokens).subspan(start, end - start);
+    if (d > 0) {  // the decoding token, then its drafts
+      run_tokens_.assign(run.begin(), run.end());
+      run_tokens_.insert(run_tokens_.end(), seq.draft.begin(), seq.draft.begin() + d);
+      run = run_tokens_;
+      ++spec_num_drafts_;
+      spec_draft_tokens_ += d;
+    }
+    batch_.add_sequence(run, start, seq.blocks, bs, /*want_logits=*/false);
     const int64_t first_row = batch_.num_tokens() - s.num_new_tokens;
-    StepRows rows{.request = requests_.at(seq.id).get()};
+    StepRows rows{.request = requests_.at(seq.id).get(), .num_drafts = d};
     // Prompt logprobs: the rows of positions whose next token is a prompt token, on the
     // prompt's first pass (a resumed sequence with output has reported them).
     if (rows.request->prompt_logprobs >= 0 && seq.num_output() == 0) {
@@ -278,8 +324,10 @@ void Engine::build_batch(const SchedulerOutput& plan) {
       num_rows += rows.num_prompt;
     }
     if (end == seq.num_tokens()) {  // the prompt is done: it samples its next token
-      rows.sample = num_rows++;
-      batch_.logit_rows.push_back(static_cast<int32_t>(batch_.num_tokens() - 1));
+      rows.sample = num_rows;
+      num_rows += 1 + d;  // and one more per draft
+      for (int64_t j = d; j >= 0; --j)
+        batch_.logit_rows.push_back(static_cast<int32_t>(batch_.num_tokens() - 1 - j));
     }
     rows_.push_back(rows);
   }
@@ -300,6 +348,7 @@ void Engine::collect_prompt_logprobs(Request& r, int64_t first_position, const S
 const std::vector<RequestOutput>& Engine::step() {
   outputs_.clear();
   ++num_steps_;
+  propose_drafts();
   const SchedulerOutput& plan = scheduler_->schedule();
   for (Sequence* seq : plan.dropped) {
     Request& r = *requests_.at(seq->id);
@@ -324,8 +373,9 @@ const std::vector<RequestOutput>& Engine::step() {
     greedy = greedy && seq.sampling.raw_argmax() && !host;
     drawn_by_runner = drawn_by_runner && !seq.sampling.edits_logits() && !host;
     if (drawn_by_runner)  // never on the CPU: no draws computed there
-      draws_.push_back(
-          RowSampling::of(seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output())));
+      for (int64_t j = 0; j <= rows_[i].num_drafts; ++j)  // a draft's row draws as its step would
+        draws_.push_back(
+            RowSampling::of(seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output() + j)));
   }
   std::span<const int32_t> runner_tokens;
   std::span<const float> logits;
@@ -341,12 +391,13 @@ const std::vector<RequestOutput>& Engine::step() {
     Sequence& seq = *s.seq;
     Request& r = *rows_[i].request;
     if (rows_[i].num_prompt > 0) collect_prompt_logprobs(r, seq.num_computed, rows_[i], logits);
-    seq.num_computed += s.num_new_tokens;
-    if (config_.enable_prefix_caching)
-      cache_->cache_full_blocks(seq.blocks, seq.tokens, seq.num_computed, seq.block_hashes);
-    if (rows_[i].sample < 0) continue;  // a chunked prefill goes on next step
+    seq.num_computed += s.num_new_tokens - s.num_draft_tokens;  // drafts count once accepted
+    if (rows_[i].sample < 0) {  // a chunked prefill goes on next step
+      cache_computed_blocks(seq);
+      continue;
+    }
     try {
-      outputs_.push_back(advance(r, rows_[i].sample, runner_tokens, logits));
+      outputs_.push_back(sample_tokens(r, rows_[i], runner_tokens, logits));
     } catch (const std::exception& e) {
       // Only this request fails (its sampler or tokenizer threw); the others go on.
       RequestOutput out = output_of(seq);
@@ -368,6 +419,9 @@ EngineStats Engine::stats() const {
   s.num_steps = num_steps_;
   s.prefix_cache_queries = scheduler_->prefix_query_tokens();
   s.prefix_cache_hits = scheduler_->prefix_hit_tokens();
+  s.spec_num_drafts = spec_num_drafts_;
+  s.spec_draft_tokens = spec_draft_tokens_;
+  s.spec_accepted_tokens = spec_accepted_tokens_;
   return s;
 }
 

@@ -137,8 +137,28 @@ const SchedulerOutput& Scheduler::schedule() {
     out_.scheduled.push_back({seq, n});
     budget -= n;
   }
+  schedule_drafts(budget);
   for (const auto& s : out_.scheduled) out_.num_tokens += s.num_new_tokens;
   return out_;
+}
+
+void Scheduler::schedule_drafts(int64_t budget) {
+  const int64_t bs = cache_.block_size();
+  for (ScheduledSequence& s : out_.scheduled) {
+    Sequence& seq = *s.seq;
+    if (budget <= 0) break;
+    if (seq.draft.empty() || s.num_new_tokens != 1 || seq.num_computed + 1 != seq.num_tokens())
+      continue;  // not decoding (a prefill, or resumed after preemption)
+    const int64_t end = seq.num_computed + 1;  // the decoding token's slot is reserved
+    int64_t d = std::min(static_cast<int64_t>(seq.draft.size()), budget);
+    const int64_t held = static_cast<int64_t>(seq.blocks.size()) * bs - end;
+    const int64_t new_blocks = cache_.blocks_for(end + d) - static_cast<int64_t>(seq.blocks.size());
+    if (new_blocks > 0 && cache_.blocks().num_free() - new_blocks < num_running()) d = held;
+    if (d <= 0 || !cache_.reserve(seq.blocks, end + d)) continue;
+    s.num_new_tokens += d;
+    s.num_draft_tokens = d;
+    budget -= d;
+  }
 }
 
 }  // namespace tessera::infer

@@ -81,6 +81,15 @@ std::string Metrics::render(const infer::EngineStats& stats) const {
   os << "tessera_prefix_cache_queries_total " << stats.prefix_cache_queries << "\n";
   header("tessera_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
   os << "tessera_prefix_cache_hits_total " << stats.prefix_cache_hits << "\n";
+  // vLLM's spec_decode counters: accepted / draft tokens is the acceptance rate, and
+  // 1 + accepted / drafts the tokens a sequence's speculative step brings on average.
+  header("tessera_spec_decode_num_drafts_total", "counter",
+         "Sequence steps that ran speculative draft tokens.");
+  os << "tessera_spec_decode_num_drafts_total " << stats.spec_num_drafts << "\n";
+  header("tessera_spec_decode_num_draft_tokens_total", "counter", "Draft tokens run.");
+  os << "tessera_spec_decode_num_draft_tokens_total " << stats.spec_draft_tokens << "\n";
+  header("tessera_spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.");
+  os << "tessera_spec_decode_num_accepted_tokens_total " << stats.spec_accepted_tokens << "\n";
   header("tessera_engine_steps_total", "counter", "Engine steps run.");
   os << "tessera_engine_steps_total " << stats.num_steps << "\n";
   return os.str();

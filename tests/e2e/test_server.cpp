@@ -121,6 +121,24 @@ TEST(Server, PreemptionUnderKvPressureKeepsEveryRequestRight) {
   EXPECT_EQ(ts.metric("tessera_kv_blocks_used"), 0);
 }
 
+// Prompt-lookup speculation (vLLM's --speculative-config): every stream still equals the
+// request decoded alone (infer::generate, no drafts), and /metrics counts drafts accepted.
+TEST(Server, SpeculativeDecodingKeepsEveryStreamEqualToSingleRequests) {
+  STORIES_OR_SKIP(s);
+  infer::EngineConfig ec;
+  ec.max_num_seqs = 16;
+  ec.speculative = infer::SpeculativeConfig::parse(
+      R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3})", "test");
+  TestServer ts(*s->model, s->tokenizer, ec);
+  check_concurrent_streams(ts, *s, 16, 100);
+  const double drafted = ts.metric("tessera_spec_decode_num_draft_tokens_total");
+  const double accepted = ts.metric("tessera_spec_decode_num_accepted_tokens_total");
+  EXPECT_GT(accepted, 0) << "stories repeat their names and phrases";
+  EXPECT_LE(accepted, drafted);
+  EXPECT_GT(ts.metric("tessera_spec_decode_num_drafts_total"), 0);
+  EXPECT_EQ(ts.metric("tessera_kv_blocks_used"), 0);
+}
+
 // The status and parsed error body of a request.
 std::pair<int, Json> post(const TestServer& ts, const std::string& path, const std::string& body,
                           const std::string& key = "secret") {

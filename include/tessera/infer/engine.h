@@ -15,6 +15,9 @@
 // OpenAI's echo) computes its whole prompt, and its step brings those rows' logits to the host.
 // A request with a JSON grammar (structured output) samples on the host from logits masked to
 // the tokens that keep its text inside the grammar, and finishes when the value is complete.
+// With speculative decoding (EngineConfig::speculative, infer/speculative.h), a decoding
+// request whose recent tokens occurred before runs the tokens that followed them as drafts in
+// the same forward, and a step may then bring it several tokens, the same ones as without.
 //
 //   infer::Engine engine(model, {.num_blocks = 512});
 //   GenerationParams p;
@@ -35,6 +38,7 @@
 #include "tessera/infer/logprobs.h"
 #include "tessera/infer/model_runner.h"
 #include "tessera/infer/scheduler.h"
+#include "tessera/infer/speculative.h"
 #include "tessera/infer/structured_output.h"
 #include "tessera/tokenizers/tokenizer.h"
 
@@ -61,6 +65,9 @@ struct EngineConfig {
   // decode step streams; vLLM's --dtype) or int8 (a quarter: per-channel quantization, vLLM's
   // --quantization). ModelRunner's weight_dtype.
   DType weight_dtype = kFloat32;
+  // Prompt-lookup speculative decoding (vLLM's --speculative-config with method "ngram"); off
+  // by default.
+  SpeculativeConfig speculative;
 };
 
 // kv_cache_dtype or weight_dtype (what) from vLLM's spelling: "auto" (float32, the compute
@@ -74,7 +81,8 @@ DType weight_dtype_from_names(std::string_view dtype, std::string_view quantizat
 // What a step produced for one request.
 struct RequestOutput {
   int64_t request_id = 0;
-  std::vector<int32_t> new_tokens;  // this step's tokens (empty when only text was flushed)
+  // This step's tokens (empty when only text was flushed; several when drafts were accepted).
+  std::vector<int32_t> new_tokens;
   std::string text;                 // the text they add (stop strings excluded)
   FinishReason finish_reason = FinishReason::None;
   int64_t prompt_tokens = 0;
@@ -97,6 +105,9 @@ struct EngineStats {
   int64_t num_steps = 0;
   // Since start: tokens of admitted sequences looked up in the prefix cache, and found there.
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
+  // Since start, speculative decoding: steps in which a sequence ran drafts, the drafts run and
+  // those accepted (vLLM's spec_decode num_drafts, num_draft_tokens, num_accepted_tokens).
+  int64_t spec_num_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
 };
 
 class Engine {
@@ -131,17 +142,28 @@ class Engine {
  private:
   struct Request;
   void finish(Request& r, FinishReason reason, RequestOutput& out);
-  // The output of a request whose sequence samples row `row` of the step: its next token (the
-  // runner's, or drawn from the logits), the text and logprobs it adds, and whether it finished.
-  RequestOutput advance(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
-                        std::span<const float> logits);
+  // Sets each decoding sequence's draft (speculative decoding) before the step is scheduled.
+  void propose_drafts();
+  // Registers seq's newly computed full blocks in the prefix cache (when it is on).
+  void cache_computed_blocks(Sequence& seq);
   // Where a scheduled sequence's rows are among the logits the step returns.
   struct StepRows {
     Request* request = nullptr;  // the sequence's, looked up once per step
     int64_t sample = -1;        // the row it samples from (-1: its prefill goes on)
+    int64_t num_drafts = 0;     // rows after it, one per draft token run
     int64_t prompt_first = -1;  // its first prompt-logprob row
     int64_t num_prompt = 0;     // prompt-logprob rows, for positions computed this step
   };
+  // Appends to out the next token of a request whose sequence samples row `row` of the step
+  // (the runner's, or drawn from the logits), the text and logprobs it adds, and sets its
+  // finish reason if that token ends it (the caller finishes it).
+  void sample_row(Request& r, int64_t row, std::span<const int32_t> runner_tokens,
+                  std::span<const float> logits, RequestOutput& out);
+  // The tokens a scheduled sequence brings this step: its sample row's, then while a draft
+  // equals the token sampled before it, the next row's; finishes the request when one ends it.
+  RequestOutput sample_tokens(Request& r, const StepRows& rows,
+                              std::span<const int32_t> runner_tokens,
+                              std::span<const float> logits);
   // Adds the scheduled sequences to batch_, and their logit rows to rows_.
   void build_batch(const SchedulerOutput& plan);
   // Masks logits_ to the tokens that keep r's text in its grammar (stop tokens once the value is
@@ -164,9 +186,11 @@ class Engine {
   std::vector<float> logits_;
   std::unique_ptr<TokenMasker> masker_;  // built for the first request with a JSON grammar
   std::vector<uint8_t> allowed_;         // its mask of the step's row
+  std::vector<int32_t> run_tokens_;      // a sequence's decoding token and drafts
   std::vector<RowSampling> draws_;  // the step's sampled rows, for a runner that draws them
   std::vector<StepRows> rows_;      // per scheduled sequence of the step
   std::vector<RequestOutput> outputs_;
+  int64_t spec_num_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
 };
 
 }  // namespace tessera::infer

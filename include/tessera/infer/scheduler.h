@@ -12,6 +12,9 @@
 //     preemptions). Long prompts are prefilled in chunks of the remaining budget. A sequence
 //     whose first full blocks are in the prefix cache takes them and starts computing after
 //     them (always computing its last token, whose logits it samples from).
+//  3. Then decoding sequences with speculative drafts (Sequence::draft) take as many of them as
+//     the remaining budget and their blocks allow, growing into a new block only while a spare
+//     one per running sequence stays free: speculation never preempts or delays anyone.
 // A lone sequence that has outgrown the whole cache is finished instead (finish reason Length).
 #include <cstdint>
 #include <deque>
@@ -37,6 +40,8 @@ struct Sequence {
   StoppingCriteria stopping;
   uint64_t seed = 0;
   int64_t num_preemptions = 0;
+  // Tokens proposed to follow tokens (speculative decoding), set by the engine before each step.
+  std::vector<int32_t> draft;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }
@@ -53,7 +58,10 @@ struct SchedulerConfig {
 
 struct ScheduledSequence {
   Sequence* seq;
-  int64_t num_new_tokens;  // runs tokens [num_computed, num_computed + num_new_tokens)
+  // Runs tokens [num_computed, num_computed + num_new_tokens) of tokens followed by draft; the
+  // last num_draft_tokens of them are draft's first (only ever after a decoding token).
+  int64_t num_new_tokens;
+  int64_t num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -88,6 +96,8 @@ class Scheduler {
   void release(Sequence* seq);
   // Makes the cached blocks of hit seq's first blocks, computed (seq holds no blocks).
   void take_cached_prefix(Sequence* seq, const PrefixMatch& hit);
+  // Step 3: adds drafts to the decoding sequences scheduled, within budget.
+  void schedule_drafts(int64_t budget);
 
   SchedulerConfig config_;
   PagedKVCache& cache_;

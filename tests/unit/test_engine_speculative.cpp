@@ -1,0 +1,284 @@
+// Speculative decoding by prompt lookup: the proposer (longest suffix, most recent occurrence,
+// bounds), vLLM's JSON config, the scheduler's draft budget, and the Engine's promise: with
+// drafts, every request's tokens, logprobs, text and finish reason are exactly those without,
+// whatever the sampling (greedy, seeded top-k, penalties), batching, preemption, prefix caching
+// or grammar, in fewer steps when the text repeats.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "tessera/infer/engine.h"
+#include "tessera/infer/speculative.h"
+#include "tessera/tokenizers/char_tokenizer.h"
+#include "testing/expect_error.h"
+#include "testing/small_models.h"
+
+namespace tessera {
+namespace {
+
+using infer::SpeculativeConfig;
+using Json = nlohmann::json;
+
+std::vector<int32_t> drafts(std::vector<int32_t> tokens, SpeculativeConfig c, int64_t max) {
+  std::vector<int32_t> d{99};  // replaced
+  infer::propose_ngram_drafts(tokens, c, max, d);
+  return d;
+}
+
+TEST(PromptLookup, ProposesWhatFollowedTheLongestMatchingSuffix) {
+  const SpeculativeConfig c{
+      .num_speculative_tokens = 3, .prompt_lookup_min = 1, .prompt_lookup_max = 3};
+  // Suffix "2 3": "1 2 3" matches once (len 3) at the start, "2 3" alone later (len 2).
+  EXPECT_EQ(drafts({1, 2, 3, 7, 8, 0, 2, 3, 5, 1, 2, 3}, c, 3), (std::vector<int32_t>{7, 8, 0}));
+  // Among matches of one length, the most recent.
+  EXPECT_EQ(drafts({4, 5, 6, 4, 7, 4}, c, 3), (std::vector<int32_t>{7, 4}))
+      << "'4' follows at 3 (then 7 4, cut at the end) rather than at 0";
+  EXPECT_EQ(drafts({1, 2, 3, 7, 8, 0, 2, 3}, c, 2), (std::vector<int32_t>{7, 8})) << "max_drafts";
+  EXPECT_EQ(drafts({1, 2, 3, 7, 8, 0, 2, 3}, c, 0), (std::vector<int32_t>{}));
+  // A period: the occurrence may overlap the suffix.
+  EXPECT_EQ(drafts({5, 6, 5, 6, 5}, c, 3), (std::vector<int32_t>{6, 5}));
+  EXPECT_EQ(drafts({1, 2, 3, 4}, c, 3), (std::vector<int32_t>{})) << "nothing recurs";
+  EXPECT_EQ(drafts({1}, c, 3), (std::vector<int32_t>{}));
+}
+
+TEST(PromptLookup, ASuffixShorterThanTheMinimumProposesNothing) {
+  const SpeculativeConfig c{
+      .num_speculative_tokens = 4, .prompt_lookup_min = 2, .prompt_lookup_max = 4};
+  EXPECT_EQ(drafts({9, 3, 4, 8, 3}, c, 4), (std::vector<int32_t>{})) << "only '3' recurs";
+  EXPECT_EQ(drafts({9, 3, 4, 8, 9, 3}, c, 4), (std::vector<int32_t>{4, 8, 9, 3}));
+}
+
+TEST(PromptLookup, ConfigFromVllmJsonAndItsErrors) {
+  const auto parse = [](const char* text) {
+    return SpeculativeConfig::from_json(Json::parse(text), "serve");
+  };
+  SpeculativeConfig c = parse(
+      R"({"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 3,
+          "prompt_lookup_min": 1})");
+  EXPECT_EQ(c.num_speculative_tokens, 5);
+  EXPECT_EQ(c.prompt_lookup_min, 1);
+  EXPECT_EQ(c.prompt_lookup_max, 3);
+  c = parse(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 6})");
+  EXPECT_EQ(c.prompt_lookup_max, 6) << "a minimum alone raises the maximum to it";
+  c = parse(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 1})");
+  EXPECT_EQ(c.prompt_lookup_min, 1) << "a maximum alone lowers the minimum to it";
+  EXPECT_TESSERA_ERROR(parse(R"({"method": "eagle", "num_speculative_tokens": 2})"), ValueError,
+                       "ngram");
+  EXPECT_TESSERA_ERROR(parse(R"({"method": "ngram", "num_speculative_tokens": 0})"), ValueError,
+                       "num_speculative_tokens >= 1");
+  EXPECT_TESSERA_ERROR(parse(R"({"method": "ngram"})"), ValueError, "num_speculative_tokens");
+  EXPECT_TESSERA_ERROR(parse(R"({"method": "ngram", "num_speculative_tokens": 2, "model": "x"})"),
+                       ValueError, "unknown speculative config key 'model'");
+  EXPECT_TESSERA_ERROR(
+      parse(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 3,
+                "prompt_lookup_max": 2})"),
+      ValueError, "prompt_lookup_min <= prompt_lookup_max");
+  EXPECT_TESSERA_ERROR(parse(R"({"method": "ngram", "num_speculative_tokens": "2"})"), ValueError,
+                       "integer");
+  EXPECT_TESSERA_ERROR(parse("[]"), ValueError, "JSON object");
+}
+
+// ---- the scheduler's share of drafts ----
+
+TEST(SchedulerDrafts, DraftsRideDecodeStepsWithinTheBudgetAndTheSpareBlocks) {
+  infer::PagedKVCache cache({1, 1, 8}, 4, 16);
+  infer::Scheduler sched({/*max_num_seqs=*/2, /*max_num_batched_tokens=*/8}, cache);
+  infer::Sequence a, b;
+  for (auto* s : {&a, &b}) {
+    s->tokens.assign(3, 1);
+    s->prompt_len = 3;
+  }
+  a.id = a.arrival = 0;
+  b.id = b.arrival = 1;
+  sched.add(&a);
+  sched.add(&b);
+  a.draft = {5, 5, 5};
+  auto out = sched.schedule();  // prefills: drafts never ride them
+  ASSERT_EQ(out.scheduled.size(), 2u);
+  for (const auto& s : out.scheduled) EXPECT_EQ(s.num_draft_tokens, 0);
+  for (auto* s : {&a, &b}) {
+    s->num_computed = 3;
+    s->tokens.push_back(2);
+  }
+  // a: 1 + 3 drafts; b: 1 + the 3 tokens left of a budget of 8.
+  a.draft = {5, 5, 5};
+  b.draft = {6, 6, 6, 6, 6};
+  out = sched.schedule();
+  ASSERT_EQ(out.scheduled.size(), 2u);
+  EXPECT_EQ(out.scheduled[0].num_new_tokens, 4);
+  EXPECT_EQ(out.scheduled[0].num_draft_tokens, 3);
+  EXPECT_EQ(out.scheduled[1].num_new_tokens, 4);
+  EXPECT_EQ(out.scheduled[1].num_draft_tokens, 3);
+  EXPECT_EQ(out.num_tokens, 8);
+  // a at 15 tokens decodes position 15 in its first block; 4 drafts would need a second block,
+  // leaving 1 free block for 2 running sequences: it keeps to the block it has.
+  a.num_computed = 15;
+  a.tokens.assign(16, 1);
+  b.draft.clear();
+  ASSERT_TRUE(cache.reserve(b.blocks, 20));  // b holds 2 blocks: 1 of the 4 stays free
+  a.draft = {5, 5, 5, 5};
+  out = sched.schedule();
+  EXPECT_EQ(out.scheduled[0].num_draft_tokens, 0) << "no draft slot left in a's block";
+  EXPECT_EQ(a.blocks.size(), 1u);
+}
+
+// ---- the Engine ----
+
+struct Run {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::string text;
+  infer::FinishReason finish = infer::FinishReason::None;
+  bool operator==(const Run&) const = default;
+};
+
+void PrintTo(const Run& r, std::ostream* os) {
+  *os << "tokens";
+  for (int32_t t : r.tokens) *os << " " << t;
+  *os << ", text '" << r.text << "', finish " << infer::finish_reason_name(r.finish);
+}
+
+// A prompt that repeats itself, so its continuation is likely to as well.
+std::vector<int32_t> repetitive_prompt(int64_t period, int64_t repeats, int32_t first,
+                                       int32_t vocab) {
+  std::vector<int32_t> p;
+  for (int64_t r = 0; r < repeats; ++r)
+    for (int64_t i = 0; i < period; ++i) p.push_back((first + 7 * i) % vocab);
+  return p;
+}
+
+// Runs every request to the end; each one's tokens, logprobs, text and finish reason by id, and
+// how many outputs brought tokens.
+std::map<int64_t, Run> run_all(infer::Engine& engine, int64_t& outputs) {
+  std::map<int64_t, Run> got;
+  outputs = 0;
+  while (engine.has_unfinished()) {
+    for (const infer::RequestOutput& out : engine.step()) {
+      outputs += !out.new_tokens.empty();
+      EXPECT_TRUE(out.error.empty()) << out.error;
+      Run& r = got[out.request_id];
+      r.tokens.insert(r.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      EXPECT_EQ(out.completion_tokens, static_cast<int64_t>(r.tokens.size()));
+      for (const auto& lp : out.logprobs) r.logprobs.push_back(lp.logprob);
+      r.text += out.text;
+      if (out.finished()) r.finish = out.finish_reason;
+    }
+  }
+  return got;
+}
+
+infer::GenerationParams params(int64_t max_tokens, double temperature, uint64_t seed) {
+  infer::GenerationParams p;
+  p.sampling.temperature = temperature;
+  p.sampling.top_k = temperature > 0 ? 5 : 0;
+  p.sampling.seed = seed;
+  p.stopping.max_tokens = max_tokens;
+  return p;
+}
+
+// The requests under config with and without speculation: their runs must be identical.
+// Returns the speculative engine's stats.
+infer::EngineStats check_speculation_changes_nothing(
+    const models::CausalLM& model, infer::EngineConfig config,
+    const std::vector<std::pair<std::vector<int32_t>, infer::GenerationParams>>& requests,
+    std::shared_ptr<const tokenizers::Tokenizer> tok = nullptr) {
+  std::map<int64_t, Run> runs[2];
+  int64_t outputs[2];
+  infer::EngineStats stats;
+  for (int spec = 0; spec < 2; ++spec) {
+    config.speculative = {.num_speculative_tokens = spec ? 4 : 0, .prompt_lookup_min = 1};
+    infer::Engine engine(model, config, tok);
+    for (const auto& [prompt, p] : requests) engine.add_request(prompt, p);
+    runs[spec] = run_all(engine, outputs[spec]);
+    stats = engine.stats();
+    EXPECT_EQ(stats.blocks_used, 0) << "finished requests free their blocks";
+  }
+  EXPECT_EQ(runs[1], runs[0]);
+  for (const auto& [id, run] : runs[0]) EXPECT_NE(run.finish, infer::FinishReason::None) << id;
+  EXPECT_LE(stats.spec_accepted_tokens, stats.spec_draft_tokens);
+  // Each accepted draft comes in its sequence's output of the step that ran it.
+  int64_t tokens = 0;
+  for (const auto& [id, run] : runs[0]) tokens += static_cast<int64_t>(run.tokens.size());
+  EXPECT_EQ(outputs[0], tokens);
+  EXPECT_EQ(outputs[1], tokens - stats.spec_accepted_tokens);
+  return stats;
+}
+
+TEST(EngineSpeculative, GreedyAndSeededSamplesEqualThoseWithoutDrafts) {
+  auto model = testing::small_llama(/*max_seq_len=*/160);
+  std::vector<std::pair<std::vector<int32_t>, infer::GenerationParams>> reqs;
+  for (int i = 0; i < 6; ++i) {
+    auto p = params(40 + 7 * i, i % 3 == 2 ? 0.8 : 0.0, 100 + i);
+    if (i == 1) p.logprobs = 2;
+    if (i == 3) {
+      p.sampling.repetition_penalty = 1.3;
+      p.sampling.frequency_penalty = 0.4;
+    }
+    if (i == 4) p.sampling.presence_penalty = -0.5;
+    reqs.emplace_back(repetitive_prompt(3 + i, 4, i, 61), p);
+  }
+  const infer::EngineStats s = check_speculation_changes_nothing(*model, {.max_num_seqs = 6}, reqs);
+  EXPECT_GT(s.spec_accepted_tokens, 20) << "a random model's text repeats: drafts land";
+  EXPECT_GT(s.spec_num_drafts, 0);
+}
+
+TEST(EngineSpeculative, PreemptionPrefixCachingAndSmallBudgetsChangeNothing) {
+  auto model = testing::small_gpt2(/*block_size=*/120);
+  std::vector<std::pair<std::vector<int32_t>, infer::GenerationParams>> reqs;
+  const std::vector<int32_t> shared = repetitive_prompt(5, 4, 3, 70);  // 20 tokens: a full block
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> prompt = shared;
+    prompt.push_back(static_cast<int32_t>(i));
+    reqs.emplace_back(prompt, params(60, i % 2 ? 0.7 : 0.0, 7 + i));
+  }
+  // 8 blocks of 16 for 6 requests of up to 81 tokens: preemptions; 12 tokens per step.
+  const infer::EngineStats s = check_speculation_changes_nothing(
+      *model, {.num_blocks = 8, .max_num_seqs = 6, .max_num_batched_tokens = 12}, reqs);
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_GT(s.prefix_cache_hits, 0);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+}
+
+TEST(EngineSpeculative, StopsLengthAndTheContextEndChangeNothing) {
+  auto model = testing::small_llama(/*max_seq_len=*/48);
+  auto tok = std::make_shared<tokenizers::CharTokenizer>(
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .");
+  std::vector<std::pair<std::vector<int32_t>, infer::GenerationParams>> reqs;
+  for (int i = 0; i < 8; ++i) {
+    auto p = params(i < 4 ? 100 : 3 + i, 0.0, 0);  // up to the context's end, or a few tokens
+    if (i % 4 == 1) p.stopping.stop_token_ids = {i == 1 ? 5 : 9};
+    if (i % 4 == 2) p.stopping.stop = {tok->decode(std::vector<int32_t>{11, 12})};
+    reqs.emplace_back(repetitive_prompt(2 + i % 3, 3, i, 61), p);
+  }
+  check_speculation_changes_nothing(*model, {.max_num_seqs = 8}, reqs, tok);
+}
+
+TEST(EngineSpeculative, StructuredOutputChangesNothing) {
+  auto model = testing::small_gpt2(/*block_size=*/300);
+  auto tok = std::make_shared<tokenizers::CharTokenizer>(
+      "{}[],:\"\\ \n0123456789.-+eEabcdfghijklmnopqrstuvwxyz");
+  const auto grammar = infer::JsonGrammar::from_schema(
+      Json::parse(R"({"type": "array", "items": {"enum": ["abab", "abba"]}, "maxItems": 12})"));
+  std::vector<std::pair<std::vector<int32_t>, infer::GenerationParams>> reqs;
+  for (int i = 0; i < 4; ++i) {
+    auto p = params(200, i % 2 ? 1.0 : 0.0, 40 + i);
+    p.json_grammar = grammar;
+    p.logprobs = 1;
+    reqs.emplace_back(repetitive_prompt(4, 3, i, 50), p);
+  }
+  const infer::EngineStats s =
+      check_speculation_changes_nothing(*model, {.max_num_seqs = 4}, reqs, tok);
+  EXPECT_GT(s.spec_accepted_tokens, 0) << "the array's items repeat";
+}
+
+TEST(EngineSpeculative, AnInvalidConfigIsRefused) {
+  auto model = testing::small_llama();
+  EXPECT_TESSERA_ERROR(
+      infer::Engine(*model, {.speculative = {.num_speculative_tokens = 2, .prompt_lookup_min = 0}}),
+      ValueError, "prompt_lookup_min");
+}
+
+}  // namespace
+}  // namespace tessera
