@@ -88,6 +88,7 @@ double single_stream(infer::ModelRunner& runner, const std::vector<int32_t>& pro
 
 struct BatchResult {
   double tokens_per_s, ttft_ms, tbt_ms;
+  double accepted_per_draft = 0.0;  // speculative decoding: accepted / draft tokens
 };
 
 // Structured output for batched(): a grammar and the tokenizer its masks need.
@@ -109,7 +110,9 @@ BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_l
   infer::GenerationParams params = greedy(n);
   params.json_grammar = constraint.grammar;
   std::vector<double> rates, ttfts, tbts;
+  infer::EngineStats timed_from;
   for (int r = 0; r < reps + 1; ++r) {
+    if (r == 1) timed_from = engine.stats();
     const Clock::time_point t0 = Clock::now();
     std::vector<Clock::time_point> last(streams);
     std::vector<bool> started(streams, false);
@@ -135,7 +138,11 @@ BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_l
     ttfts.push_back(median(ttft));
     tbts.push_back(median(tbt));
   }
-  return {median(rates), median(ttfts), median(tbts)};
+  const infer::EngineStats end = engine.stats();
+  const double drafted = static_cast<double>(end.spec_draft_tokens - timed_from.spec_draft_tokens);
+  return {
+      median(rates), median(ttfts), median(tbts),
+      drafted > 0 ? (end.spec_accepted_tokens - timed_from.spec_accepted_tokens) / drafted : 0.0};
 }
 
 // Median time to first token (ms) of `turns` requests sent one after another, each the shared
@@ -267,6 +274,41 @@ word ::= [A-Za-z0-9,.']+
   }
 }
 
+// Without speculation, with every draft run and with the drafts the policy picks (4 at most,
+// looked up from 4 tokens down to 1), in alternating rounds: tokens/s of each, their ratios to
+// plain decoding (medians of the per-round ratios) and the share of drafts accepted.
+void run_speculative(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
+                     int64_t n, int reps, const std::vector<int>& streams) {
+  std::printf(
+      "| model | streams | tokens/s, plain | every draft: tokens/s | vs plain | drafts accepted | "
+      "adaptive: tokens/s | vs plain | drafts accepted |\n|---|---|---|---|---|---|---|---|---|\n");
+  infer::EngineConfig every, adaptive;
+  every.speculative = {.num_speculative_tokens = 4, .prompt_lookup_min = 1, .adaptive = false};
+  adaptive.speculative = {.num_speculative_tokens = 4, .prompt_lookup_min = 1};
+  for (int c : streams) {
+    std::vector<double> plain_rate, rate[2], ratio[2], accepted[2];
+    for (int r = 0; r < reps; ++r) {
+      const double p = batched(model, c, prompt_len, n, 1).tokens_per_s;
+      plain_rate.push_back(p);
+      std::fprintf(stderr, "%s, %d streams, round %d: plain %.0f", name.c_str(), c, r, p);
+      for (int v = 0; v < 2; ++v) {
+        const BatchResult s = batched(model, c, prompt_len, n, 1, v ? adaptive : every);
+        rate[v].push_back(s.tokens_per_s);
+        ratio[v].push_back(s.tokens_per_s / p);
+        accepted[v].push_back(s.accepted_per_draft);
+        std::fprintf(stderr, ", %s %.0f (%.2fx)", v ? "adaptive" : "every draft", s.tokens_per_s,
+                     ratio[v].back());
+      }
+      std::fprintf(stderr, " tok/s\n");
+    }
+    std::printf("| %s | %d | %.0f | %.0f | %.2fx | %.0f%% | %.0f | %.2fx | %.0f%% |\n",
+                name.c_str(), c, median(plain_rate), median(rate[0]), median(ratio[0]),
+                100.0 * median(accepted[0]), median(rate[1]), median(ratio[1]),
+                100.0 * median(accepted[1]));
+    std::fflush(stdout);
+  }
+}
+
 void run_model(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
                int64_t n, int reps, int single_reps, const std::vector<int>& streams,
                const infer::EngineConfig& base) {
@@ -338,6 +380,15 @@ int main(int argc, char** argv) {
   }
   if (only == "structured") {
     run_structured(*gpt2_124m(device), gpt2_dir, gpt2_prompt, gpt2_tokens, reps);
+    return 0;
+  }
+  if (only == "speculative" || only == "speculative-gpt2") {
+    if (only == "speculative" && std::filesystem::exists(stories)) {
+      auto model = infer::load_model(stories);
+      model->to(device);
+      run_speculative("stories260K", *model, 1, 200, reps, streams);
+    }
+    run_speculative("GPT-2 124M", *gpt2_124m(device), gpt2_prompt, gpt2_tokens, reps, streams);
     return 0;
   }
   if (only == "kv-dtype") {

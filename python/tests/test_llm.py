@@ -192,7 +192,8 @@ def test_speculative_decoding_keeps_every_output_and_counts_its_drafts(llm):
     # greedy and seeded; the engine's stats count what it drafted and what was accepted.
     spec = LLM(model=str(MODEL), tokenizer=str(TOKENIZER), max_num_seqs=8, seed=0,
                speculative_config={"method": "ngram", "num_speculative_tokens": 4,
-                                   "prompt_lookup_max": 3, "prompt_lookup_min": 1})
+                                   "prompt_lookup_max": 3, "prompt_lookup_min": 1,
+                                   "adaptive": False})
     for params in (SamplingParams(temperature=0.0, max_tokens=120, logprobs=2),
                    SamplingParams(temperature=0.8, top_k=20, seed=3, max_tokens=120,
                                   frequency_penalty=0.3)):

@@ -1,6 +1,7 @@
 #include "tessera/infer/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "tessera/core/error.h"
@@ -16,6 +17,8 @@ struct Engine::Request {
   int64_t prompt_logprobs;           // GenerationParams::prompt_logprobs
   std::vector<TokenLogprob> prompt;  // of positions 1, 2, ... so far
   std::optional<JsonMatcher> json;   // where its text is in its grammar
+  double draft_acceptance = DraftPolicy::kPriorAcceptance;  // speculative decoding
+  int64_t proposals_not_run = 0;                            // in a row
   Request(Sequence s, const tokenizers::Tokenizer* tokenizer, const GenerationParams& params)
       : seq(std::move(s)),
         text(tokenizer, &seq.stopping.stop, seq.tokens.back()),
@@ -261,13 +264,23 @@ RequestOutput Engine::sample_tokens(Request& r, const StepRows& rows,
                                     std::span<const float> logits) {
   Sequence& seq = r.seq;
   RequestOutput out = output_of(seq);
+  int64_t accepted = 0;
+  bool rejected = false;
   for (int64_t j = 0;; ++j) {
     sample_row(r, rows.sample + j, runner_tokens, logits, out);
-    if (out.finished() || j == rows.num_drafts || seq.tokens.back() != seq.draft[j]) break;
+    if (out.finished() || j == rows.num_drafts) break;
+    if (seq.tokens.back() != seq.draft[j]) {
+      rejected = true;
+      break;
+    }
     // Draft j is the token sampled: its keys and values, computed this step, stand, and the
     // next row's logits followed it.
     ++seq.num_computed;
-    ++spec_accepted_tokens_;
+    ++accepted;
+  }
+  if (rows.num_drafts > 0) {
+    spec_accepted_tokens_ += accepted;
+    r.draft_acceptance = DraftPolicy::after_step(r.draft_acceptance, accepted + rejected, accepted);
   }
   cache_computed_blocks(seq);
   if (out.finished()) finish(r, out.finish_reason, out);
@@ -277,6 +290,7 @@ RequestOutput Engine::sample_tokens(Request& r, const StepRows& rows,
 void Engine::propose_drafts() {
   const SpeculativeConfig& spec = config_.speculative;
   if (!spec.enabled()) return;
+  const double threshold = spec.adaptive ? draft_policy_.threshold() : 0.0;
   for (auto& [id, r] : requests_) {
     Sequence& seq = r->seq;
     seq.draft.clear();
@@ -287,6 +301,15 @@ void Engine::propose_drafts() {
         std::min({spec.num_speculative_tokens, seq.stopping.max_tokens - seq.num_output() - 1,
                   runner_.max_seq_len() - seq.num_tokens()});
     propose_ngram_drafts(seq.tokens, spec, max_drafts, seq.draft);
+    if (!spec.adaptive || seq.draft.empty()) continue;
+    int64_t worth = DraftPolicy::worth_running(r->draft_acceptance, threshold,
+                                               static_cast<int64_t>(seq.draft.size()));
+    r->proposals_not_run = worth > 0 ? 0 : r->proposals_not_run + 1;
+    if (r->proposals_not_run == DraftPolicy::kProbeEvery) {  // a probe
+      worth = 1;
+      r->proposals_not_run = 0;
+    }
+    seq.draft.resize(worth);
   }
 }
 
@@ -377,6 +400,12 @@ const std::vector<RequestOutput>& Engine::step() {
         draws_.push_back(
             RowSampling::of(seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output() + j)));
   }
+  // Decode steps (no prefill) are timed for the draft policy, sampling included.
+  bool decode_only = true;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i)
+    decode_only = decode_only && rows_[i].sample >= 0 &&
+                  plan.scheduled[i].num_new_tokens == 1 + rows_[i].num_drafts;
+  const auto started = std::chrono::steady_clock::now();
   std::span<const int32_t> runner_tokens;
   std::span<const float> logits;
   if (greedy)
@@ -405,6 +434,14 @@ const std::vector<RequestOutput>& Engine::step() {
       finish(r, FinishReason::Abort, out);
       outputs_.push_back(std::move(out));
     }
+  }
+  if (config_.speculative.adaptive && config_.speculative.enabled() && decode_only) {
+    int64_t emitted = 0;
+    for (const RequestOutput& out : outputs_)
+      emitted += static_cast<int64_t>(out.new_tokens.size());
+    draft_policy_.observe_step(
+        static_cast<double>(batch_.num_tokens()), static_cast<double>(emitted),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
   return outputs_;
 }

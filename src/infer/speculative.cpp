@@ -42,10 +42,14 @@ SpeculativeConfig SpeculativeConfig::from_json(const nlohmann::json& j, const ch
     } else if (key == "prompt_lookup_max") {
       c.prompt_lookup_max = integer("prompt_lookup_max");
       has_max = true;
+    } else if (key == "adaptive") {  // Tessera's: vLLM runs every draft
+      TESSERA_CHECK(value.is_boolean(), ValueError, "[", op,
+                    "] expected adaptive to be a boolean, got ", value.dump());
+      c.adaptive = value.get<bool>();
     } else {
       TESSERA_CHECK(false, ValueError, "[", op, "] unknown speculative config key '", key,
                     "' (expected method, num_speculative_tokens, prompt_lookup_min, "
-                    "prompt_lookup_max)");
+                    "prompt_lookup_max, adaptive)");
     }
   }
   TESSERA_CHECK(j.contains("method") && j.contains("num_speculative_tokens"), ValueError, "[", op,
@@ -66,6 +70,38 @@ SpeculativeConfig SpeculativeConfig::parse(std::string_view json_text, const cha
                 "\"num_speculative_tokens\": 4}, got '",
                 json_text, "'");
   return from_json(j, op);
+}
+
+void DraftPolicy::observe_step(double tokens_run, double tokens_emitted, double seconds) {
+  constexpr double kDecay = 0.97;  // about the last 30 decode steps
+  w_ = kDecay * w_ + 1;
+  n_ = kDecay * n_ + tokens_run;
+  t_ = kDecay * t_ + seconds;
+  nn_ = kDecay * nn_ + tokens_run * tokens_run;
+  nt_ = kDecay * nt_ + tokens_run * seconds;
+  emitted_ = kDecay * emitted_ + tokens_emitted;
+}
+
+double DraftPolicy::threshold() const {
+  const double var = w_ * nn_ - n_ * n_;  // w^2 x the variance of tokens run
+  // Tokens run must have spread by half a token at least for a slope to mean anything.
+  if (w_ == 0 || var < 0.25 * w_ * w_) return 0.0;
+  const double per_token = (w_ * nt_ - n_ * t_) / var;
+  if (per_token <= 0) return 0.0;
+  return std::min(1.0, per_token * (emitted_ / w_) / (t_ / w_));
+}
+
+int64_t DraftPolicy::worth_running(double acceptance, double threshold, int64_t proposed) {
+  int64_t j = 0;
+  for (double chance = acceptance; j < proposed && chance > threshold; chance *= acceptance) ++j;
+  return j;
+}
+
+double DraftPolicy::after_step(double acceptance, int64_t reached, int64_t accepted) {
+  constexpr double kRate = 0.2;  // per draft reached
+  for (int64_t i = 0; i < reached; ++i)
+    acceptance += kRate * ((i < accepted ? 1.0 : 0.0) - acceptance);
+  return acceptance;
 }
 
 void propose_ngram_drafts(std::span<const int32_t> tokens, const SpeculativeConfig& config,

@@ -121,14 +121,16 @@ TEST(Server, PreemptionUnderKvPressureKeepsEveryRequestRight) {
   EXPECT_EQ(ts.metric("tessera_kv_blocks_used"), 0);
 }
 
-// Prompt-lookup speculation (vLLM's --speculative-config): every stream still equals the
+// Prompt-lookup speculation (vLLM's --speculative-config, every draft run): every stream equals the
 // request decoded alone (infer::generate, no drafts), and /metrics counts drafts accepted.
 TEST(Server, SpeculativeDecodingKeepsEveryStreamEqualToSingleRequests) {
   STORIES_OR_SKIP(s);
   infer::EngineConfig ec;
   ec.max_num_seqs = 16;
   ec.speculative = infer::SpeculativeConfig::parse(
-      R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3})", "test");
+      R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3,
+          "adaptive": false})",
+      "test");
   TestServer ts(*s->model, s->tokenizer, ec);
   check_concurrent_streams(ts, *s, 16, 100);
   const double drafted = ts.metric("tessera_spec_decode_num_draft_tokens_total");

@@ -78,6 +78,56 @@ TEST(PromptLookup, ConfigFromVllmJsonAndItsErrors) {
   EXPECT_TESSERA_ERROR(parse(R"({"method": "ngram", "num_speculative_tokens": "2"})"), ValueError,
                        "integer");
   EXPECT_TESSERA_ERROR(parse("[]"), ValueError, "JSON object");
+  EXPECT_TRUE(parse(R"({"method": "ngram", "num_speculative_tokens": 2})").adaptive);
+  EXPECT_FALSE(
+      parse(R"({"method": "ngram", "num_speculative_tokens": 2, "adaptive": false})").adaptive);
+  EXPECT_TESSERA_ERROR(parse(R"({"method": "ngram", "num_speculative_tokens": 2, "adaptive": 1})"),
+                       ValueError, "boolean");
+  EXPECT_TESSERA_ERROR(SpeculativeConfig::parse("{method", "serve"), ValueError,
+                       "[serve] expected the speculative config to be JSON");
+}
+
+// Decode steps timed as t = fixed + per_token x tokens run, the tokens varying as drafts do.
+infer::DraftPolicy policy_of(double fixed, double per_token, double emitted_per_step) {
+  infer::DraftPolicy p;
+  for (int step = 0; step < 100; ++step) {
+    const double tokens = 8 + step % 5;  // 8 sequences, 0 to 4 drafts in all
+    p.observe_step(tokens, emitted_per_step, fixed + per_token * tokens);
+  }
+  return p;
+}
+
+TEST(DraftPolicy, DraftsRunWhenTheirChanceBeatsWhatTheirTimeBuys) {
+  using infer::DraftPolicy;
+  EXPECT_EQ(DraftPolicy().threshold(), 0.0) << "no steps seen: every draft runs";
+  infer::DraftPolicy flat;
+  for (int step = 0; step < 10; ++step) flat.observe_step(8, 8, 0.01);
+  EXPECT_EQ(flat.threshold(), 0.0) << "tokens run never varied: the cost of one is unknown";
+  // A large model: the weights' stream dominates, a token adds 0.1 ms to a 10 ms step.
+  const double big = policy_of(0.010, 0.0001, 9.0).threshold();
+  EXPECT_NEAR(big, 0.0001 * 9.0 / (0.010 + 0.0001 * 10), 1e-4);  // 0.082
+  EXPECT_EQ(DraftPolicy::worth_running(0.5, big, 4), 3) << "0.5^3 > 0.082 > 0.5^4";
+  EXPECT_EQ(DraftPolicy::worth_running(0.1, big, 4), 1);
+  // A tiny model: a token costs about what the rest of the step does.
+  const double tiny = policy_of(0.00002, 0.00002, 9.0).threshold();
+  EXPECT_NEAR(tiny, 0.00002 * 9.0 / (0.00002 * 11), 0.01);  // 0.82
+  EXPECT_EQ(DraftPolicy::worth_running(0.93, tiny, 4), 2) << "0.93^2 > 0.82 > 0.93^3";
+  EXPECT_EQ(DraftPolicy::worth_running(0.9, tiny, 4), 1);
+  EXPECT_EQ(DraftPolicy::worth_running(0.5, tiny, 4), 0);
+  EXPECT_EQ(DraftPolicy::worth_running(0.99, tiny, 3), 3) << "at most what was proposed";
+}
+
+TEST(DraftPolicy, AcceptanceFollowsTheDraftsReached) {
+  using infer::DraftPolicy;
+  double a = DraftPolicy::kPriorAcceptance;
+  a = DraftPolicy::after_step(a, 4, 4);
+  EXPECT_GT(a, 0.75) << "four drafts accepted";
+  const double high = a;
+  a = DraftPolicy::after_step(a, 3, 2);
+  EXPECT_LT(a, high) << "two accepted, the third rejected";
+  for (int i = 0; i < 10; ++i) a = DraftPolicy::after_step(a, 1, 0);
+  EXPECT_LT(a, 0.1) << "ten first drafts rejected";
+  EXPECT_DOUBLE_EQ(DraftPolicy::after_step(0.3, 0, 0), 0.3);
 }
 
 // ---- the scheduler's share of drafts ----
@@ -178,32 +228,37 @@ infer::GenerationParams params(int64_t max_tokens, double temperature, uint64_t 
   return p;
 }
 
-// The requests under config with and without speculation: their runs must be identical.
-// Returns the speculative engine's stats.
+// The requests under config without speculation, with every draft run, and with the drafts the
+// policy picks: their runs must be identical. Returns the stats of the run with every draft.
 infer::EngineStats check_speculation_changes_nothing(
     const models::CausalLM& model, infer::EngineConfig config,
     const std::vector<std::pair<std::vector<int32_t>, infer::GenerationParams>>& requests,
     std::shared_ptr<const tokenizers::Tokenizer> tok = nullptr) {
-  std::map<int64_t, Run> runs[2];
-  int64_t outputs[2];
-  infer::EngineStats stats;
-  for (int spec = 0; spec < 2; ++spec) {
-    config.speculative = {.num_speculative_tokens = spec ? 4 : 0, .prompt_lookup_min = 1};
+  std::map<int64_t, Run> runs[3];
+  int64_t outputs[3];
+  infer::EngineStats stats[3];
+  for (int spec = 0; spec < 3; ++spec) {
+    config.speculative = {
+        .num_speculative_tokens = spec ? 4 : 0, .prompt_lookup_min = 1, .adaptive = spec == 2};
     infer::Engine engine(model, config, tok);
     for (const auto& [prompt, p] : requests) engine.add_request(prompt, p);
     runs[spec] = run_all(engine, outputs[spec]);
-    stats = engine.stats();
-    EXPECT_EQ(stats.blocks_used, 0) << "finished requests free their blocks";
+    stats[spec] = engine.stats();
+    EXPECT_EQ(stats[spec].blocks_used, 0) << "finished requests free their blocks";
   }
   EXPECT_EQ(runs[1], runs[0]);
+  EXPECT_EQ(runs[2], runs[0]) << "the adaptive policy's drafts";
   for (const auto& [id, run] : runs[0]) EXPECT_NE(run.finish, infer::FinishReason::None) << id;
-  EXPECT_LE(stats.spec_accepted_tokens, stats.spec_draft_tokens);
   // Each accepted draft comes in its sequence's output of the step that ran it.
   int64_t tokens = 0;
   for (const auto& [id, run] : runs[0]) tokens += static_cast<int64_t>(run.tokens.size());
   EXPECT_EQ(outputs[0], tokens);
-  EXPECT_EQ(outputs[1], tokens - stats.spec_accepted_tokens);
-  return stats;
+  for (int spec = 1; spec < 3; ++spec) {
+    EXPECT_LE(stats[spec].spec_accepted_tokens, stats[spec].spec_draft_tokens);
+    EXPECT_EQ(outputs[spec], tokens - stats[spec].spec_accepted_tokens);
+  }
+  EXPECT_EQ(stats[0].spec_draft_tokens, 0);
+  return stats[1];
 }
 
 TEST(EngineSpeculative, GreedyAndSeededSamplesEqualThoseWithoutDrafts) {

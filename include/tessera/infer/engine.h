@@ -191,6 +191,7 @@ class Engine {
   std::vector<StepRows> rows_;      // per scheduled sequence of the step
   std::vector<RequestOutput> outputs_;
   int64_t spec_num_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
+  DraftPolicy draft_policy_;
 };
 
 }  // namespace tessera::infer

@@ -8,6 +8,8 @@
 // first sample that differs ends the step. The output is therefore token for token what the
 // engine writes without speculation, in fewer steps when the text repeats itself (code edits,
 // quotations, extraction, summaries): a decode step streams the weights once for 1 + k tokens.
+// Drafts are not free (each is a token of compute, and most of a small model's step), so by
+// default the engine runs only those worth their time (DraftPolicy).
 //
 //   infer::EngineConfig config;
 //   config.speculative = {.num_speculative_tokens = 4};
@@ -24,16 +26,50 @@ struct SpeculativeConfig {
   int64_t num_speculative_tokens = 0;  // drafts per sequence and step, at most; 0: off
   int64_t prompt_lookup_min = 2;       // the shortest suffix looked up
   int64_t prompt_lookup_max = 4;       // the longest, tried first
+  // Run only the drafts whose chance of acceptance pays for their time (DraftPolicy); false runs
+  // every draft proposed, as vLLM does.
+  bool adaptive = true;
   bool enabled() const { return num_speculative_tokens > 0; }
   // ValueError "[SpeculativeConfig] expected ..." naming the field out of range.
   void validate() const;
   // From vLLM's --speculative-config / speculative_config JSON: {"method": "ngram",
-  // "num_speculative_tokens": k, "prompt_lookup_max": n, "prompt_lookup_min": m}. One lookup
-  // bound alone sets the other within it (min 4 alone: max 4). ValueError naming op for another
+  // "num_speculative_tokens": k, "prompt_lookup_max": n, "prompt_lookup_min": m}, and Tessera's
+  // "adaptive": false to run every draft. One lookup bound alone sets the other within it (min 4
+  // alone: max 4). ValueError naming op for another
   // method (draft models, EAGLE, MTP are not built), unknown keys or values out of range.
   static SpeculativeConfig from_json(const nlohmann::json& j, const char* op);
   // The same from JSON text (a command-line flag's value); ValueError for text that is not JSON.
   static SpeculativeConfig parse(std::string_view json_text, const char* op);
+};
+
+// Which drafts are worth running, learned as the engine runs. Decode steps (no prefill) are
+// timed against the tokens they run, and a line t = fixed + per_token x tokens is fitted by least
+// squares weighted towards recent steps; each sequence keeps the share of the drafts it reached
+// that were accepted (its acceptance). A sequence's j-th draft is accepted with chance about
+// acceptance^j and costs per_token; it pays when that chance beats what the same time buys in a
+// step, per_token x tokens emitted per step / step time (the threshold). Until the steps have
+// varied enough to tell per_token apart (drafts vary them), every draft runs; a sequence whose
+// drafts are not worth it runs one now and then to learn its acceptance again.
+class DraftPolicy {
+ public:
+  // One decode step: tokens run (drafts included), tokens it brought, and its wall time.
+  void observe_step(double tokens_run, double tokens_emitted, double seconds);
+  // The chance of acceptance a draft needs to be worth running, in [0, 1].
+  double threshold() const;
+  // How many of `proposed` drafts to run for a sequence with this acceptance: those j (from 1)
+  // with acceptance^j above threshold.
+  static int64_t worth_running(double acceptance, double threshold, int64_t proposed);
+  // A sequence's acceptance after a step that reached `reached` drafts and accepted `accepted`.
+  static double after_step(double acceptance, int64_t reached, int64_t accepted);
+  static constexpr double kPriorAcceptance = 0.5;
+  // A sequence whose proposals were not worth running this many steps in a row runs its first
+  // draft anyway: its acceptance is only learned from drafts run, and may have risen since.
+  static constexpr int64_t kProbeEvery = 8;
+
+ private:
+  // Exponentially weighted sums over decode steps: weight, tokens run, seconds, tokens^2,
+  // tokens x seconds, tokens emitted.
+  double w_ = 0, n_ = 0, t_ = 0, nn_ = 0, nt_ = 0, emitted_ = 0;
 };
 
 // Replaces draft with the tokens that followed the most recent earlier occurrence of the
