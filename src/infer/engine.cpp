@@ -17,8 +17,10 @@ struct Engine::Request {
   int64_t prompt_logprobs;           // GenerationParams::prompt_logprobs
   std::vector<TokenLogprob> prompt;  // of positions 1, 2, ... so far
   std::optional<JsonMatcher> json;   // where its text is in its grammar
-  double draft_acceptance = DraftPolicy::kPriorAcceptance;  // speculative decoding
-  int64_t proposals_not_run = 0;                            // in a row
+  // Speculative decoding: the share of its drafts accepted (from the engine's typical one), and
+  // steps in a row without drafts.
+  double draft_acceptance = DraftPolicy::kPriorAcceptance;
+  int64_t steps_without_drafts = 0;
   Request(Sequence s, const tokenizers::Tokenizer* tokenizer, const GenerationParams& params)
       : seq(std::move(s)),
         text(tokenizer, &seq.stopping.stop, seq.tokens.back()),
@@ -149,6 +151,7 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
     s.seed = (static_cast<uint64_t>(r[0]) << 32) | r[1];
   }
   auto req = std::make_unique<Request>(std::move(s), tokenizer_.get(), params);
+  req->draft_acceptance = draft_policy_.typical_acceptance();
   scheduler_->add(&req->seq);
   const int64_t id = req->seq.id;
   requests_.emplace(id, std::move(req));
@@ -280,7 +283,8 @@ RequestOutput Engine::sample_tokens(Request& r, const StepRows& rows,
   }
   if (rows.num_drafts > 0) {
     spec_accepted_tokens_ += accepted;
-    r.draft_acceptance = DraftPolicy::after_step(r.draft_acceptance, accepted + rejected, accepted);
+    r.draft_acceptance =
+        draft_policy_.after_step(r.draft_acceptance, accepted + rejected, accepted);
   }
   cache_computed_blocks(seq);
   if (out.finished()) finish(r, out.finish_reason, out);
@@ -300,16 +304,16 @@ void Engine::propose_drafts() {
     const int64_t max_drafts =
         std::min({spec.num_speculative_tokens, seq.stopping.max_tokens - seq.num_output() - 1,
                   runner_.max_seq_len() - seq.num_tokens()});
-    propose_ngram_drafts(seq.tokens, spec, max_drafts, seq.draft);
-    if (!spec.adaptive || seq.draft.empty()) continue;
-    int64_t worth = DraftPolicy::worth_running(r->draft_acceptance, threshold,
-                                               static_cast<int64_t>(seq.draft.size()));
-    r->proposals_not_run = worth > 0 ? 0 : r->proposals_not_run + 1;
-    if (r->proposals_not_run == DraftPolicy::kProbeEvery) {  // a probe
-      worth = 1;
-      r->proposals_not_run = 0;
+    if (max_drafts <= 0) continue;
+    int64_t wanted = spec.adaptive
+                         ? DraftPolicy::worth_running(r->draft_acceptance, threshold, max_drafts)
+                         : max_drafts;
+    if (wanted == 0) {
+      if (++r->steps_without_drafts < DraftPolicy::kProbeEvery) continue;
+      wanted = 1;  // a probe
     }
-    seq.draft.resize(worth);
+    propose_ngram_drafts(seq.tokens, spec, wanted, seq.draft);
+    if (!seq.draft.empty()) r->steps_without_drafts = 0;
   }
 }
 

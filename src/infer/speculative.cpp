@@ -98,9 +98,12 @@ int64_t DraftPolicy::worth_running(double acceptance, double threshold, int64_t 
 }
 
 double DraftPolicy::after_step(double acceptance, int64_t reached, int64_t accepted) {
-  constexpr double kRate = 0.2;  // per draft reached
-  for (int64_t i = 0; i < reached; ++i)
-    acceptance += kRate * ((i < accepted ? 1.0 : 0.0) - acceptance);
+  constexpr double kRate = 0.2, kTypicalRate = 0.02;  // per draft reached
+  for (int64_t i = 0; i < reached; ++i) {
+    const double x = i < accepted ? 1.0 : 0.0;
+    acceptance += kRate * (x - acceptance);
+    typical_ += kTypicalRate * (x - typical_);
+  }
   return acceptance;
 }
 

@@ -117,17 +117,24 @@ TEST(DraftPolicy, DraftsRunWhenTheirChanceBeatsWhatTheirTimeBuys) {
   EXPECT_EQ(DraftPolicy::worth_running(0.99, tiny, 3), 3) << "at most what was proposed";
 }
 
-TEST(DraftPolicy, AcceptanceFollowsTheDraftsReached) {
+TEST(DraftPolicy, AcceptanceFollowsTheDraftsReachedAndNewRequestsStartFromTheTypical) {
   using infer::DraftPolicy;
+  DraftPolicy policy;
+  EXPECT_EQ(policy.typical_acceptance(), DraftPolicy::kPriorAcceptance);
   double a = DraftPolicy::kPriorAcceptance;
-  a = DraftPolicy::after_step(a, 4, 4);
+  a = policy.after_step(a, 4, 4);
   EXPECT_GT(a, 0.75) << "four drafts accepted";
   const double high = a;
-  a = DraftPolicy::after_step(a, 3, 2);
+  a = policy.after_step(a, 3, 2);
   EXPECT_LT(a, high) << "two accepted, the third rejected";
-  for (int i = 0; i < 10; ++i) a = DraftPolicy::after_step(a, 1, 0);
+  for (int i = 0; i < 10; ++i) a = policy.after_step(a, 1, 0);
   EXPECT_LT(a, 0.1) << "ten first drafts rejected";
-  EXPECT_DOUBLE_EQ(DraftPolicy::after_step(0.3, 0, 0), 0.3);
+  EXPECT_DOUBLE_EQ(policy.after_step(0.3, 0, 0), 0.3);
+  // Every draft of every sequence moves the typical acceptance, slowly.
+  EXPECT_LT(policy.typical_acceptance(), DraftPolicy::kPriorAcceptance);
+  EXPECT_GT(policy.typical_acceptance(), 0.3);
+  for (int i = 0; i < 400; ++i) policy.after_step(0.5, 1, 0);
+  EXPECT_LT(policy.typical_acceptance(), 0.01);
 }
 
 // ---- the scheduler's share of drafts ----

@@ -49,7 +49,8 @@ struct SpeculativeConfig {
 // acceptance^j and costs per_token; it pays when that chance beats what the same time buys in a
 // step, per_token x tokens emitted per step / step time (the threshold). Until the steps have
 // varied enough to tell per_token apart (drafts vary them), every draft runs; a sequence whose
-// drafts are not worth it runs one now and then to learn its acceptance again.
+// drafts are not worth it looks none up (the lookup has its cost too) but for one draft now and
+// then, to learn its acceptance again.
 class DraftPolicy {
  public:
   // One decode step: tokens run (drafts included), tokens it brought, and its wall time.
@@ -59,17 +60,22 @@ class DraftPolicy {
   // How many of `proposed` drafts to run for a sequence with this acceptance: those j (from 1)
   // with acceptance^j above threshold.
   static int64_t worth_running(double acceptance, double threshold, int64_t proposed);
-  // A sequence's acceptance after a step that reached `reached` drafts and accepted `accepted`.
-  static double after_step(double acceptance, int64_t reached, int64_t accepted);
+  // A sequence's acceptance after a step that reached `reached` drafts and accepted `accepted`;
+  // they also count towards the typical acceptance.
+  double after_step(double acceptance, int64_t reached, int64_t accepted);
+  // What a new request's acceptance starts from: that of recent drafts of all requests (requests
+  // to one server tend to be alike), kPriorAcceptance before any.
+  double typical_acceptance() const { return typical_; }
   static constexpr double kPriorAcceptance = 0.5;
-  // A sequence whose proposals were not worth running this many steps in a row runs its first
-  // draft anyway: its acceptance is only learned from drafts run, and may have risen since.
-  static constexpr int64_t kProbeEvery = 8;
+  // A sequence that drafted nothing this many steps in a row, its drafts not being worth it,
+  // runs one anyway: its acceptance is only learned from drafts run, and may have risen since.
+  static constexpr int64_t kProbeEvery = 16;
 
  private:
   // Exponentially weighted sums over decode steps: weight, tokens run, seconds, tokens^2,
   // tokens x seconds, tokens emitted.
   double w_ = 0, n_ = 0, t_ = 0, nn_ = 0, nt_ = 0, emitted_ = 0;
+  double typical_ = kPriorAcceptance;
 };
 
 // Replaces draft with the tokens that followed the most recent earlier occurrence of the
