@@ -127,8 +127,11 @@ void propose_ngram_drafts(std::span<const int32_t> tokens, const SpeculativeConf
     }
   }
   if (best_len < config.prompt_lookup_min) return;
-  const int64_t first = best_end + 1, last = std::min(L, first + max_drafts);
-  draft.assign(tokens.begin() + first, tokens.begin() + last);
+  // The text from the occurrence on, as if it went on repeating itself: past the end of tokens
+  // the copy continues from its own start (a recent occurrence is a period of a loop).
+  const int64_t first = best_end + 1;
+  for (int64_t i = 0; i < max_drafts; ++i)
+    draft.push_back(first + i < L ? tokens[first + i] : draft[first + i - L]);
 }
 
 }  // namespace tessera::infer

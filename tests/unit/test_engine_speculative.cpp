@@ -32,13 +32,14 @@ TEST(PromptLookup, ProposesWhatFollowedTheLongestMatchingSuffix) {
       .num_speculative_tokens = 3, .prompt_lookup_min = 1, .prompt_lookup_max = 3};
   // Suffix "2 3": "1 2 3" matches once (len 3) at the start, "2 3" alone later (len 2).
   EXPECT_EQ(drafts({1, 2, 3, 7, 8, 0, 2, 3, 5, 1, 2, 3}, c, 3), (std::vector<int32_t>{7, 8, 0}));
-  // Among matches of one length, the most recent.
-  EXPECT_EQ(drafts({4, 5, 6, 4, 7, 4}, c, 3), (std::vector<int32_t>{7, 4}))
-      << "'4' follows at 3 (then 7 4, cut at the end) rather than at 0";
+  // Among matches of one length, the most recent; past the end, the copy goes on.
+  EXPECT_EQ(drafts({4, 5, 6, 4, 7, 4}, c, 3), (std::vector<int32_t>{7, 4, 7}))
+      << "'4' at 3 rather than at 0: then 7 4, and 7 again as the text repeats";
   EXPECT_EQ(drafts({1, 2, 3, 7, 8, 0, 2, 3}, c, 2), (std::vector<int32_t>{7, 8})) << "max_drafts";
   EXPECT_EQ(drafts({1, 2, 3, 7, 8, 0, 2, 3}, c, 0), (std::vector<int32_t>{}));
-  // A period: the occurrence may overlap the suffix.
-  EXPECT_EQ(drafts({5, 6, 5, 6, 5}, c, 3), (std::vector<int32_t>{6, 5}));
+  // A loop: the occurrence may overlap the suffix, and its next turns are proposed.
+  EXPECT_EQ(drafts({5, 6, 5, 6, 5}, c, 3), (std::vector<int32_t>{6, 5, 6}));
+  EXPECT_EQ(drafts({1, 9, 9, 9}, c, 3), (std::vector<int32_t>{9, 9, 9}));
   EXPECT_EQ(drafts({1, 2, 3, 4}, c, 3), (std::vector<int32_t>{})) << "nothing recurs";
   EXPECT_EQ(drafts({1}, c, 3), (std::vector<int32_t>{}));
 }

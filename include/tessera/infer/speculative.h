@@ -78,9 +78,10 @@ class DraftPolicy {
   double typical_ = kPriorAcceptance;
 };
 
-// Replaces draft with the tokens that followed the most recent earlier occurrence of the
+// Replaces draft with max_drafts tokens that followed the most recent earlier occurrence of the
 // longest suffix of tokens (n in [prompt_lookup_min, prompt_lookup_max], fewer than
-// tokens.size()) that occurs earlier, at most max_drafts of them; empty when none occurs.
+// tokens.size()) that occurs earlier, continued past the end of tokens as the same copy (so a
+// loop of period p proposes its next turns, not just p tokens); empty when none occurs.
 void propose_ngram_drafts(std::span<const int32_t> tokens, const SpeculativeConfig& config,
                           int64_t max_drafts, std::vector<int32_t>& draft);
 
