@@ -440,11 +440,13 @@ const std::vector<RequestOutput>& Engine::step() {
     }
   }
   if (config_.speculative.adaptive && config_.speculative.enabled() && decode_only) {
-    int64_t emitted = 0;
+    int64_t emitted = 0, drafts = 0;
     for (const RequestOutput& out : outputs_)
       emitted += static_cast<int64_t>(out.new_tokens.size());
+    for (const StepRows& rows : rows_) drafts += rows.num_drafts;
     draft_policy_.observe_step(
-        static_cast<double>(batch_.num_tokens()), static_cast<double>(emitted),
+        static_cast<double>(rows_.size()), static_cast<double>(drafts),
+        static_cast<double>(emitted),
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
   return outputs_;

@@ -72,23 +72,40 @@ SpeculativeConfig SpeculativeConfig::parse(std::string_view json_text, const cha
   return from_json(j, op);
 }
 
-void DraftPolicy::observe_step(double tokens_run, double tokens_emitted, double seconds) {
+void DraftPolicy::observe_step(double sequences, double drafts, double tokens_emitted,
+                               double seconds) {
   constexpr double kDecay = 0.97;  // about the last 30 decode steps
-  w_ = kDecay * w_ + 1;
-  n_ = kDecay * n_ + tokens_run;
-  t_ = kDecay * t_ + seconds;
-  nn_ = kDecay * nn_ + tokens_run * tokens_run;
-  nt_ = kDecay * nt_ + tokens_run * seconds;
-  emitted_ = kDecay * emitted_ + tokens_emitted;
+  const double x[kSums] = {1.0,
+                           sequences,
+                           drafts,
+                           seconds,
+                           tokens_emitted,
+                           sequences * sequences,
+                           sequences * drafts,
+                           drafts * drafts,
+                           sequences * seconds,
+                           drafts * seconds};
+  for (int i = 0; i < kSums; ++i) sums_[i] = kDecay * sums_[i] + x[i];
 }
 
 double DraftPolicy::threshold() const {
-  const double var = w_ * nn_ - n_ * n_;  // w^2 x the variance of tokens run
-  // Tokens run must have spread by half a token at least for a slope to mean anything.
-  if (w_ == 0 || var < 0.25 * w_ * w_) return 0.0;
-  const double per_token = (w_ * nt_ - n_ * t_) / var;
-  if (per_token <= 0) return 0.0;
-  return std::min(1.0, per_token * (emitted_ / w_) / (t_ / w_));
+  const double w = sums_[kWeight];
+  if (w == 0) return 0.0;
+  const auto mean = [&](int i) { return sums_[i] / w; };
+  const double ms = mean(kSeqs), md = mean(kDrafts), mt = mean(kSeconds);
+  const double v_dd = mean(kDraftsDrafts) - md * md, v_ss = mean(kSeqsSeqs) - ms * ms;
+  const double v_sd = mean(kSeqsDrafts) - ms * md;
+  const double v_dt = mean(kDraftsSeconds) - md * mt, v_st = mean(kSeqsSeconds) - ms * mt;
+  // Drafts per step must have spread by half a token at least for a slope to mean anything.
+  if (v_dd < 0.25) return 0.0;
+  // seconds = fixed + per_sequence x sequences + per_draft x drafts: a sequence brings costs a
+  // draft does not (its sampling, its attention's reads of the cache), so the two are told apart
+  // where the batch's size varied on its own; with it steady, drafts alone explain the spread.
+  const double det = v_ss * v_dd - v_sd * v_sd;
+  const double per_draft =
+      v_ss >= 0.25 && det > 0.01 * v_ss * v_dd ? (v_ss * v_dt - v_sd * v_st) / det : v_dt / v_dd;
+  if (per_draft <= 0) return 0.0;
+  return std::min(1.0, per_draft * mean(kEmitted) / mt);
 }
 
 int64_t DraftPolicy::worth_running(double acceptance, double threshold, int64_t proposed) {

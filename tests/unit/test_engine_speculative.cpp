@@ -88,12 +88,12 @@ TEST(PromptLookup, ConfigFromVllmJsonAndItsErrors) {
                        "[serve] expected the speculative config to be JSON");
 }
 
-// Decode steps timed as t = fixed + per_token x tokens run, the tokens varying as drafts do.
-infer::DraftPolicy policy_of(double fixed, double per_token, double emitted_per_step) {
+// Decode steps of 8 sequences timed as t = fixed + per_draft x drafts, the drafts varying.
+infer::DraftPolicy policy_of(double fixed, double per_draft, double emitted_per_step) {
   infer::DraftPolicy p;
   for (int step = 0; step < 100; ++step) {
-    const double tokens = 8 + step % 5;  // 8 sequences, 0 to 4 drafts in all
-    p.observe_step(tokens, emitted_per_step, fixed + per_token * tokens);
+    const double drafts = step % 5;
+    p.observe_step(8, drafts, emitted_per_step, fixed + per_draft * drafts);
   }
   return p;
 }
@@ -102,20 +102,36 @@ TEST(DraftPolicy, DraftsRunWhenTheirChanceBeatsWhatTheirTimeBuys) {
   using infer::DraftPolicy;
   EXPECT_EQ(DraftPolicy().threshold(), 0.0) << "no steps seen: every draft runs";
   infer::DraftPolicy flat;
-  for (int step = 0; step < 10; ++step) flat.observe_step(8, 8, 0.01);
-  EXPECT_EQ(flat.threshold(), 0.0) << "tokens run never varied: the cost of one is unknown";
-  // A large model: the weights' stream dominates, a token adds 0.1 ms to a 10 ms step.
+  for (int step = 0; step < 10; ++step) flat.observe_step(8, 0, 8, 0.01);
+  EXPECT_EQ(flat.threshold(), 0.0) << "drafts never varied: their cost is unknown";
+  // A large model: the weights' stream dominates, a draft adds 0.1 ms to a 10 ms step.
   const double big = policy_of(0.010, 0.0001, 9.0).threshold();
-  EXPECT_NEAR(big, 0.0001 * 9.0 / (0.010 + 0.0001 * 10), 1e-4);  // 0.082
-  EXPECT_EQ(DraftPolicy::worth_running(0.5, big, 4), 3) << "0.5^3 > 0.082 > 0.5^4";
+  EXPECT_NEAR(big, 0.0001 * 9.0 / (0.010 + 0.0001 * 2), 1e-4);  // 0.088
+  EXPECT_EQ(DraftPolicy::worth_running(0.5, big, 4), 3) << "0.5^3 > 0.088 > 0.5^4";
   EXPECT_EQ(DraftPolicy::worth_running(0.1, big, 4), 1);
-  // A tiny model: a token costs about what the rest of the step does.
+  // A tiny model: a draft costs about what the rest of the step does.
   const double tiny = policy_of(0.00002, 0.00002, 9.0).threshold();
-  EXPECT_NEAR(tiny, 0.00002 * 9.0 / (0.00002 * 11), 0.01);  // 0.82
-  EXPECT_EQ(DraftPolicy::worth_running(0.93, tiny, 4), 2) << "0.93^2 > 0.82 > 0.93^3";
-  EXPECT_EQ(DraftPolicy::worth_running(0.9, tiny, 4), 1);
-  EXPECT_EQ(DraftPolicy::worth_running(0.5, tiny, 4), 0);
-  EXPECT_EQ(DraftPolicy::worth_running(0.99, tiny, 3), 3) << "at most what was proposed";
+  EXPECT_EQ(tiny, 1.0) << "9 tokens in 3 drafts' time: no draft pays (clamped from 3)";
+  EXPECT_EQ(DraftPolicy::worth_running(0.99, tiny, 4), 0);
+  const double mid = policy_of(0.00018, 0.00002, 9.0).threshold();
+  EXPECT_NEAR(mid, 0.00002 * 9.0 / (0.00018 + 0.00002 * 2), 0.01);  // 0.82
+  EXPECT_EQ(DraftPolicy::worth_running(0.93, mid, 4), 2) << "0.93^2 > 0.82 > 0.93^3";
+  EXPECT_EQ(DraftPolicy::worth_running(0.8, mid, 4), 0);
+  EXPECT_EQ(DraftPolicy::worth_running(0.999, mid, 3), 3) << "at most what was proposed";
+}
+
+// Sequences cost more than drafts (sampling, reading their cache): the fit tells them apart
+// when the batch's size varies too, and a draft's threshold follows its own cost.
+TEST(DraftPolicy, ASequencesCostIsNotChargedToDrafts) {
+  infer::DraftPolicy p;
+  for (int step = 0; step < 200; ++step) {
+    const double seqs = 4 + (step * 7) % 5, drafts = (step * 3) % 4;
+    p.observe_step(seqs, drafts, seqs, 0.001 + 0.0005 * seqs + 0.0001 * drafts);
+  }
+  const double mean_seqs = 6.0, mean_drafts = 1.5;  // about: the weights decay
+  EXPECT_NEAR(p.threshold(),
+              0.0001 * mean_seqs / (0.001 + 0.0005 * mean_seqs + 0.0001 * mean_drafts),
+              0.02);  // 0.14; charging drafts a sequence's cost would give 0.7
 }
 
 TEST(DraftPolicy, AcceptanceFollowsTheDraftsReachedAndNewRequestsStartFromTheTypical) {

@@ -43,18 +43,19 @@ struct SpeculativeConfig {
 };
 
 // Which drafts are worth running, learned as the engine runs. Decode steps (no prefill) are
-// timed against the tokens they run, and a line t = fixed + per_token x tokens is fitted by least
-// squares weighted towards recent steps; each sequence keeps the share of the drafts it reached
-// that were accepted (its acceptance). A sequence's j-th draft is accepted with chance about
-// acceptance^j and costs per_token; it pays when that chance beats what the same time buys in a
-// step, per_token x tokens emitted per step / step time (the threshold). Until the steps have
-// varied enough to tell per_token apart (drafts vary them), every draft runs; a sequence whose
+// timed against the sequences and the drafts they run, and a plane t = fixed + per_sequence x
+// sequences + per_draft x drafts is fitted by least squares weighted towards recent steps; each
+// sequence keeps the share of the drafts it reached that were accepted (its acceptance). A
+// sequence's j-th draft is accepted with chance about acceptance^j and costs per_draft; it pays
+// when that chance beats what the same time buys in a step, per_draft x tokens emitted per step /
+// step time (the threshold). Until the drafts per step have varied enough to tell per_draft
+// (drafts vary them), every draft runs; a sequence whose
 // drafts are not worth it looks none up (the lookup has its cost too) but for one draft now and
 // then, to learn its acceptance again.
 class DraftPolicy {
  public:
-  // One decode step: tokens run (drafts included), tokens it brought, and its wall time.
-  void observe_step(double tokens_run, double tokens_emitted, double seconds);
+  // One decode step: the sequences and the drafts it ran, the tokens it brought, its wall time.
+  void observe_step(double sequences, double drafts, double tokens_emitted, double seconds);
   // The chance of acceptance a draft needs to be worth running, in [0, 1].
   double threshold() const;
   // How many of `proposed` drafts to run for a sequence with this acceptance: those j (from 1)
@@ -72,9 +73,22 @@ class DraftPolicy {
   static constexpr int64_t kProbeEvery = 16;
 
  private:
-  // Exponentially weighted sums over decode steps: weight, tokens run, seconds, tokens^2,
-  // tokens x seconds, tokens emitted.
-  double w_ = 0, n_ = 0, t_ = 0, nn_ = 0, nt_ = 0, emitted_ = 0;
+  // Exponentially weighted sums over decode steps of 1, sequences, drafts, seconds, tokens
+  // emitted and the products the fit needs.
+  enum Sum {
+    kWeight,
+    kSeqs,
+    kDrafts,
+    kSeconds,
+    kEmitted,
+    kSeqsSeqs,
+    kSeqsDrafts,
+    kDraftsDrafts,
+    kSeqsSeconds,
+    kDraftsSeconds,
+    kSums
+  };
+  double sums_[kSums] = {};
   double typical_ = kPriorAcceptance;
 };
 
