@@ -306,7 +306,7 @@ void Engine::propose_drafts() {
                   runner_.max_seq_len() - seq.num_tokens()});
     if (max_drafts <= 0) continue;
     int64_t wanted = spec.adaptive
-                         ? DraftPolicy::worth_running(r->draft_acceptance, threshold, max_drafts)
+                         ? draft_policy_.worth_running(r->draft_acceptance, threshold, max_drafts)
                          : max_drafts;
     if (wanted == 0) {
       if (++r->steps_without_drafts < DraftPolicy::kProbeEvery) continue;

@@ -108,18 +108,26 @@ double DraftPolicy::threshold() const {
   return std::min(1.0, per_draft * mean(kEmitted) / mt);
 }
 
-int64_t DraftPolicy::worth_running(double acceptance, double threshold, int64_t proposed) {
+int64_t DraftPolicy::worth_running(double acceptance, double threshold, int64_t proposed) const {
   int64_t j = 0;
-  for (double chance = acceptance; j < proposed && chance > threshold; chance *= acceptance) ++j;
+  for (double chance = acceptance; j < proposed && chance > threshold; ++j)
+    chance *= follow_[std::min(j + 1, kDepths - 1)];
   return j;
 }
 
 double DraftPolicy::after_step(double acceptance, int64_t reached, int64_t accepted) {
-  constexpr double kRate = 0.2, kTypicalRate = 0.02;  // per draft reached
+  // A sequence's first draft tells its acceptance; a draft i > 0 is reached only when draft
+  // i - 1 was accepted, and tells how often drafts at its depth follow.
+  constexpr double kRate = 0.1, kTypicalRate = 0.02, kFollowRate = 0.05;
   for (int64_t i = 0; i < reached; ++i) {
     const double x = i < accepted ? 1.0 : 0.0;
-    acceptance += kRate * (x - acceptance);
-    typical_ += kTypicalRate * (x - typical_);
+    if (i == 0) {
+      acceptance += kRate * (x - acceptance);
+      typical_ += kTypicalRate * (x - typical_);
+    } else {
+      double& follow = follow_[std::min(i, kDepths - 1)];
+      follow += kFollowRate * (x - follow);
+    }
   }
   return acceptance;
 }

@@ -44,25 +44,27 @@ struct SpeculativeConfig {
 
 // Which drafts are worth running, learned as the engine runs. Decode steps (no prefill) are
 // timed against the sequences and the drafts they run, and a plane t = fixed + per_sequence x
-// sequences + per_draft x drafts is fitted by least squares weighted towards recent steps; each
-// sequence keeps the share of the drafts it reached that were accepted (its acceptance). A
-// sequence's j-th draft is accepted with chance about acceptance^j and costs per_draft; it pays
-// when that chance beats what the same time buys in a step, per_draft x tokens emitted per step /
-// step time (the threshold). Until the drafts per step have varied enough to tell per_draft
-// (drafts vary them), every draft runs; a sequence whose
-// drafts are not worth it looks none up (the lookup has its cost too) but for one draft now and
-// then, to learn its acceptance again.
+// sequences + per_draft x drafts is fitted by least squares weighted towards recent steps. Each
+// sequence keeps the share of its first drafts that were accepted (its acceptance), and the
+// engine, per depth, the share of drafts accepted after their predecessor was (a copy that held
+// so far tends to go on holding). A sequence's first draft is accepted with chance about its
+// acceptance, each next one with that times its depth's share; a draft costs per_draft, and pays
+// when its chance beats what the same time buys in a step: per_draft x tokens emitted per step /
+// step time (the threshold). Until drafts per step have varied enough to tell per_draft, every
+// draft runs; a sequence whose drafts are not worth it looks none up (the lookup has its cost
+// too) but for one draft every kProbeEvery steps, to learn its acceptance again.
 class DraftPolicy {
  public:
   // One decode step: the sequences and the drafts it ran, the tokens it brought, its wall time.
   void observe_step(double sequences, double drafts, double tokens_emitted, double seconds);
   // The chance of acceptance a draft needs to be worth running, in [0, 1].
   double threshold() const;
-  // How many of `proposed` drafts to run for a sequence with this acceptance: those j (from 1)
-  // with acceptance^j above threshold.
-  static int64_t worth_running(double acceptance, double threshold, int64_t proposed);
-  // A sequence's acceptance after a step that reached `reached` drafts and accepted `accepted`;
-  // they also count towards the typical acceptance.
+  // How many of `proposed` drafts to run for a sequence with this acceptance: those whose
+  // chance (acceptance, times each depth's share after the first) beats threshold.
+  int64_t worth_running(double acceptance, double threshold, int64_t proposed) const;
+  // A sequence's acceptance after a step that reached `reached` drafts and accepted `accepted`
+  // (moved by its first draft; the others count for their depths), which also moves the
+  // typical acceptance.
   double after_step(double acceptance, int64_t reached, int64_t accepted);
   // What a new request's acceptance starts from: that of recent drafts of all requests (requests
   // to one server tend to be alike), kPriorAcceptance before any.
@@ -90,6 +92,10 @@ class DraftPolicy {
   };
   double sums_[kSums] = {};
   double typical_ = kPriorAcceptance;
+  // Per depth d >= 1 (the last one standing for deeper ones): the share of drafts at d accepted.
+  // Optimistic at first: a depth is only measured where drafts reach it.
+  static constexpr int64_t kDepths = 8;
+  double follow_[kDepths] = {1, 1, 1, 1, 1, 1, 1, 1};
 };
 
 // Replaces draft with max_drafts tokens that followed the most recent earlier occurrence of the
