@@ -17,8 +17,8 @@ struct Engine::Request {
   int64_t prompt_logprobs;           // GenerationParams::prompt_logprobs
   std::vector<TokenLogprob> prompt;  // of positions 1, 2, ... so far
   std::optional<JsonMatcher> json;   // where its text is in its grammar
-  // Speculative decoding: the share of its drafts accepted (from the engine's typical one), and
-  // steps in a row without drafts.
+  // Speculative decoding: the share of its first drafts accepted (starting from the engine's
+  // typical one), and steps in a row without drafts.
   double draft_acceptance = DraftPolicy::kPriorAcceptance;
   int64_t steps_without_drafts = 0;
   Request(Sequence s, const tokenizers::Tokenizer* tokenizer, const GenerationParams& params)
@@ -313,6 +313,8 @@ void Engine::propose_drafts() {
       wanted = 1;  // a probe
     }
     propose_ngram_drafts(seq.tokens, spec, wanted, seq.draft);
+    if (r->json)  // a draft the grammar would mask is rejected for sure: spare its compute
+      seq.draft.resize(masker_->grammatical_prefix(*r->json, seq.draft));
     if (!seq.draft.empty()) r->steps_without_drafts = 0;
   }
 }

@@ -187,4 +187,17 @@ const TokenMasker::RuleMask& TokenMasker::rule_mask(
   return m;
 }
 
+int64_t TokenMasker::grammatical_prefix(const JsonMatcher& matcher,
+                                        std::span<const int32_t> tokens) const {
+  JsonMatcher m = matcher;
+  int64_t n = 0;
+  for (int32_t t : tokens) {
+    // Excluded and byte-less tokens have no bytes here and are never allowed.
+    if (t < 0 || t >= vocab_size() || bytes(t).empty() || !m.advance(bytes(t))) break;
+    ++n;
+    if (m.terminated()) break;
+  }
+  return n;
+}
+
 }  // namespace tessera::infer

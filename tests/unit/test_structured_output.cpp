@@ -645,5 +645,25 @@ ws     ::= [ \t\n]*
                                   std::span(&eos, 1));
 }
 
+// The share of a speculative draft worth running: the tokens the grammar allows one after
+// another, up to one that ends the generation.
+TEST(TokenMasker, GrammaticalPrefixIsWhatTheMasksWouldAllowInTurn) {
+  tokenizers::CharTokenizer tok("abc");
+  const int32_t a = 0, b = 1, c = 2;
+  infer::TokenMasker masker(tok, {});
+  const JsonMatcher m(JsonGrammar::regex("(ab)+c"));
+  const std::vector<int32_t> draft = {a, b, a, b, c, a};
+  EXPECT_EQ(masker.grammatical_prefix(m, draft), 5) << "'c' ends it: nothing may follow";
+  EXPECT_EQ(masker.grammatical_prefix(m, std::vector<int32_t>{a, a, b}), 1);
+  EXPECT_EQ(masker.grammatical_prefix(m, std::vector<int32_t>{b}), 0);
+  EXPECT_EQ(masker.grammatical_prefix(m, std::vector<int32_t>{a, 7}), 1)
+      << "outside the vocabulary";
+  EXPECT_EQ(masker.grammatical_prefix(m, std::vector<int32_t>{}), 0);
+  JsonMatcher after_ab = m;
+  ASSERT_TRUE(after_ab.advance("ab"));
+  EXPECT_EQ(masker.grammatical_prefix(after_ab, std::vector<int32_t>{c}), 1);
+  EXPECT_EQ(masker.grammatical_prefix(m, draft), 5) << "the matcher itself is not moved";
+}
+
 }  // namespace
 }  // namespace tessera

@@ -34,9 +34,9 @@ struct SpeculativeConfig {
   void validate() const;
   // From vLLM's --speculative-config / speculative_config JSON: {"method": "ngram",
   // "num_speculative_tokens": k, "prompt_lookup_max": n, "prompt_lookup_min": m}, and Tessera's
-  // "adaptive": false to run every draft. One lookup bound alone sets the other within it (min 4
-  // alone: max 4). ValueError naming op for another
-  // method (draft models, EAGLE, MTP are not built), unknown keys or values out of range.
+  // "adaptive": false to run every draft. One lookup bound alone moves the other's default to
+  // meet it (min 6 alone: max 6). ValueError naming op for another method (draft models, EAGLE,
+  // MTP are not built), unknown keys or values out of range.
   static SpeculativeConfig from_json(const nlohmann::json& j, const char* op);
   // The same from JSON text (a command-line flag's value); ValueError for text that is not JSON.
   static SpeculativeConfig parse(std::string_view json_text, const char* op);
@@ -66,8 +66,8 @@ class DraftPolicy {
   // (moved by its first draft; the others count for their depths), which also moves the
   // typical acceptance.
   double after_step(double acceptance, int64_t reached, int64_t accepted);
-  // What a new request's acceptance starts from: that of recent drafts of all requests (requests
-  // to one server tend to be alike), kPriorAcceptance before any.
+  // What a new request's acceptance starts from: that of the recent first drafts of all requests
+  // (requests to one server tend to be alike), kPriorAcceptance before any.
   double typical_acceptance() const { return typical_; }
   static constexpr double kPriorAcceptance = 0.5;
   // A sequence that drafted nothing this many steps in a row, its drafts not being worth it,

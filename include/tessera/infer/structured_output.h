@@ -207,6 +207,10 @@ class TokenMasker {
   // allowed[t] = 1 where token t's bytes keep matcher inside its grammar, else 0
   // (allowed is resized to the vocabulary).
   void allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
+  // How many of tokens, in order, keep matcher inside its grammar (as allowed_tokens would allow
+  // each after those before it), stopping after one that ends the generation: how much of a
+  // speculative draft is worth running.
+  int64_t grammatical_prefix(const JsonMatcher& matcher, std::span<const int32_t> tokens) const;
   // Token t's bytes.
   std::string_view bytes(int32_t t) const { return token_bytes_[static_cast<size_t>(t)]; }
   int64_t vocab_size() const { return static_cast<int64_t>(token_bytes_.size()); }
