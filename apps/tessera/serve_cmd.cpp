@@ -133,6 +133,11 @@ Command add_serve_command(CLI::App& app) {
             pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
             if (o->threads > 0) omp_set_num_threads(o->threads);
             const Device device = device_option(o->device, "serve");
+            // Checked before the model loads: a typo fails at once.
+            const infer::SpeculativeConfig speculative =
+                o->speculative_config.empty()
+                    ? infer::SpeculativeConfig{}
+                    : infer::SpeculativeConfig::parse(o->speculative_config, "serve");
             LoadedModel loaded = load_model(o->model);
             loaded.model->to(device);
             std::shared_ptr<tokenizers::Tokenizer> tokenizer =
@@ -149,8 +154,7 @@ Command add_serve_command(CLI::App& app) {
             ec.kv_cache_dtype =
                 infer::inference_dtype_from_name(o->kv_cache_dtype, "serve", "a KV cache dtype");
             ec.weight_dtype = infer::weight_dtype_from_names(o->dtype, o->quantization, "serve");
-            if (!o->speculative_config.empty())
-              ec.speculative = infer::SpeculativeConfig::parse(o->speculative_config, "serve");
+            ec.speculative = speculative;
             auto engine = std::make_shared<infer::AsyncEngine>(
                 std::make_unique<infer::Engine>(*loaded.model, ec, tokenizer));
             serve::ServerConfig sc;
@@ -200,10 +204,16 @@ Command add_serve_command(CLI::App& app) {
             const infer::EngineStats stats = engine->stats();
             std::fprintf(
                 stderr,
-                "serve: %s as '%s' on http://%s:%d (%s, batch %lld, %lld KV blocks of %lld)\n",
+                "serve: %s as '%s' on http://%s:%d (%s, batch %lld, %lld KV blocks of %lld%s)\n",
                 loaded.source.c_str(), sc.model_names.front().c_str(), sc.host.c_str(), port,
                 device.str().c_str(), static_cast<long long>(ec.max_num_seqs),
-                static_cast<long long>(stats.blocks_total), static_cast<long long>(ec.block_size));
+                static_cast<long long>(stats.blocks_total), static_cast<long long>(ec.block_size),
+                ec.speculative.enabled()
+                    ? detail::str(", up to ", ec.speculative.num_speculative_tokens,
+                                  " prompt-lookup drafts",
+                                  ec.speculative.adaptive ? " (adaptive)" : "")
+                          .c_str()
+                    : "");
             server.run();
             served = true;
             pthread_kill(watcher.native_handle(), SIGTERM);  // blocked: only its sigwait sees it

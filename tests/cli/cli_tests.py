@@ -430,6 +430,11 @@ def bad_arguments_fail_clearly(ctx):
         (["generate", "--model", ctx.path("nothing")], "expected an existing model path"),
         (["generate", "--model", ctx.text(), "--temperature", "-1"], "--temperature"),
         (["generate"], "--model is required"),
+        (["serve", "--model", ctx.path("nothing"), "--speculative-config",
+          '{"method": "eagle", "num_speculative_tokens": 2}'],
+         '[serve] expected speculative method "ngram"'),
+        (["serve", "--model", ctx.path("nothing"), "--speculative-config", "{4"],
+         "[serve] expected the speculative config to be JSON"),
         # "\udcff" reaches the program as the byte 0xFF (not UTF-8).
         (["train", "--data", ctx.text(), "--out", ctx.path("x"), "--sample-prompt", "\udcff"],
          "expected UTF-8 text in --sample-prompt, got invalid UTF-8 byte at index 0: 0xFF"),
