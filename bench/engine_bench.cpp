@@ -21,10 +21,12 @@
 // stream generates all of it, as free text does. --only speculative compares plain decoding,
 // prompt-lookup speculation running every draft and the adaptive draft policy (alternating
 // rounds) on stories260K (real text) and the GPT-2-sized model (whose random weights loop, so
-// its drafts land); --only speculative-gpt2 runs the latter alone.
+// its drafts land); --only speculative-gpt2 runs the latter alone; --only speculative-history
+// compares looking in a request's own text with looking in earlier outputs too (stories260K).
 //
 //   engine_bench [--stories PATH] [--reps N]
-//                [--only stories|gpt2|prefix|kv-dtype|structured|speculative|speculative-gpt2]
+//                [--only stories|gpt2|prefix|kv-dtype|structured|speculative|speculative-gpt2|
+//                        speculative-history]
 //                [--streams N] [--gpt2-dir DIR]
 //                [--device cpu|cuda[:N]] [--prompt-len N] [--new-tokens N]
 //                [--dtype float32|bfloat16] [--quantization int8]   (the CPU runner's weights)
@@ -103,9 +105,10 @@ struct Constraint {
 
 // streams requests at once through an Engine batching up to streams sequences (base: the
 // dtypes).
+// fresh_prompts gives request i of rep r prompt salt 1000 r + i (else i), so reps differ.
 BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_len, int64_t n,
                     int reps, const infer::EngineConfig& base = {},
-                    const Constraint& constraint = {}) {
+                    const Constraint& constraint = {}, bool fresh_prompts = false) {
   infer::EngineConfig config = base;
   config.max_num_seqs = streams;
   config.num_blocks = streams * ((prompt_len + n + 15) / 16 + 1);
@@ -123,7 +126,8 @@ BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_l
     std::vector<double> ttft, tbt;
     int64_t total = 0;
     for (int i = 0; i < streams; ++i)
-      engine.add_request(prompt_of(prompt_len, model.vocab_size(), i), params);
+      engine.add_request(
+          prompt_of(prompt_len, model.vocab_size(), fresh_prompts ? 1000 * r + i : i), params);
     while (engine.has_unfinished()) {
       for (const infer::RequestOutput& out : engine.step()) {
         const int i = static_cast<int>(out.request_id % streams);
@@ -287,8 +291,9 @@ void run_speculative(const std::string& name, const models::CausalLM& model, int
       "| model | streams | tokens/s, plain | every draft: tokens/s | vs plain | drafts accepted | "
       "adaptive: tokens/s | vs plain | drafts accepted |\n|---|---|---|---|---|---|---|---|---|\n");
   infer::EngineConfig every, adaptive;
-  every.speculative = {.num_speculative_tokens = 4, .adaptive = false};
-  adaptive.speculative = {.num_speculative_tokens = 4};
+  // Each rep sends the same prompts again, which the cross-request history would draft whole.
+  every.speculative = {.num_speculative_tokens = 4, .adaptive = false, .history_tokens = 0};
+  adaptive.speculative = {.num_speculative_tokens = 4, .history_tokens = 0};
   for (int c : streams) {
     std::vector<double> plain_rate, rate[2], ratio[2], accepted[2];
     for (int r = 0; r < reps; ++r) {
@@ -309,6 +314,41 @@ void run_speculative(const std::string& name, const models::CausalLM& model, int
                 name.c_str(), c, median(plain_rate), median(rate[0]), median(ratio[0]),
                 100.0 * median(accepted[0]), median(rate[1]), median(ratio[1]),
                 100.0 * median(accepted[1]));
+    std::fflush(stdout);
+  }
+}
+
+// Greedy stories from 2-token prompts (BOS and a token, new ones each rep), plain and with
+// adaptive speculation looking in each request's own text only or in the outputs of earlier
+// requests too, alternating: stories repeat each other's phrases ("Once upon a time", names).
+void run_history(const models::CausalLM& model, int64_t n, int reps,
+                 const std::vector<int>& streams) {
+  std::printf(
+      "| model | streams | tokens/s, plain | own text: tokens/s | vs plain | drafts accepted | "
+      "with history: tokens/s | vs plain | drafts accepted "
+      "|\n|---|---|---|---|---|---|---|---|---|\n");
+  infer::EngineConfig own, history;
+  own.speculative = {.num_speculative_tokens = 4, .history_tokens = 0};
+  history.speculative = {.num_speculative_tokens = 4};
+  for (int c : streams) {
+    std::vector<double> plain_rate, rate[2], ratio[2], accepted[2];
+    for (int r = 0; r < reps; ++r) {
+      const double p = batched(model, c, 2, n, 1, {}, {}, true).tokens_per_s;
+      plain_rate.push_back(p);
+      std::fprintf(stderr, "stories260K, %d streams, round %d: plain %.0f", c, r, p);
+      for (int v = 0; v < 2; ++v) {
+        const BatchResult s = batched(model, c, 2, n, 1, v ? history : own, {}, true);
+        rate[v].push_back(s.tokens_per_s);
+        ratio[v].push_back(s.tokens_per_s / p);
+        accepted[v].push_back(s.accepted_per_draft);
+        std::fprintf(stderr, ", %s %.0f (%.2fx, %.0f%% accepted)", v ? "history" : "own",
+                     s.tokens_per_s, ratio[v].back(), 100 * s.accepted_per_draft);
+      }
+      std::fprintf(stderr, "\n");
+    }
+    std::printf("| stories260K | %d | %.0f | %.0f | %.2fx | %.0f%% | %.0f | %.2fx | %.0f%% |\n", c,
+                median(plain_rate), median(rate[0]), median(ratio[0]), 100.0 * median(accepted[0]),
+                median(rate[1]), median(ratio[1]), 100.0 * median(accepted[1]));
     std::fflush(stdout);
   }
 }
@@ -393,6 +433,10 @@ int main(int argc, char** argv) {
       run_speculative("stories260K", *model, 1, 200, reps, streams);
     }
     run_speculative("GPT-2 124M", *gpt2_124m(device), gpt2_prompt, gpt2_tokens, reps, streams);
+    return 0;
+  }
+  if (only == "speculative-history") {
+    run_history(*infer::load_model(stories), 200, reps, streams);
     return 0;
   }
   if (only == "kv-dtype") {

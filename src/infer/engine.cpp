@@ -37,6 +37,9 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
       tokenizer_(std::move(tokenizer)),
       sampler_(runner_.vocab_size()) {
   config_.speculative.validate();
+  if (config_.speculative.enabled() && config_.speculative.history_tokens > 0)
+    history_ = std::make_unique<NgramHistory>(config_.speculative.history_tokens,
+                                              config_.speculative.prompt_lookup_min);
   const KVCacheSpec spec = runner_.kv_spec(config_.kv_cache_dtype);
   const int64_t block_size = std::max<int64_t>(config_.block_size, 1);  // the cache checks it
   const int64_t memory = config_.kv_cache_memory_bytes;
@@ -186,6 +189,8 @@ void Engine::abort_request(int64_t id) {
 void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   out.finish_reason = reason;
   out.text += r.text.flush();
+  if (history_ && reason != FinishReason::Abort)
+    history_->add(std::span(r.seq.tokens).subspan(r.seq.prompt_len));
   scheduler_->remove(&r.seq);
   requests_.erase(r.seq.id);  // r is gone after this
 }
@@ -312,7 +317,11 @@ void Engine::propose_drafts() {
       if (++r->steps_without_drafts < DraftPolicy::kProbeEvery) continue;
       wanted = 1;  // a probe
     }
-    propose_ngram_drafts(seq.tokens, spec, wanted, seq.draft);
+    const int64_t own_match = propose_ngram_drafts(seq.tokens, spec, wanted, seq.draft);
+    // Another request's output matching more of the recent text is the better guess (a request
+    // repeating an earlier one has loops of its own too).
+    if (history_ && history_->propose(seq.tokens, wanted, history_draft_) > own_match)
+      std::swap(seq.draft, history_draft_);
     if (r->json)  // a draft the grammar would mask is rejected for sure: spare its compute
       seq.draft.resize(masker_->grammatical_prefix(*r->json, seq.draft));
     if (!seq.draft.empty()) r->steps_without_drafts = 0;

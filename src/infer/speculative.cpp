@@ -15,6 +15,8 @@ void SpeculativeConfig::validate() const {
   TESSERA_CHECK(prompt_lookup_min >= 1 && prompt_lookup_max >= prompt_lookup_min, ValueError,
                 "[SpeculativeConfig] expected 1 <= prompt_lookup_min <= prompt_lookup_max, got ",
                 prompt_lookup_min, " and ", prompt_lookup_max);
+  TESSERA_CHECK(history_tokens >= 0, ValueError,
+                "[SpeculativeConfig] expected history_tokens >= 0, got ", history_tokens);
 }
 
 SpeculativeConfig SpeculativeConfig::from_json(const nlohmann::json& j, const char* op) {
@@ -42,6 +44,8 @@ SpeculativeConfig SpeculativeConfig::from_json(const nlohmann::json& j, const ch
     } else if (key == "prompt_lookup_max") {
       c.prompt_lookup_max = integer("prompt_lookup_max");
       has_max = true;
+    } else if (key == "history_tokens") {  // Tessera's, as vLLM's suffix decoding
+      c.history_tokens = integer("history_tokens");
     } else if (key == "adaptive") {  // Tessera's: vLLM runs every draft
       TESSERA_CHECK(value.is_boolean(), ValueError, "[", op,
                     "] expected adaptive to be a boolean, got ", value.dump());
@@ -49,7 +53,7 @@ SpeculativeConfig SpeculativeConfig::from_json(const nlohmann::json& j, const ch
     } else {
       TESSERA_CHECK(false, ValueError, "[", op, "] unknown speculative config key '", key,
                     "' (expected method, num_speculative_tokens, prompt_lookup_min, "
-                    "prompt_lookup_max, adaptive)");
+                    "prompt_lookup_max, adaptive, history_tokens)");
     }
   }
   TESSERA_CHECK(j.contains("method") && j.contains("num_speculative_tokens"), ValueError, "[", op,
@@ -132,11 +136,60 @@ double DraftPolicy::after_step(double acceptance, int64_t reached, int64_t accep
   return acceptance;
 }
 
-void propose_ngram_drafts(std::span<const int32_t> tokens, const SpeculativeConfig& config,
-                          int64_t max_drafts, std::vector<int32_t>& draft) {
+NgramHistory::NgramHistory(int64_t capacity_tokens, int64_t n) : capacity_(capacity_tokens), n_(n) {
+  TESSERA_CHECK(capacity_tokens >= 0 && n >= 1, ValueError,
+                "[NgramHistory] expected capacity_tokens >= 0 and n >= 1, got ", capacity_tokens,
+                " and ", n);
+}
+
+uint64_t NgramHistory::hash(std::span<const int32_t> ngram) const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the ids
+  for (int32_t t : ngram) h = (h ^ static_cast<uint32_t>(t)) * 0x100000001b3ull;
+  return h;
+}
+
+void NgramHistory::add(std::span<const int32_t> output) {
+  const int64_t L = static_cast<int64_t>(output.size());
+  if (L <= n_ || L > capacity_) return;
+  while (num_tokens_ + L > capacity_) {  // the oldest go; their index entries go stale
+    num_tokens_ -= static_cast<int64_t>(outputs_.front().size());
+    outputs_.pop_front();
+    ++first_;
+  }
+  const int64_t number = first_ + static_cast<int64_t>(outputs_.size());
+  outputs_.emplace_back(output.begin(), output.end());
+  num_tokens_ += L;
+  for (int64_t end = n_; end < L; ++end)  // an occurrence with a token after it
+    index_[hash(output.subspan(end - n_, n_))] = {number, end};
+  if (index_.size() > static_cast<size_t>(2 * capacity_))  // drop the stale entries
+    std::erase_if(index_, [&](const auto& e) { return e.second.output < first_; });
+}
+
+int64_t NgramHistory::propose(std::span<const int32_t> tokens, int64_t max_drafts,
+                              std::vector<int32_t>& draft) const {
   draft.clear();
   const int64_t L = static_cast<int64_t>(tokens.size());
-  if (max_drafts <= 0 || L < 2) return;
+  if (max_drafts <= 0 || L < n_) return 0;
+  const std::span<const int32_t> suffix = tokens.subspan(L - n_);
+  const auto it = index_.find(hash(suffix));
+  if (it == index_.end() || it->second.output < first_) return 0;
+  const std::vector<int32_t>& out = outputs_[static_cast<size_t>(it->second.output - first_)];
+  const int64_t end = it->second.end;
+  if (!std::equal(suffix.begin(), suffix.end(), out.begin() + (end - n_))) return 0;  // collision
+  const int64_t last = std::min(static_cast<int64_t>(out.size()), end + max_drafts);
+  draft.assign(out.begin() + end, out.begin() + last);
+  int64_t match = n_;
+  while (match < kLongestMatch && match < L && match < end &&
+         tokens[L - 1 - match] == out[end - 1 - match])
+    ++match;
+  return match;
+}
+
+int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const SpeculativeConfig& config,
+                             int64_t max_drafts, std::vector<int32_t>& draft) {
+  draft.clear();
+  const int64_t L = static_cast<int64_t>(tokens.size());
+  if (max_drafts <= 0 || L < 2) return 0;
   // One backward scan: each earlier position holding the last token ends an occurrence of the
   // suffix as long as their tokens agree going back; the first to reach the longest length wins.
   int64_t best_len = 0, best_end = -1;
@@ -151,12 +204,13 @@ void propose_ngram_drafts(std::span<const int32_t> tokens, const SpeculativeConf
       if (n == config.prompt_lookup_max) break;
     }
   }
-  if (best_len < config.prompt_lookup_min) return;
+  if (best_len < config.prompt_lookup_min) return 0;
   // The text from the occurrence on, as if it went on repeating itself: past the end of tokens
   // the copy continues from its own start (a recent occurrence is a period of a loop).
   const int64_t first = best_end + 1;
   for (int64_t i = 0; i < max_drafts; ++i)
     draft.push_back(first + i < L ? tokens[first + i] : draft[first + i - L]);
+  return best_len;
 }
 
 }  // namespace tessera::infer

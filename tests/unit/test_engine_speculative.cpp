@@ -41,6 +41,10 @@ TEST(PromptLookup, ProposesWhatFollowedTheLongestMatchingSuffix) {
   EXPECT_EQ(drafts({5, 6, 5, 6, 5}, c, 3), (std::vector<int32_t>{6, 5, 6}));
   EXPECT_EQ(drafts({1, 9, 9, 9}, c, 3), (std::vector<int32_t>{9, 9, 9}));
   EXPECT_EQ(drafts({1, 2, 3, 4}, c, 3), (std::vector<int32_t>{})) << "nothing recurs";
+  std::vector<int32_t> d;
+  EXPECT_EQ(infer::propose_ngram_drafts(std::vector<int32_t>{1, 2, 3, 7, 2, 3}, c, 3, d), 2)
+      << "the matched suffix's length";
+  EXPECT_EQ(infer::propose_ngram_drafts(std::vector<int32_t>{1, 2, 3, 4}, c, 3, d), 0);
   EXPECT_EQ(drafts({1}, c, 3), (std::vector<int32_t>{}));
 }
 
@@ -86,6 +90,12 @@ TEST(PromptLookup, ConfigFromVllmJsonAndItsErrors) {
                        ValueError, "boolean");
   EXPECT_TESSERA_ERROR(SpeculativeConfig::parse("{method", "serve"), ValueError,
                        "[serve] expected the speculative config to be JSON");
+  EXPECT_EQ(parse(R"({"method": "ngram", "num_speculative_tokens": 2, "history_tokens": 0})")
+                .history_tokens,
+            0);
+  EXPECT_TESSERA_ERROR(
+      parse(R"({"method": "ngram", "num_speculative_tokens": 2, "history_tokens": -1})"),
+      ValueError, "history_tokens >= 0");
 }
 
 // Decode steps of 8 sequences timed as t = fixed + per_draft x drafts, the drafts varying.
@@ -158,6 +168,35 @@ TEST(DraftPolicy, ASequencesFirstDraftsMoveItsAcceptanceAndNewRequestsStartFromT
   EXPECT_GT(policy.typical_acceptance(), 0.2);
   for (int i = 0; i < 400; ++i) policy.after_step(0.5, 1, 0);
   EXPECT_LT(policy.typical_acceptance(), 0.01);
+}
+
+TEST(NgramHistory, ProposesWhatFollowedTheLastNTokensInARecentOutput) {
+  infer::NgramHistory h(/*capacity_tokens=*/12, /*n=*/2);
+  std::vector<int32_t> d{99};
+  h.propose(std::vector<int32_t>{1, 2}, 4, d);
+  EXPECT_TRUE(d.empty()) << "nothing kept yet";
+  h.add(std::vector<int32_t>{1, 2, 3, 4, 5});
+  EXPECT_EQ(h.propose(std::vector<int32_t>{9, 9, 1, 2}, 2, d), 2);
+  EXPECT_EQ(d, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(h.propose(std::vector<int32_t>{9, 1, 2, 3}, 9, d), 3) << "the match reaches back";
+  EXPECT_EQ(d, (std::vector<int32_t>{4, 5}));
+  h.propose(std::vector<int32_t>{4, 5}, 3, d);
+  EXPECT_TRUE(d.empty()) << "nothing followed '4 5'";
+  h.add(std::vector<int32_t>{1, 2, 7});
+  h.propose(std::vector<int32_t>{1, 2}, 4, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{7})) << "the most recent occurrence, to its output's end";
+  h.add(std::vector<int32_t>{8, 9});
+  EXPECT_EQ(h.num_tokens(), 8) << "an output of n tokens or fewer proposes nothing: not kept";
+  h.add(std::vector<int32_t>{6, 6, 6, 6, 6});  // 13 tokens: the first output goes
+  EXPECT_EQ(h.num_tokens(), 8);
+  h.propose(std::vector<int32_t>{2, 3}, 2, d);
+  EXPECT_TRUE(d.empty()) << "'2 3' was only in the dropped output";
+  h.propose(std::vector<int32_t>{1, 2}, 4, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{7}));
+  h.propose(std::vector<int32_t>{6, 6}, 4, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{6})) << "its last occurrence with a token after it";
+  h.add(std::vector<int32_t>(13, 5));
+  EXPECT_EQ(h.num_tokens(), 8) << "longer than the whole history: not kept";
 }
 
 // ---- the scheduler's share of drafts ----
@@ -359,6 +398,34 @@ TEST(EngineSpeculative, StructuredOutputChangesNothing) {
   // Drafts are cut where the grammar would mask them (148 drafted for the same 35 accepted
   // without that).
   EXPECT_GT(2 * s.spec_accepted_tokens, s.spec_draft_tokens);
+}
+
+// A request whose own text offers no drafts takes them from an earlier request's output: the
+// same sampled request sent again (a retry with its seed) is drafted almost whole, and its
+// tokens are still exactly those decoded without speculation.
+TEST(EngineSpeculative, DraftsComeFromEarlierOutputsToo) {
+  auto model = testing::small_llama(/*max_seq_len=*/160);
+  const std::vector<int32_t> prompt = {3, 17, 29, 41, 5, 52, 11};
+  std::vector<int32_t> want;
+  int64_t accepted[2];
+  for (int64_t history : {0, 1 << 16}) {
+    infer::EngineConfig config;
+    config.enable_prefix_caching = false;
+    config.speculative = {
+        .num_speculative_tokens = 4, .adaptive = false, .history_tokens = history};
+    infer::Engine engine(*model, config);
+    int64_t outputs = 0;
+    for (int rep = 0; rep < 2; ++rep) {
+      engine.add_request(prompt, params(60, 1.0, 5));  // sampled text hardly repeats itself
+      const auto runs = run_all(engine, outputs);
+      if (want.empty()) want = runs.begin()->second.tokens;
+      EXPECT_EQ(runs.begin()->second.tokens, want) << "history " << history << ", rep " << rep;
+    }
+    accepted[history > 0] = engine.stats().spec_accepted_tokens;
+  }
+  // Own text alone: 4 accepted; with the first request's output: 46 (of the second's 59 decode
+  // steps, drafts starting once its last 2 tokens are found).
+  EXPECT_GE(accepted[1], accepted[0] + 35) << "the second request was drafted from the first";
 }
 
 TEST(EngineSpeculative, AnInvalidConfigIsRefused) {

@@ -16,8 +16,9 @@
 // A request with a JSON grammar (structured output) samples on the host from logits masked to
 // the tokens that keep its text inside the grammar, and finishes when the value is complete.
 // With speculative decoding (EngineConfig::speculative, infer/speculative.h), a decoding
-// request whose recent tokens occurred before runs the tokens that followed them as drafts in
-// the same forward, and a step may then bring it several tokens, the same ones as without.
+// request whose recent tokens occurred before (in its text, or else in a recent output of
+// another request) runs the tokens that followed them as drafts in the same forward, and a step
+// may then bring it several tokens, the same ones as without.
 //
 //   infer::Engine engine(model, {.num_blocks = 512});
 //   GenerationParams p;
@@ -192,6 +193,8 @@ class Engine {
   std::vector<RequestOutput> outputs_;
   int64_t spec_num_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
   DraftPolicy draft_policy_;
+  std::unique_ptr<NgramHistory> history_;  // finished outputs, for drafts across requests
+  std::vector<int32_t> history_draft_;     // its proposal of the moment
 };
 
 }  // namespace tessera::infer

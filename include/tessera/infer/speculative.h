@@ -14,8 +14,10 @@
 //   infer::EngineConfig config;
 //   config.speculative = {.num_speculative_tokens = 4};
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -29,12 +31,17 @@ struct SpeculativeConfig {
   // Run only the drafts whose chance of acceptance pays for their time (DraftPolicy); false runs
   // every draft proposed, as vLLM does.
   bool adaptive = true;
+  // Tokens of finished requests' outputs kept to look drafts up in when a request's own text
+  // has no match (requests to one server repeat each other: JSON keys, tool calls, templates;
+  // vLLM's suffix decoding does this). 0: each request looks in its own text only.
+  int64_t history_tokens = 1 << 16;
   bool enabled() const { return num_speculative_tokens > 0; }
   // ValueError "[SpeculativeConfig] expected ..." naming the field out of range.
   void validate() const;
   // From vLLM's --speculative-config / speculative_config JSON: {"method": "ngram",
   // "num_speculative_tokens": k, "prompt_lookup_max": n, "prompt_lookup_min": m}, and Tessera's
-  // "adaptive": false to run every draft. One lookup bound alone moves the other's default to
+  // "adaptive": false to run every draft and "history_tokens": n (0: off) to size the
+  // cross-request history (NgramHistory). One lookup bound alone moves the other's default to
   // meet it (min 6 alone: max 6). ValueError naming op for another method (draft models, EAGLE,
   // MTP are not built), unknown keys or values out of range.
   static SpeculativeConfig from_json(const nlohmann::json& j, const char* op);
@@ -98,11 +105,40 @@ class DraftPolicy {
   double follow_[kDepths] = {1, 1, 1, 1, 1, 1, 1, 1};
 };
 
+// Recent outputs of finished requests, for drafts across requests: up to a number of tokens
+// (the oldest outputs dropped first), each position findable by the n tokens ending there
+// (n = prompt_lookup_min), the most recent occurrence kept.
+class NgramHistory {
+ public:
+  NgramHistory(int64_t capacity_tokens, int64_t n);
+  // Keeps output (ignored when shorter than n + 1 tokens or longer than the capacity).
+  void add(std::span<const int32_t> output);
+  // Replaces draft with up to max_drafts tokens that followed the most recent occurrence of the
+  // last n tokens of tokens in a kept output, and returns how many of the last tokens agree
+  // with the output there (at least n, at most kLongestMatch); empty and 0 when none.
+  int64_t propose(std::span<const int32_t> tokens, int64_t max_drafts,
+                  std::vector<int32_t>& draft) const;
+  static constexpr int64_t kLongestMatch = 64;
+  int64_t num_tokens() const { return num_tokens_; }
+
+ private:
+  struct Where {
+    int64_t output;  // its number among all outputs added
+    int64_t end;     // the position after the n tokens
+  };
+  uint64_t hash(std::span<const int32_t> ngram) const;
+  int64_t capacity_, n_;
+  std::deque<std::vector<int32_t>> outputs_;  // outputs first_ .. first_ + size - 1
+  int64_t first_ = 0, num_tokens_ = 0;
+  std::unordered_map<uint64_t, Where> index_;
+};
+
 // Replaces draft with max_drafts tokens that followed the most recent earlier occurrence of the
 // longest suffix of tokens (n in [prompt_lookup_min, prompt_lookup_max], fewer than
 // tokens.size()) that occurs earlier, continued past the end of tokens as the same copy (so a
-// loop of period p proposes its next turns, not just p tokens); empty when none occurs.
-void propose_ngram_drafts(std::span<const int32_t> tokens, const SpeculativeConfig& config,
-                          int64_t max_drafts, std::vector<int32_t>& draft);
+// loop of period p proposes its next turns, not just p tokens), and returns that suffix's
+// length; empty and 0 when none occurs.
+int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const SpeculativeConfig& config,
+                             int64_t max_drafts, std::vector<int32_t>& draft);
 
 }  // namespace tessera::infer
