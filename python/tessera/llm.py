@@ -108,7 +108,8 @@ class LLM:
     instead of num_blocks (a bfloat16 cache holds twice the blocks).
     speculative_config: None, or vLLM's dict {"method": "ngram", "num_speculative_tokens": k,
     "prompt_lookup_max": n, "prompt_lookup_min": m}: each decoding request proposes the k tokens
-    that followed the last recurrence of its last n..m tokens and checks them in the same
+    that followed the last recurrence of its last n..m tokens (in its own text, or in recent
+    outputs of other requests: "history_tokens", default 65536) and checks them in the same
     forward. Outputs stay exactly those without; stats() counts spec_draft_tokens and
     spec_accepted_tokens.
     """
