@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "commands.h"
 #include "tessera/core/error.h"
@@ -23,6 +25,7 @@ namespace {
 struct Options {
   std::string model, tokenizer, data_dir, prompt, device = "cpu";
   std::string dtype = "auto", quantization = "none";  // the CPU runner's weights
+  std::string speculative_config;
   int64_t max_new_tokens = 256, top_k = 0;
   double temperature = 1.0, top_p = 1.0;
   uint64_t seed = 1337;
@@ -41,12 +44,42 @@ infer::GenerationParams generation_params(const Options& o,
   return params;
 }
 
+// The same generation through an Engine running speculative drafts (the tokens are those
+// infer::generate writes): prints each step's text; returns the result and the drafts accepted.
+std::pair<infer::GenerationResult, int64_t> generate_speculatively(
+    const models::CausalLM& model, const Options& o, const infer::SpeculativeConfig& speculative,
+    const std::vector<int32_t>& prompt, const infer::GenerationParams& params,
+    std::shared_ptr<const tokenizers::Tokenizer> tokenizer) {
+  infer::EngineConfig config;
+  config.max_num_seqs = 1;
+  config.enable_prefix_caching = false;
+  config.weight_dtype = infer::weight_dtype_from_names(o.dtype, o.quantization, "generate");
+  config.speculative = speculative;
+  infer::Engine engine(model, config, std::move(tokenizer));
+  engine.add_request(prompt, params);
+  infer::GenerationResult result;
+  while (engine.has_unfinished())
+    for (const infer::RequestOutput& out : engine.step()) {
+      TESSERA_CHECK(out.error.empty(), RuntimeError, "[generate] ", out.error);
+      result.tokens.insert(result.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      std::fwrite(out.text.data(), 1, out.text.size(), stdout);  // stop tokens bring no text
+      std::fflush(stdout);
+      result.finish_reason = out.finish_reason;
+    }
+  return {result, engine.stats().spec_accepted_tokens};
+}
+
 int run_generate(const Options& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const Device device = device_option(o.device, "generate");
+  // Checked before the model loads: a typo fails at once.
+  const infer::SpeculativeConfig speculative =
+      o.speculative_config.empty()
+          ? infer::SpeculativeConfig{}
+          : infer::SpeculativeConfig::parse(o.speculative_config, "generate");
   LoadedModel loaded = load_model(o.model);
   loaded.model->to(device);
-  std::unique_ptr<tokenizers::Tokenizer> tokenizer =
+  std::shared_ptr<tokenizers::Tokenizer> tokenizer =
       model_tokenizer(loaded, o.tokenizer, o.data_dir, "generate");
   const std::vector<int32_t> prompt = prompt_ids(*tokenizer, o.prompt);
   const int64_t context = loaded.model->max_seq_len();
@@ -69,8 +102,12 @@ int run_generate(const Options& o) {
     return true;
   };
   infer::GenerationResult result;
+  int64_t accepted = -1;  // drafts accepted, with speculation
   const auto start = std::chrono::steady_clock::now();
-  if (o.max_new_tokens > 0) {  // the engine generates at least one token
+  if (o.max_new_tokens > 0 && speculative.enabled()) {
+    std::tie(result, accepted) =
+        generate_speculatively(*loaded.model, o, speculative, prompt, params, tokenizer);
+  } else if (o.max_new_tokens > 0) {  // the engine generates at least one token
     infer::ModelRunner runner(*loaded.model,
                               infer::weight_dtype_from_names(o.dtype, o.quantization, "generate"));
     result = infer::generate(runner, prompt, params, options);
@@ -85,6 +122,9 @@ int run_generate(const Options& o) {
                  generated, static_cast<long long>(context));
   std::fprintf(stderr, "generate: %lld tokens in %.2f s (%.1f tokens/s) from %s\n", generated, s,
                static_cast<double>(generated) / s, loaded.source.c_str());
+  if (accepted >= 0)
+    std::fprintf(stderr, "generate: %lld of them were speculative drafts accepted\n",
+                 static_cast<long long>(accepted));
   return 0;
 }
 
@@ -136,6 +176,10 @@ Command add_generate_command(CLI::App& app) {
                   "runs (tokens are drawn there too, except with penalties or logprobs)")
       ->capture_default_str();
   add_weight_dtype_options(cmd, o->dtype, o->quantization);
+  cmd->add_option("--speculative-config", o->speculative_config,
+                  "Speculative decoding as vLLM's JSON, e.g. '{\"method\": \"ngram\", "
+                  "\"num_speculative_tokens\": 4}' (as tessera serve's; the text is the same, "
+                  "in fewer steps when it repeats itself)");
   return {cmd, [o]() { return run_generate(*o); }};
 }
 

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import struct
@@ -340,6 +341,13 @@ def generate_stories260k(ctx):
     _, stderr = ctx.run("generate", *model, *tokenizer, "--dtype", "bfloat16", "--quantization",
                         "int8", ok=False)
     check("expected dtype auto or float32 with int8 quantization" in stderr, stderr)
+    # Speculative decoding writes the same text (through the Engine), with drafts accepted.
+    spec, stderr = ctx.run("generate", *model, *tokenizer, "--temperature", 0,
+                           "--max-new-tokens", 200, "--speculative-config",
+                           '{"method": "ngram", "num_speculative_tokens": 4, "adaptive": false}')
+    check(spec == expected + "\n", f"speculative: expected {expected!r}, got {spec!r}")
+    accepted = re.search(r"generate: (\d+) of them were speculative drafts accepted", stderr)
+    check(accepted and int(accepted.group(1)) > 0, stderr)
     stdout, stderr = ctx.run("generate", *model, *tokenizer, "--max-new-tokens", 0)
     check(stdout == "\n" and "generate: 0 tokens in" in stderr, f"{stdout!r}\n{stderr}")
     _, stderr = ctx.run("generate", *model, ok=False)
@@ -435,6 +443,8 @@ def bad_arguments_fail_clearly(ctx):
          '[serve] expected speculative method "ngram"'),
         (["serve", "--model", ctx.path("nothing"), "--speculative-config", "{4"],
          "[serve] expected the speculative config to be JSON"),
+        (["generate", "--model", ctx.path("nothing"), "--speculative-config",
+          '{"method": "ngram"}'], "[generate] expected the speculative config to set method"),
         # "\udcff" reaches the program as the byte 0xFF (not UTF-8).
         (["train", "--data", ctx.text(), "--out", ctx.path("x"), "--sample-prompt", "\udcff"],
          "expected UTF-8 text in --sample-prompt, got invalid UTF-8 byte at index 0: 0xFF"),
