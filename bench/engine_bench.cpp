@@ -282,33 +282,37 @@ word ::= [A-Za-z0-9,.']+
   }
 }
 
-// Without speculation, with every draft run and with the drafts the policy picks (4 at most,
-// looked up from 4 tokens down to 2), in alternating rounds: tokens/s of each, their ratios to
-// plain decoding (medians of the per-round ratios) and the share of drafts accepted.
-void run_speculative(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
-                     int64_t n, int reps, const std::vector<int>& streams) {
+// Two speculative variants against plain decoding in alternating rounds: tokens/s of each,
+// their ratios to plain (medians of the per-round ratios) and the share of drafts accepted.
+struct SpeculativeVariant {
+  const char* label;
+  infer::SpeculativeConfig config;
+};
+
+void compare_speculation(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
+                         int64_t n, int reps, const std::vector<int>& streams,
+                         const SpeculativeVariant (&variants)[2], bool fresh_prompts) {
   std::printf(
-      "| model | streams | tokens/s, plain | every draft: tokens/s | vs plain | drafts accepted | "
-      "adaptive: tokens/s | vs plain | drafts accepted |\n|---|---|---|---|---|---|---|---|---|\n");
-  infer::EngineConfig every, adaptive;
-  // Each rep sends the same prompts again, which the cross-request history would draft whole.
-  every.speculative = {.num_speculative_tokens = 4, .adaptive = false, .history_tokens = 0};
-  adaptive.speculative = {.num_speculative_tokens = 4, .history_tokens = 0};
+      "| model | streams | tokens/s, plain | %s: tokens/s | vs plain | drafts accepted | %s: "
+      "tokens/s | vs plain | drafts accepted |\n|---|---|---|---|---|---|---|---|---|\n",
+      variants[0].label, variants[1].label);
   for (int c : streams) {
     std::vector<double> plain_rate, rate[2], ratio[2], accepted[2];
     for (int r = 0; r < reps; ++r) {
-      const double p = batched(model, c, prompt_len, n, 1).tokens_per_s;
+      const double p = batched(model, c, prompt_len, n, 1, {}, {}, fresh_prompts).tokens_per_s;
       plain_rate.push_back(p);
       std::fprintf(stderr, "%s, %d streams, round %d: plain %.0f", name.c_str(), c, r, p);
       for (int v = 0; v < 2; ++v) {
-        const BatchResult s = batched(model, c, prompt_len, n, 1, v ? adaptive : every);
+        infer::EngineConfig config;
+        config.speculative = variants[v].config;
+        const BatchResult s = batched(model, c, prompt_len, n, 1, config, {}, fresh_prompts);
         rate[v].push_back(s.tokens_per_s);
         ratio[v].push_back(s.tokens_per_s / p);
         accepted[v].push_back(s.accepted_per_draft);
-        std::fprintf(stderr, ", %s %.0f (%.2fx)", v ? "adaptive" : "every draft", s.tokens_per_s,
-                     ratio[v].back());
+        std::fprintf(stderr, ", %s %.0f (%.2fx, %.0f%% accepted)", variants[v].label,
+                     s.tokens_per_s, ratio[v].back(), 100 * s.accepted_per_draft);
       }
-      std::fprintf(stderr, " tok/s\n");
+      std::fprintf(stderr, "\n");
     }
     std::printf("| %s | %d | %.0f | %.0f | %.2fx | %.0f%% | %.0f | %.2fx | %.0f%% |\n",
                 name.c_str(), c, median(plain_rate), median(rate[0]), median(ratio[0]),
@@ -318,39 +322,27 @@ void run_speculative(const std::string& name, const models::CausalLM& model, int
   }
 }
 
-// Greedy stories from 2-token prompts (BOS and a token, new ones each rep), plain and with
-// adaptive speculation looking in each request's own text only or in the outputs of earlier
-// requests too, alternating: stories repeat each other's phrases ("Once upon a time", names).
+// Every draft run against the drafts the policy picks (4 at most, looked up from 4 tokens down
+// to 2). Each rep sends the same prompts again, which the cross-request history would draft
+// whole: it stays off here.
+void run_speculative(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
+                     int64_t n, int reps, const std::vector<int>& streams) {
+  compare_speculation(
+      name, model, prompt_len, n, reps, streams,
+      {{"every draft", {.num_speculative_tokens = 4, .adaptive = false, .history_tokens = 0}},
+       {"adaptive", {.num_speculative_tokens = 4, .history_tokens = 0}}},
+      false);
+}
+
+// Greedy stories from 2-token prompts (BOS and a token, new ones each rep), adaptive
+// speculation looking in each request's own text only or in the outputs of earlier requests
+// too: stories repeat each other's phrases ("Once upon a time", names).
 void run_history(const models::CausalLM& model, int64_t n, int reps,
                  const std::vector<int>& streams) {
-  std::printf(
-      "| model | streams | tokens/s, plain | own text: tokens/s | vs plain | drafts accepted | "
-      "with history: tokens/s | vs plain | drafts accepted "
-      "|\n|---|---|---|---|---|---|---|---|---|\n");
-  infer::EngineConfig own, history;
-  own.speculative = {.num_speculative_tokens = 4, .history_tokens = 0};
-  history.speculative = {.num_speculative_tokens = 4};
-  for (int c : streams) {
-    std::vector<double> plain_rate, rate[2], ratio[2], accepted[2];
-    for (int r = 0; r < reps; ++r) {
-      const double p = batched(model, c, 2, n, 1, {}, {}, true).tokens_per_s;
-      plain_rate.push_back(p);
-      std::fprintf(stderr, "stories260K, %d streams, round %d: plain %.0f", c, r, p);
-      for (int v = 0; v < 2; ++v) {
-        const BatchResult s = batched(model, c, 2, n, 1, v ? history : own, {}, true);
-        rate[v].push_back(s.tokens_per_s);
-        ratio[v].push_back(s.tokens_per_s / p);
-        accepted[v].push_back(s.accepted_per_draft);
-        std::fprintf(stderr, ", %s %.0f (%.2fx, %.0f%% accepted)", v ? "history" : "own",
-                     s.tokens_per_s, ratio[v].back(), 100 * s.accepted_per_draft);
-      }
-      std::fprintf(stderr, "\n");
-    }
-    std::printf("| stories260K | %d | %.0f | %.0f | %.2fx | %.0f%% | %.0f | %.2fx | %.0f%% |\n", c,
-                median(plain_rate), median(rate[0]), median(ratio[0]), 100.0 * median(accepted[0]),
-                median(rate[1]), median(ratio[1]), 100.0 * median(accepted[1]));
-    std::fflush(stdout);
-  }
+  compare_speculation("stories260K", model, 2, n, reps, streams,
+                      {{"own text", {.num_speculative_tokens = 4, .history_tokens = 0}},
+                       {"with history", {.num_speculative_tokens = 4}}},
+                      true);
 }
 
 void run_model(const std::string& name, const models::CausalLM& model, int64_t prompt_len,

@@ -74,9 +74,7 @@ int run_generate(const Options& o) {
   const Device device = device_option(o.device, "generate");
   // Checked before the model loads: a typo fails at once.
   const infer::SpeculativeConfig speculative =
-      o.speculative_config.empty()
-          ? infer::SpeculativeConfig{}
-          : infer::SpeculativeConfig::parse(o.speculative_config, "generate");
+      infer::SpeculativeConfig::parse(o.speculative_config, "generate");
   LoadedModel loaded = load_model(o.model);
   loaded.model->to(device);
   std::shared_ptr<tokenizers::Tokenizer> tokenizer =

@@ -135,9 +135,7 @@ Command add_serve_command(CLI::App& app) {
             const Device device = device_option(o->device, "serve");
             // Checked before the model loads: a typo fails at once.
             const infer::SpeculativeConfig speculative =
-                o->speculative_config.empty()
-                    ? infer::SpeculativeConfig{}
-                    : infer::SpeculativeConfig::parse(o->speculative_config, "serve");
+                infer::SpeculativeConfig::parse(o->speculative_config, "serve");
             LoadedModel loaded = load_model(o->model);
             loaded.model->to(device);
             std::shared_ptr<tokenizers::Tokenizer> tokenizer =

@@ -295,8 +295,7 @@ void bind_llm(py::module_& m) {
              c.engine.kv_cache_dtype =
                  infer::inference_dtype_from_name(kv_cache_dtype, "LLM", "a KV cache dtype");
              c.engine.weight_dtype = infer::weight_dtype_from_names(dtype, quantization, "LLM");
-             if (!speculative_config.empty())
-               c.engine.speculative = infer::SpeculativeConfig::parse(speculative_config, "LLM");
+             c.engine.speculative = infer::SpeculativeConfig::parse(speculative_config, "LLM");
              py::gil_scoped_release release;
              return Unlocked<LLM>(new LLM(c));
            }),

@@ -415,12 +415,15 @@ const std::vector<RequestOutput>& Engine::step() {
         draws_.push_back(
             RowSampling::of(seq.sampling, seq.seed, static_cast<uint64_t>(seq.num_output() + j)));
   }
-  // Decode steps (no prefill) are timed for the draft policy, sampling included.
-  bool decode_only = true;
-  for (size_t i = 0; i < plan.scheduled.size(); ++i)
-    decode_only = decode_only && rows_[i].sample >= 0 &&
-                  plan.scheduled[i].num_new_tokens == 1 + rows_[i].num_drafts;
-  const auto started = std::chrono::steady_clock::now();
+  // A decode step (no prefill) is timed for the draft policy, sampling included.
+  bool timed = config_.speculative.enabled() && config_.speculative.adaptive;
+  int64_t drafts = 0;
+  for (size_t i = 0; timed && i < plan.scheduled.size(); ++i) {
+    timed = rows_[i].sample >= 0 && plan.scheduled[i].num_new_tokens == 1 + rows_[i].num_drafts;
+    drafts += rows_[i].num_drafts;
+  }
+  const auto started =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   std::span<const int32_t> runner_tokens;
   std::span<const float> logits;
   if (greedy)
@@ -450,11 +453,10 @@ const std::vector<RequestOutput>& Engine::step() {
       outputs_.push_back(std::move(out));
     }
   }
-  if (config_.speculative.adaptive && config_.speculative.enabled() && decode_only) {
-    int64_t emitted = 0, drafts = 0;
+  if (timed) {
+    int64_t emitted = 0;
     for (const RequestOutput& out : outputs_)
       emitted += static_cast<int64_t>(out.new_tokens.size());
-    for (const StepRows& rows : rows_) drafts += rows.num_drafts;
     draft_policy_.observe_step(
         static_cast<double>(rows_.size()), static_cast<double>(drafts),
         static_cast<double>(emitted),

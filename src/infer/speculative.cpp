@@ -68,6 +68,7 @@ SpeculativeConfig SpeculativeConfig::from_json(const nlohmann::json& j, const ch
 }
 
 SpeculativeConfig SpeculativeConfig::parse(std::string_view json_text, const char* op) {
+  if (json_text.empty()) return {};  // an option left unset: off
   const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   TESSERA_CHECK(!j.is_discarded(), ValueError, "[", op,
                 "] expected the speculative config to be JSON, e.g. {\"method\": \"ngram\", "

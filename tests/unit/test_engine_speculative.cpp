@@ -88,6 +88,7 @@ TEST(PromptLookup, ConfigFromVllmJsonAndItsErrors) {
       parse(R"({"method": "ngram", "num_speculative_tokens": 2, "adaptive": false})").adaptive);
   EXPECT_TESSERA_ERROR(parse(R"({"method": "ngram", "num_speculative_tokens": 2, "adaptive": 1})"),
                        ValueError, "boolean");
+  EXPECT_FALSE(SpeculativeConfig::parse("", "serve").enabled()) << "an unset option";
   EXPECT_TESSERA_ERROR(SpeculativeConfig::parse("{method", "serve"), ValueError,
                        "[serve] expected the speculative config to be JSON");
   EXPECT_EQ(parse(R"({"method": "ngram", "num_speculative_tokens": 2, "history_tokens": 0})")

@@ -45,7 +45,8 @@ struct SpeculativeConfig {
   // meet it (min 6 alone: max 6). ValueError naming op for another method (draft models, EAGLE,
   // MTP are not built), unknown keys or values out of range.
   static SpeculativeConfig from_json(const nlohmann::json& j, const char* op);
-  // The same from JSON text (a command-line flag's value); ValueError for text that is not JSON.
+  // The same from JSON text (a command-line flag's value; empty: off); ValueError for text that
+  // is not JSON.
   static SpeculativeConfig parse(std::string_view json_text, const char* op);
 };
 
