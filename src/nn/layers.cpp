@@ -59,10 +59,34 @@ void Linear::reset_parameters(Generator* gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, if_defined(bias)); }
+Tensor Linear::forward(const Tensor& x) {
+  Tensor y = linear(x, weight, if_defined(bias));
+  if (!lora_A) return y;
+  const Tensor in = lora_dropout ? (*lora_dropout)(x) : x;
+  return y + (*lora_B)((*lora_A)(in)) * lora_scaling;
+}
 
 Tensor Linear::forward_gelu(const Tensor& x, std::string_view approximate) {
+  if (lora_A) return gelu(forward(x), approximate);  // the branch adds before the activation
   return linear_gelu(x, weight, if_defined(bias), approximate);
+}
+
+void Linear::add_lora(int64_t rank, double scaling, double dropout, Generator* gen) {
+  TESSERA_CHECK(!lora_A, ValueError, "[Linear.add_lora] expected a layer without a LoRA branch, ",
+                "got one that has a rank ", lora_A ? lora_A->out_features : 0, " branch");
+  check_positive(rank, "Linear.add_lora", "rank");
+  TESSERA_CHECK(dropout >= 0.0 && dropout < 1.0, ValueError,
+                "[Linear.add_lora] expected dropout in [0, 1), got ", dropout);
+  const TensorOptions like = TensorOptions(weight.dtype()).with_device(weight.device());
+  lora_A = register_module("lora_A",
+                           std::make_shared<Linear>(empty({rank, in_features}, like), Tensor()));
+  lora_B = register_module("lora_B",
+                           std::make_shared<Linear>(zeros({out_features, rank}, like), Tensor()));
+  init::kaiming_uniform_(lora_A->weight, std::sqrt(5.0), init::FanMode::FanIn,
+                         init::Nonlinearity::LeakyReLU, gen);
+  if (dropout > 0.0)
+    lora_dropout = register_module("lora_dropout", std::make_shared<Dropout>(dropout));
+  lora_scaling = scaling;
 }
 
 std::string Linear::extra_repr() const {

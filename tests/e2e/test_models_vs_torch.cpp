@@ -75,11 +75,14 @@ void check_against_torch(models::CausalLM& model, const std::string& kind,
   loss.backward();
   expect_close(logits, ref.at("logits"), "logits");
   expect_close(loss, ref.at("loss"), "loss");
+  size_t trained = 0;  // frozen parameters (under LoRA) have no gradient on either side
   for (const auto& [name, p] : model.named_parameters()) {
+    if (!p.requires_grad()) continue;
     ASSERT_TRUE(ref.contains("grad." + name)) << name;
     expect_close(p.grad(), ref.at("grad." + name), "grad of " + name);
+    ++trained;
   }
-  EXPECT_EQ(model.named_parameters().size() + 3, ref.size()) << "every reference grad checked";
+  EXPECT_EQ(trained + 3, ref.size()) << "every reference grad checked";
 
   // The 20 steps run through the library Trainer (what tessera train runs).
   model.zero_grad();
@@ -130,6 +133,54 @@ TEST_F(ModelsVsTorch, LlamaGqaLlama3RopeLogitsLossGradsAndTraining) {
   manual_seed(21);
   models::Llama model(c);
   check_against_torch(model, "llama", c.to_json());
+}
+
+// LoRA on some of each model's layers (PEFT's layer written out in the reference): only the
+// lora_A / lora_B weights get gradients and train, the logits include their branches.
+void check_lora_against_torch(models::CausalLM& model, const std::string& kind,
+                              std::string config_json, const nn::LoraConfig& lora) {
+  nn::apply_lora(model, lora);
+  {
+    autograd::NoGradGuard no_grad;  // lora_B starts at zero: give the branches an effect
+    for (auto& [name, t] : nn::lora_state_dict(model))
+      if (name.ends_with("lora_B.weight")) t.copy_(randn(t.sizes()) * 0.05);
+  }
+  std::string targets;
+  for (const std::string& t : lora.target_modules)
+    targets += (targets.empty() ? "\"" : ", \"") + t + "\"";
+  config_json.insert(config_json.rfind('}'),
+                     detail::str(R"(, "lora": {"r": )", lora.r, R"(, "lora_alpha": )",
+                                 lora.lora_alpha, R"(, "target_modules": [)", targets, "]}"));
+  check_against_torch(model, kind, config_json);
+}
+
+TEST_F(ModelsVsTorch, Gpt2LoraLogitsGradsAndTraining) {
+  models::GPT2Config c;
+  c.vocab_size = kVocab;
+  c.block_size = kSeq;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 64;
+  manual_seed(22);
+  auto model = std::make_shared<models::GPT2>(c);
+  check_lora_against_torch(*model, "gpt2", c.to_json(),
+                           {.r = 4, .lora_alpha = 8, .target_modules = {"c_attn", "c_fc"}});
+}
+
+TEST_F(ModelsVsTorch, LlamaLoraLogitsGradsAndTraining) {
+  models::LlamaConfig c;
+  c.vocab_size = kVocab;
+  c.dim = 64;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.hidden_dim = 160;
+  c.max_seq_len = kSeq;
+  manual_seed(23);
+  auto model = std::make_shared<models::Llama>(c);
+  check_lora_against_torch(
+      *model, "llama", c.to_json(),
+      {.r = 8, .lora_alpha = 16, .target_modules = {"q_proj", "v_proj", "down_proj"}});
 }
 
 TEST_F(ModelsVsTorch, Stories260KImportMatchesLlama2cForward) {

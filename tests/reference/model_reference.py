@@ -206,6 +206,35 @@ class Llama(nn.Module):
         return self.lm_head(self.model.norm(x))
 
 
+# ---- LoRA (PEFT's layer, written out) ----
+
+class LoraLinear(nn.Module):
+    """base(x) + scaling * lora_B(lora_A(x)) with the frozen base's weight and bias, named as PEFT
+    names them in adapter files."""
+
+    def __init__(self, base, r, scaling):
+        super().__init__()
+        self.weight, self.bias = base.weight, base.bias
+        self.lora_A = nn.Linear(base.in_features, r, bias=False)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False)
+        self.scaling = scaling
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias) + self.lora_B(self.lora_A(x)) * self.scaling
+
+
+def apply_lora(model, lora):
+    """Freezes model and wraps each Linear whose name ends with a target (PEFT's matching)."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    scaling = lora["lora_alpha"] / lora["r"]
+    for name, module in list(model.named_modules()):
+        if isinstance(module, nn.Linear) and any(
+                name == t or name.endswith("." + t) for t in lora["target_modules"]):
+            parent_name, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent_name), child, LoraLinear(module, lora["r"], scaling))
+
+
 # ---- training ----
 
 def lm_loss(logits, y):
@@ -229,6 +258,8 @@ def run_model(kind, folder):
     with open(os.path.join(folder, "train.json")) as f:
         train = json.load(f)
     model = GPT2(config) if kind == "gpt2" else Llama(config)
+    if "lora" in config:
+        apply_lora(model, config["lora"])
     weights, _ = safetensors_io.load(os.path.join(folder, "init.safetensors"))
     model.load_state_dict(weights, strict=True)
     batches, _ = safetensors_io.load(os.path.join(folder, "batches.safetensors"))
@@ -240,10 +271,11 @@ def run_model(kind, folder):
     loss.backward()
     out["logits"], out["loss"] = logits.detach(), loss.detach()
     for name, p in model.named_parameters():
-        out["grad." + name] = p.grad.detach().clone()
+        if p.requires_grad:  # frozen under LoRA
+            out["grad." + name] = p.grad.detach().clone()
     model.zero_grad(set_to_none=True)
 
-    params = list(model.parameters())
+    params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": train["weight_decay"]},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=train["lr"], betas=(train["beta1"], train["beta2"]),

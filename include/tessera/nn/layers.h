@@ -39,9 +39,20 @@ class Linear : public UnaryModule {
   void reset_parameters(Generator* gen = nullptr);
   std::string extra_repr() const override;
 
+  // Adds a LoRA branch (Hu et al. 2021, laid out as PEFT's): forward then returns
+  // linear(x) + scaling * lora_B(lora_A(dropout(x))), lora_A [rank, in] ~ kaiming_uniform
+  // (a = sqrt(5)) and lora_B [out, rank] = 0, so the layer starts unchanged. The branch's
+  // children are named as in PEFT's adapter files (<layer>.lora_A.weight). ValueError for a
+  // rank < 1, a dropout outside [0, 1), or a layer that has a branch already.
+  void add_lora(int64_t rank, double scaling, double dropout = 0.0, Generator* gen = nullptr);
+  bool has_lora() const { return lora_A != nullptr; }
+
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out]; undefined when built without bias
+  std::shared_ptr<Linear> lora_A, lora_B;     // null without a LoRA branch
+  std::shared_ptr<UnaryModule> lora_dropout;  // null at dropout 0
+  double lora_scaling = 0.0;
 };
 
 // Rows of weight [num_embeddings, embedding_dim] ~ N(0, 1) picked by integer indices; the
