@@ -51,6 +51,28 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
 
 class ModelsVsTorch : public testing::TorchReferenceTest {};
 
+models::GPT2Config gpt2_config() {
+  models::GPT2Config c;
+  c.vocab_size = kVocab;
+  c.block_size = kSeq;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 64;
+  return c;
+}
+
+models::LlamaConfig llama_config() {
+  models::LlamaConfig c;
+  c.vocab_size = kVocab;
+  c.dim = 64;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.hidden_dim = 160;
+  c.max_seq_len = kSeq;
+  return c;
+}
+
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // Writes the model's weights and the batches, runs the reference, and compares everything.
@@ -107,26 +129,14 @@ void check_against_torch(models::CausalLM& model, const std::string& kind,
 }
 
 TEST_F(ModelsVsTorch, Gpt2LogitsLossGradsAndTraining) {
-  models::GPT2Config c;
-  c.vocab_size = kVocab;
-  c.block_size = kSeq;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 64;
+  const models::GPT2Config c = gpt2_config();
   manual_seed(20);
   models::GPT2 model(c);
   check_against_torch(model, "gpt2", c.to_json());
 }
 
 TEST_F(ModelsVsTorch, LlamaGqaLlama3RopeLogitsLossGradsAndTraining) {
-  models::LlamaConfig c;
-  c.vocab_size = kVocab;
-  c.dim = 64;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 160;
-  c.max_seq_len = kSeq;
+  models::LlamaConfig c = llama_config();
   c.rope_theta = 10000.0;
   // Head dim 16: wavelengths 6.3 (kept), 19.9 (smoothed), 63 and longer (divided by 8).
   c.rope_scaling = models::RopeScaling{8.0, 1.0, 4.0, 32};
@@ -155,12 +165,7 @@ void check_lora_against_torch(models::CausalLM& model, const std::string& kind,
 }
 
 TEST_F(ModelsVsTorch, Gpt2LoraLogitsGradsAndTraining) {
-  models::GPT2Config c;
-  c.vocab_size = kVocab;
-  c.block_size = kSeq;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 64;
+  const models::GPT2Config c = gpt2_config();
   manual_seed(22);
   auto model = std::make_shared<models::GPT2>(c);
   check_lora_against_torch(*model, "gpt2", c.to_json(),
@@ -168,14 +173,7 @@ TEST_F(ModelsVsTorch, Gpt2LoraLogitsGradsAndTraining) {
 }
 
 TEST_F(ModelsVsTorch, LlamaLoraLogitsGradsAndTraining) {
-  models::LlamaConfig c;
-  c.vocab_size = kVocab;
-  c.dim = 64;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 160;
-  c.max_seq_len = kSeq;
+  const models::LlamaConfig c = llama_config();
   manual_seed(23);
   auto model = std::make_shared<models::Llama>(c);
   check_lora_against_torch(
