@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "tessera/core/error.h"
 #include "tessera/infer/engine.h"
 #include "tessera/infer/generate.h"
+#include "tessera/io/lora_adapter.h"
 #include "tessera/llm/model_files.h"
 
 namespace tessera::cli {
@@ -25,7 +27,7 @@ namespace {
 struct Options {
   std::string model, tokenizer, data_dir, prompt, device = "cpu";
   std::string dtype = "auto", quantization = "none";  // the CPU runner's weights
-  std::string speculative_config;
+  std::string speculative_config, lora;
   int64_t max_new_tokens = 256, top_k = 0;
   double temperature = 1.0, top_p = 1.0;
   uint64_t seed = 1337;
@@ -75,7 +77,10 @@ int run_generate(const Options& o) {
   // Checked before the model loads: a typo fails at once.
   const infer::SpeculativeConfig speculative =
       infer::SpeculativeConfig::parse(o.speculative_config, "generate");
+  const std::optional<nn::LoraAdapter> lora =
+      o.lora.empty() ? std::nullopt : std::optional(io::load_lora_adapter(o.lora));
   LoadedModel loaded = load_model(o.model);
+  if (lora) nn::merge_lora(*loaded.model, *lora);
   loaded.model->to(device);
   std::shared_ptr<tokenizers::Tokenizer> tokenizer =
       model_tokenizer(loaded, o.tokenizer, o.data_dir, "generate");
@@ -178,6 +183,10 @@ Command add_generate_command(CLI::App& app) {
                   "Speculative decoding as vLLM's JSON, e.g. '{\"method\": \"ngram\", "
                   "\"num_speculative_tokens\": 4}' (as tessera serve's; the text is the same, "
                   "in fewer steps when it repeats itself)");
+  cmd->add_option("--lora", o->lora,
+                  "A LoRA adapter folder (PEFT's adapter_config.json and "
+                  "adapter_model.safetensors, e.g. a `train --lora-rank` run's adapter/) merged "
+                  "into the model's weights");
   return {cmd, [o]() { return run_generate(*o); }};
 }
 

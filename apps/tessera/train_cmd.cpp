@@ -170,6 +170,24 @@ Command add_train_command(CLI::App& app) {
       "Start from a trained model: a run or checkpoint folder, .safetensors with config.json, "
       "llm.c GPT-2 .bin or llama2.c file (its architecture and tokenizer are used)",
       run);
+  const std::string lora = "LoRA fine-tuning (with --init-from)";
+  add("--lora-rank", o->lora_rank,
+      "Train low-rank adapters of this rank on the --lora-targets layers instead of every weight "
+      "(0: off); the adapter is written to --out/adapter in PEFT's format",
+      lora)
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  add("--lora-alpha", o->lora_alpha,
+      "LoRA scaling numerator: branches scale by alpha / rank (0: twice the rank)", lora)
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  add("--lora-dropout", o->lora_dropout, "Dropout on the LoRA branches' input", lora)
+      ->check(CLI::Range(0.0, 0.99))
+      ->capture_default_str();
+  add("--lora-targets", o->lora_targets,
+      "Layers to adapt: comma-separated names (c_attn,c_fc or q_proj,k_proj,v_proj,o_proj) or "
+      "all-linear (default: c_attn for GPT-2, q_proj,v_proj for LLaMA, as PEFT)",
+      lora);
   add("--seed", o->seed, "Seed of the initialization, dropout, batches and samples", run)
       ->capture_default_str();
   add("--threads", o->threads, "CPU threads (0: OpenMP's default)", run)

@@ -51,6 +51,12 @@ struct TrainOptions {
   bool sp = false;
   std::string pp_layers;
   std::string pp_schedule = "1f1b";
+  // LoRA fine-tuning: rank (0: off, every weight trains), alpha (0: twice the rank), dropout on
+  // the branches' input, adapted layers (comma-separated names, "all-linear"; empty: the
+  // family's default).
+  int64_t lora_rank = 0;
+  double lora_alpha = 0, lora_dropout = 0;
+  std::string lora_targets;
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
@@ -59,7 +65,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     lr, min_lr, weight_decay, grad_clip, time_limit, eval_every, eval_steps, sample_every,
     sample_tokens, sample_prompt, save_every, keep, out, resume, init_from, seed, dtype, device,
     activation_checkpointing, threads, profile, dp, zero_stage, dist_timeout, bucket_mb, tp, pp,
-    vpp, sp, pp_layers, pp_schedule)
+    vpp, sp, pp_layers, pp_schedule, lora_rank, lora_alpha, lora_dropout, lora_targets)
 
 // Runs `tessera train`; explicit_keys names the options given on the command line (JSON keys),
 // which override a resumed run's saved options. Returns the exit code.

@@ -26,7 +26,9 @@
 #include "tessera/dist/zero.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/checkpoint.h"
+#include "tessera/io/lora_adapter.h"
 #include "tessera/llm/model_files.h"
+#include "tessera/models/registry.h"
 #include "tessera/models/sampling.h"
 #include "tessera/optim/adam.h"
 #include "tessera/optim/lr_scheduler.h"
@@ -82,6 +84,33 @@ constexpr std::array<const char*, 9> kInvocationKeys = {"out",        "resume", 
 // run must be launched with the layout that wrote it.
 constexpr std::array<const char*, 6> kLayoutKeys = {"tp", "pp",        "vpp",
                                                     "sp", "pp_layers", "pp_schedule"};
+// The LoRA branches a run trains (fixed by a resumed checkpoint, which holds them).
+constexpr std::array<const char*, 4> kLoraKeys = {"lora_rank", "lora_alpha", "lora_dropout",
+                                                  "lora_targets"};
+
+// The command-line flag of an option's JSON key ("n_layer" -> "--n-layer").
+std::string flag(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
+// The LoRA of the --lora-* options, or nullopt without --lora-rank.
+std::optional<nn::LoraConfig> lora_config(const TrainOptions& o, const std::string& arch) {
+  if (o.lora_rank == 0) return std::nullopt;
+  nn::LoraConfig c{.r = o.lora_rank,
+                   .lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * o.lora_rank,
+                   .lora_dropout = o.lora_dropout};
+  c.target_modules = models::model_family(arch, "train").lora_targets;
+  if (!o.lora_targets.empty()) {
+    c.target_modules.clear();
+    for (size_t start = 0; start <= o.lora_targets.size();) {
+      const size_t comma = std::min(o.lora_targets.find(',', start), o.lora_targets.size());
+      if (comma > start) c.target_modules.push_back(o.lora_targets.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return c;
+}
 
 // --pp-layers "3,5" -> {3, 5}; empty -> {}.
 std::vector<int64_t> layer_counts(const std::string& text) {
@@ -161,7 +190,8 @@ class TrainingRun {
   double last_val_loss_ = NAN;
 
   std::shared_ptr<models::CausalLM> model_;  // float32 (the master weights under autocast)
-  int64_t model_params_ = 0;                 // of the whole model
+  int64_t model_params_ = 0;                 // of the whole model (without LoRA branches)
+  std::optional<nn::LoraConfig> lora_;       // the branches trained instead of the weights
   // This rank's part of the model, its DDP and pipeline (the whole model alone on one process).
   std::unique_ptr<train::ModelParallel> parallel_;
   std::unique_ptr<optim::Optimizer> optimizer_;
@@ -192,10 +222,11 @@ void TrainingRun::setup_resume(const std::set<std::string>& explicit_keys) {
   TESSERA_CHECK(o_.init_from.empty(), ValueError,
                 "[train] expected --init-from only for a new run, got it with --resume");
   for (const auto& keys :
-       {std::span<const char* const>(kModelKeys), std::span<const char* const>(kTokenKeys)})
+       {std::span<const char* const>(kModelKeys), std::span<const char* const>(kTokenKeys),
+        std::span<const char* const>(kLoraKeys)})
     for (const char* key : keys)
-      TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no --", key,
-                    " with --resume (the run's checkpoint fixes it), got --", key);
+      TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no ", flag(key),
+                    " with --resume (the run's checkpoint fixes it), got ", flag(key));
   io::remove_interrupted_writes(checkpoint_dir());
   const std::string folder =
       dp_.model_parallel() ? common_checkpoint() : io::resolve_checkpoint(checkpoint_dir());
@@ -245,8 +276,8 @@ void TrainingRun::setup_new_run(const std::set<std::string>& explicit_keys) {
   std::optional<TokenizerRef> inherited;
   if (!o_.init_from.empty()) {
     for (const char* key : kModelKeys)
-      TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no --", key,
-                    " with --init-from (the model file fixes the architecture), got --", key);
+      TESSERA_CHECK(!explicit_keys.count(key), ValueError, "[train] expected no ", flag(key),
+                    " with --init-from (the model file fixes the architecture), got ", flag(key));
     init_from_ = load_model(o_.init_from);
     inherited = init_from_->tokenizer;
   }
@@ -272,6 +303,9 @@ void TrainingRun::setup_new_run(const std::set<std::string>& explicit_keys) {
                  {"tokenizer", chosen.spec},
                  {"tokenizer_data_dir", chosen.data_dir},
                  {"train", o_}};
+  // The checkpoints hold the branches apart from the weights: loaders merge them by this.
+  if (auto lora = lora_config(o_, spec_.arch))
+    run_config_["lora"] = Json::parse(io::lora_config_json(*lora));
 }
 
 void TrainingRun::setup_training() {
@@ -281,10 +315,25 @@ void TrainingRun::setup_training() {
   manual_seed(o_.seed);
   model_ = init_from_ ? init_from_->model : build_model(spec_, &default_generator(), "train");
   init_from_.reset();
+  model_params_ = model_->num_parameters();
+  if ((lora_ = lora_config(o_, spec_.arch))) {
+    TESSERA_CHECK(!dp_.model_parallel(), ValueError,
+                  "[train] expected --lora-rank without --tp or --pp (adapters of whole layers), "
+                  "got --tp ",
+                  dp_.tp, " --pp ", dp_.pp);
+    const std::vector<std::string> layers = nn::apply_lora(*model_, *lora_, &default_generator());
+    int64_t trainable = 0;
+    for (const Tensor& p : model_->parameters()) trainable += p.requires_grad() ? p.numel() : 0;
+    bar_->log(
+        fmt("LoRA: rank %lld, alpha %g, dropout %g on %zu layers (%s); %.3fM of %.2fM "
+            "parameters train",
+            static_cast<long long>(lora_->r), lora_->lora_alpha, lora_->lora_dropout, layers.size(),
+            str(lora_->target_modules).c_str(), static_cast<double>(trainable) / 1e6,
+            static_cast<double>(model_params_) / 1e6));
+  }
   const Device device = device_option(o_.device, "train");
   model_->to(device);
   model_->train();
-  model_params_ = model_->num_parameters();
   setup_parallel(device);
   seq_len_ = o_.seq_len > 0 ? o_.seq_len : model_->max_seq_len();
   TESSERA_CHECK(seq_len_ <= model_->max_seq_len(), ValueError,
@@ -526,6 +575,12 @@ void TrainingRun::save(int64_t step) {
     io::prune_checkpoints(checkpoint_dir(), keep, folder);
   } else {
     folder = io::save_checkpoint(checkpoint_dir(), ckpt, keep);
+  }
+  if (lora_) {  // the adapter of the newest step, as PEFT's save_pretrained writes it
+    const std::string adapter = (fs::path(out_) / "adapter").string();
+    io::save_lora_adapter(adapter, {*lora_, nn::lora_state_dict(*model_)},
+                          o_.init_from.empty() ? "" : fs::absolute(o_.init_from).string());
+    folder += " and " + adapter;
   }
   bar_->log(fmt("saved %s (%.0f ms)", folder.c_str(), seconds_since(start) * 1e3));
 }

@@ -7,6 +7,7 @@
 
 #include "tessera/io/checkpoint.h"
 #include "tessera/io/importers.h"
+#include "tessera/io/lora_adapter.h"
 #include "tessera/io/safetensors.h"
 #include "tessera/models/registry.h"
 #include "tessera/nn/init.h"
@@ -104,7 +105,24 @@ LoadedModel build_and_load(const nn::TensorDict& state, std::string config, std:
   }
   LoadedModel out{nn::init::without_init([&] { return make_model_from_config(config, hint); }),
                   std::move(source), std::move(config)};
-  if (weights) load_weights(*out.model, state);
+  if (!weights) return out;
+  // A LoRA run's checkpoint holds its branches beside the frozen weights: merged here.
+  nn::TensorDict base;
+  nn::LoraAdapter lora;
+  for (const auto& [key, t] : state)
+    (key.find(".lora_A.") != std::string::npos || key.find(".lora_B.") != std::string::npos
+         ? lora.weights
+         : base)
+        .insert(key, t);
+  load_weights(*out.model, base);
+  if (!lora.weights.empty()) {
+    const Json doc = parse_json(out.config);
+    TESSERA_CHECK(doc.is_object() && doc.contains("lora"), ValueError, kOp,
+                  " expected the config of '", out.source,
+                  "' to describe its LoRA weights (a \"lora\" entry), got none");
+    lora.config = io::parse_lora_config(doc["lora"].dump());
+    nn::merge_lora(*out.model, lora);
+  }
   return out;
 }
 

@@ -100,12 +100,14 @@ std::string llama_from_hf(const std::string& hf_json) {
 template <class Model, class Config>
 ModelFamily family(std::string_view name, std::vector<std::string_view> hf_types,
                    std::string_view config_key, std::string_view weight_marker,
+                   std::vector<std::string> lora_targets,
                    std::string (*from_hf)(const std::string&)) {
   return {
       name,
       std::move(hf_types),
       config_key,
       weight_marker,
+      std::move(lora_targets),
       [](const std::string& json, Generator* gen) -> std::shared_ptr<CausalLM> {
         return std::make_shared<Model>(from_known_keys<Config>(json), gen);
       },
@@ -130,9 +132,10 @@ std::string family_names() {
 
 const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> families = {
-      family<GPT2, GPT2Config>("gpt2", {"gpt2"}, "n_embd", "transformer.wte.weight", &gpt2_from_hf),
+      family<GPT2, GPT2Config>("gpt2", {"gpt2"}, "n_embd", "transformer.wte.weight", {"c_attn"},
+                               &gpt2_from_hf),
       family<Llama, LlamaConfig>("llama", {"llama", "mistral"}, "n_layers",
-                                 "model.embed_tokens.weight", &llama_from_hf),
+                                 "model.embed_tokens.weight", {"q_proj", "v_proj"}, &llama_from_hf),
   };
   return families;
 }

@@ -465,6 +465,70 @@ def init_from_continues(ctx):
           f"--init-from starts at val loss {tuned_val[0][1]}, the base ended at {base_val}")
 
 
+def safetensors_entries(path):
+    """{name: (shape, raw bytes)} of a safetensors file, read without torch."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    return {name: (info["shape"], data[8 + n + info["data_offsets"][0]:8 + n + info["data_offsets"][1]])
+            for name, info in header.items()}
+
+
+def lora_fine_tune(ctx):
+    ctx.train("base", "--max-steps", 20, "--eval-every", 0, "--sample-tokens", 0)
+    base_val = losses(metrics(ctx.path("base")), "val_loss")[-1][1]
+    tuned = ctx.path("tuned")
+    args = ["train", "--init-from", ctx.path("base"), "--data", ctx.text(), "--out", tuned,
+            "--max-steps", 20, "--warmup-steps", 0, "--lr", 2e-2, "--threads", 1, "--eval-steps", 4,
+            "--eval-every", 10, "--sample-tokens", 0, "--batch-size", 8, "--lora-rank", 4,
+            "--lora-targets", "c_attn,c_fc"]
+    stdout, _ = ctx.run(*args)
+    check("LoRA: rank 4, alpha 8" in stdout and "on 2 layers" in stdout, stdout)
+    vals = losses(metrics(tuned), "val_loss")
+    # lora_B starts at zero: the adapted model starts as the base ended, then learns.
+    check(abs(vals[0][1] - base_val) < 1e-6, f"LoRA starts at val loss {vals[0][1]}, base {base_val}")
+    check(vals[-1][1] < vals[0][1], f"val loss did not fall: {vals}")
+    # PEFT's adapter folder, keys prefixed as PEFT writes them.
+    with open(os.path.join(tuned, "adapter", "adapter_config.json")) as f:
+        config = json.load(f)
+    check(config["peft_type"] == "LORA" and config["r"] == 4 and config["lora_alpha"] == 8
+          and config["target_modules"] == ["c_attn", "c_fc"], f"adapter config {config}")
+    adapter = safetensors_entries(os.path.join(tuned, "adapter", "adapter_model.safetensors"))
+    check(sorted(adapter) == ["base_model.model.transformer.h.0.attn.c_attn.lora_A.weight",
+                              "base_model.model.transformer.h.0.attn.c_attn.lora_B.weight",
+                              "base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight",
+                              "base_model.model.transformer.h.0.mlp.c_fc.lora_B.weight"],
+          f"adapter weights {sorted(adapter)}")
+    check(adapter["base_model.model.transformer.h.0.attn.c_attn.lora_A.weight"][0] == [4, 32],
+          "lora_A shape")
+    # The base weights stayed as they were.
+    before = safetensors_entries(os.path.join(ctx.path("base"), "ckpt_000020", "model.safetensors"))
+    after = safetensors_entries(os.path.join(tuned, "ckpt_000020", "model.safetensors"))
+    for name, entry in before.items():
+        check(after[name] == entry, f"{name} changed under LoRA")
+
+    def greedy(*model):
+        stdout, _ = ctx.run("generate", *model, "--threads", 1, "--max-new-tokens", 80,
+                            "--prompt", "ROMEO:", "--temperature", 0)
+        return stdout
+
+    # The run folder (branches merged on load) and base + --lora write the same text, another
+    # than the base's.
+    merged = greedy("--model", tuned)
+    check(merged == greedy("--model", ctx.path("base"), "--lora", os.path.join(tuned, "adapter")),
+          "the run folder and base + adapter differ")
+    check(merged != greedy("--model", ctx.path("base")), "the adapter changed nothing")
+    _, stderr = ctx.run("train", "--resume", "--out", tuned, "--lora-rank", 8, ok=False)
+    check("expected no --lora-rank with --resume" in stderr, stderr)
+    _, stderr = ctx.run(*args[:-2], "--lora-targets", "q_proj", "--out", ctx.path("bad"), ok=False)
+    check("expected target_modules naming some of the model's Linear layers" in stderr, stderr)
+    _, stderr = ctx.run("generate", "--model", ctx.path("base"), "--lora", ctx.path("base"),
+                        "--prompt", "a", ok=False)
+    check("expected a PEFT adapter folder" in stderr, stderr)
+
+
 SCENARIOS = {f.__name__: f for f in [
     train_loss_falls, bfloat16_and_llama_train, profile_and_checkpointing,
     resume_matches_uninterrupted, resume_takes_new_hyperparameters,
@@ -473,7 +537,8 @@ SCENARIOS = {f.__name__: f for f in [
     generate_is_deterministic, generate_stories260k, generate_fills_the_context,
     time_limit_stops_and_saves,
     bad_arguments_fail_clearly, init_from_continues, interrupt_stops_and_saves,
-    train_on_token_file, sigkill_resume_matches_uninterrupted, corrupt_checkpoint_is_refused]}
+    train_on_token_file, sigkill_resume_matches_uninterrupted, corrupt_checkpoint_is_refused,
+    lora_fine_tune]}
 
 
 def main(scenarios=SCENARIOS):

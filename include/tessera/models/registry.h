@@ -20,6 +20,8 @@ struct ModelFamily {
   std::vector<std::string_view> hf_model_types;  // Hugging Face model_type values it reads
   std::string_view config_key;                   // a key only this family's Tessera config JSON has
   std::string_view weight_marker;  // a weight name only this family's state dicts hold
+  // The layers LoRA adapts unless told otherwise (PEFT's default target_modules for the family).
+  std::vector<std::string> lora_targets;
   // A model (weights drawn from gen) from Tessera config JSON; keys the family's config does not
   // have are ignored. ValueError for bad values.
   std::shared_ptr<CausalLM> (*build)(const std::string& config_json, Generator* gen);
