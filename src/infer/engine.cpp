@@ -108,6 +108,9 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
     TESSERA_CHECK(t >= 0 && t < runner_.vocab_size(), ValueError,
                   "[Engine.add_request] expected token ids in [0, ", runner_.vocab_size(),
                   "), got ", t);
+  TESSERA_CHECK(params.lora_id >= 0 && params.lora_id <= runner_.num_loras(), ValueError,
+                "[Engine.add_request] expected a lora_id in [0, ", runner_.num_loras(),
+                "] (0: the base model; ids from add_lora), got ", params.lora_id);
   for (const auto& [t, bias] : params.sampling.logit_bias)
     TESSERA_CHECK(t < runner_.vocab_size(), ValueError,
                   "[Engine.add_request] expected logit_bias token ids in [0, ",
@@ -147,6 +150,7 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
   s.stopping = params.stopping;
   s.stopping.max_tokens = std::min(s.stopping.max_tokens, capacity - P);
   s.computes_whole_prompt = params.prompt_logprobs >= 0;
+  s.lora_id = params.lora_id;
   if (params.sampling.seed) {
     s.seed = *params.sampling.seed;
   } else {
@@ -330,7 +334,8 @@ void Engine::propose_drafts() {
 
 void Engine::cache_computed_blocks(Sequence& seq) {
   if (config_.enable_prefix_caching)
-    cache_->cache_full_blocks(seq.blocks, seq.tokens, seq.num_computed, seq.block_hashes);
+    cache_->cache_full_blocks(seq.blocks, seq.tokens, seq.num_computed, seq.block_hashes,
+                              prefix_root(seq.lora_id));
 }
 
 void Engine::build_batch(const SchedulerOutput& plan) {
@@ -350,7 +355,7 @@ void Engine::build_batch(const SchedulerOutput& plan) {
       ++spec_num_drafts_;
       spec_draft_tokens_ += d;
     }
-    batch_.add_sequence(run, start, seq.blocks, bs, /*want_logits=*/false);
+    batch_.add_sequence(run, start, seq.blocks, bs, /*want_logits=*/false, seq.lora_id);
     const int64_t first_row = batch_.num_tokens() - s.num_new_tokens;
     StepRows rows{.request = requests_.at(seq.id).get(), .num_drafts = d};
     // Prompt logprobs: the rows of positions whose next token is a prompt token, on the

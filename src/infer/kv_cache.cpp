@@ -164,11 +164,18 @@ BlockKey block_key(uint64_t parent, std::span<const int32_t> tokens) {
 
 }  // namespace
 
-PrefixMatch PagedKVCache::match_prefix(std::span<const int32_t> tokens, int64_t max_blocks) const {
+uint64_t prefix_root(int32_t lora_id) {
+  if (lora_id == 0) return 0;
+  const int32_t salt[] = {-1, lora_id};  // no token id is negative: no chain starts so
+  return chain_hash(0, salt);
+}
+
+PrefixMatch PagedKVCache::match_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
+                                       uint64_t root) const {
   PrefixMatch m;
   const int64_t bs = block_size();
   const int64_t full = std::min(static_cast<int64_t>(tokens.size()) / bs, max_blocks);
-  uint64_t parent = 0;
+  uint64_t parent = root;
   for (int64_t i = 0; i < full; ++i) {
     const BlockKey key = block_key(parent, tokens.subspan(i * bs, bs));
     const std::optional<int32_t> block = blocks_.find(key);
@@ -193,11 +200,12 @@ void PagedKVCache::take_prefix(BlockTable& table, const PrefixMatch& match) {
 }
 
 void PagedKVCache::cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
-                                     int64_t num_computed, std::vector<uint64_t>& hashes) {
+                                     int64_t num_computed, std::vector<uint64_t>& hashes,
+                                     uint64_t root) {
   const int64_t bs = block_size();
   const int64_t full = std::min(num_computed / bs, static_cast<int64_t>(table.size()));
   for (auto i = static_cast<int64_t>(hashes.size()); i < full; ++i) {
-    BlockKey key = block_key(hashes.empty() ? 0 : hashes.back(), tokens.subspan(i * bs, bs));
+    BlockKey key = block_key(hashes.empty() ? root : hashes.back(), tokens.subspan(i * bs, bs));
     hashes.push_back(key.hash);
     blocks_.cache(table[i], std::move(key));
   }

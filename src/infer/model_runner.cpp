@@ -64,10 +64,12 @@ void StepBatch::clear() {
   block_tables.clear();
   max_blocks = 0;
   logit_rows.clear();
+  lora_ids.clear();
 }
 
 void StepBatch::add_sequence(std::span<const int32_t> new_tokens, int64_t start,
-                             const BlockTable& table, int64_t block_size, bool want_logits) {
+                             const BlockTable& table, int64_t block_size, bool want_logits,
+                             int32_t lora_id) {
   if (query_start.empty()) query_start.push_back(0);
   const int64_t n = static_cast<int64_t>(new_tokens.size());
   TESSERA_CHECK(n > 0 && start >= 0 && start + n <= static_cast<int64_t>(table.size()) * block_size,
@@ -91,6 +93,7 @@ void StepBatch::add_sequence(std::span<const int32_t> new_tokens, int64_t start,
   }
   query_start.push_back(static_cast<int32_t>(tokens.size()));
   seq_lens.push_back(static_cast<int32_t>(start + n));
+  lora_ids.push_back(lora_id);
   if (want_logits) logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
 }
 
@@ -105,6 +108,7 @@ void StepBatch::slice(int64_t s0, int64_t s1, StepBatch& out) const {
   out.max_blocks = max_blocks;
   out.block_tables.assign(block_tables.begin() + s0 * max_blocks,
                           block_tables.begin() + s1 * max_blocks);
+  out.lora_ids.assign(lora_ids.begin() + s0, lora_ids.begin() + s1);
   out.logit_rows.clear();
   for (const int32_t r : logit_rows)
     if (r >= t0 && r < t1) out.logit_rows.push_back(static_cast<int32_t>(r - t0));
@@ -141,6 +145,16 @@ ModelRunner::ModelRunner(const models::CausalLM& model, DType weight_dtype) {
   };
   auto packed = [&](const Layout::Linear& l) { return pack(l.weights, l.biases); };
   for (const Layout::Layer& l : layout.layers) {
+    const int64_t index = static_cast<int64_t>(layers_.size());
+    for (const auto& [p, linear] : {std::pair{kQkv, &l.qkv}, std::pair{kO, &l.o},
+                                    std::pair{kFc1, &l.fc1}, std::pair{kFc2, &l.fc2}}) {
+      int64_t offset = 0;
+      for (size_t j = 0; j < linear->names.size(); ++j) {
+        const Tensor& w = linear->weights[j];
+        lora_targets_[linear->names[j]] = {index, p, offset, w.size(0), w.size(1)};
+        offset += w.size(0);
+      }
+    }
     Layer& L = layers_.emplace_back();
     L.norm1 = norm(l.norm1);
     L.norm2 = norm(l.norm2);
@@ -159,6 +173,53 @@ ModelRunner::ModelRunner(const models::CausalLM& model, DType weight_dtype) {
 
 ModelRunner::~ModelRunner() = default;
 
+int32_t ModelRunner::add_lora(const nn::LoraAdapter& adapter) {
+  TESSERA_CHECK(!device_runner_, NotImplementedError,
+                "[ModelRunner.add_lora] expected a CPU model (LoRA adapters run on the CPU "
+                "runner), got one on ",
+                device_.str());
+  LoraWeights weights(num_layers_);
+  const double scaling = adapter.config.scaling();
+  for (const nn::LoraPair& pair : nn::lora_pairs(adapter)) {
+    const auto it = lora_targets_.find(pair.layer);
+    TESSERA_CHECK(it != lora_targets_.end(), ValueError, "[ModelRunner.add_lora] expected ",
+                  "adapters of the attention and MLP projections, got one for '", pair.layer, "'");
+    const LoraTarget& t = it->second;
+    TESSERA_CHECK(pair.a.size(1) == t.in && pair.b.size(0) == t.out, ValueError,
+                  "[ModelRunner.add_lora] expected '", pair.layer, "' lora_A [r, ", t.in,
+                  "] and lora_B [", t.out, ", r], got ", pair.a.shape_str(), " and ",
+                  pair.b.shape_str());
+    auto pack = [&](const Tensor& w) {
+      return std::make_shared<PackedLinearWeights>(
+          call_kernel<pack_linear_kernel>(device_, std::vector<Tensor>{w.to(kFloat32).contiguous()},
+                                          std::vector<Tensor>{}, kFloat32));
+    };
+    weights[t.layer][t.projection].push_back(
+        {pack(pair.a), pack(pair.b.to(kFloat32) * scaling), t.offset, pair.a.size(0)});
+  }
+  loras_.push_back(std::move(weights));
+  return static_cast<int32_t>(loras_.size());
+}
+
+void ModelRunner::add_lora_rows(const StepBatch& batch, int64_t l, Projection p, const float* x,
+                                int64_t ldx, float* y, int64_t ldy, Workspace& ws,
+                                Device device) const {
+  if (loras_.empty()) return;
+  const int64_t S = batch.num_seqs();
+  for (int64_t s = 0, e = 0; s < S; s = e) {
+    const int32_t id = batch.lora_ids[s];
+    for (e = s + 1; e < S && batch.lora_ids[e] == id;) ++e;  // a run of one adapter
+    if (id == 0) continue;
+    const int64_t r0 = batch.query_start[s], rows = batch.query_start[e] - r0;
+    for (const LoraPiece& piece : loras_[id - 1][l][p]) {
+      grow(ws.lora, rows * piece.rank);
+      linear_rows(device, *piece.a, x + r0 * ldx, ldx, ws.lora.data(), piece.rank, rows);
+      linear_rows(device, *piece.b, ws.lora.data(), piece.rank, y + r0 * ldy + piece.offset, ldy,
+                  rows, /*accumulate=*/true);
+    }
+  }
+}
+
 void ModelRunner::norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx,
                             Device device) const {
   call_kernel<norm_rows_kernel>(device,
@@ -175,6 +236,12 @@ void ModelRunner::check(const StepBatch& batch, const KVCache& cache, const char
                 cs.num_kv_heads, ", ", cs.head_dim);
   TESSERA_CHECK(cache.device() == device_, ValueError, "[", op, "] expected a cache on ",
                 device_.str(), " (the model's device), got one on ", cache.device().str());
+  TESSERA_CHECK(batch.lora_ids.size() == batch.seq_lens.size(), ValueError, "[", op,
+                "] expected one lora id per sequence (", batch.seq_lens.size(), "), got ",
+                batch.lora_ids.size());
+  for (const int32_t id : batch.lora_ids)
+    TESSERA_CHECK(id >= 0 && id <= num_loras(), ValueError, "[", op, "] expected lora ids in [0, ",
+                  num_loras(), "] (0: none), got ", id);
   for (int64_t n = 0; n < batch.num_tokens(); ++n) {
     TESSERA_CHECK(batch.positions[n] >= 0 && batch.positions[n] < max_seq_, IndexError, "[", op,
                   "] expected positions in [0, ", max_seq_, "), got ", batch.positions[n]);
@@ -332,6 +399,7 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
     const Layer& L = layers_[l];
     norm_rows(L.norm1, x, h, N, C, dev);
     linear_rows(dev, L.qkv, h, C, qkv, qkv_width, N);
+    add_lora_rows(batch, l, kQkv, h, C, qkv, qkv_width, ws, dev);
     if (rope_cos_.defined()) call_kernel<rope_rows_kernel>(dev, rope);
     cache_args.k = qkv + q_width;
     cache_args.v = qkv + q_width + kv_width;
@@ -342,11 +410,14 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
     call_kernel<paged_caching_kernel>(dev, cache_args);
     call_kernel<paged_attention_kernel>(dev, attn_args);
     linear_rows(dev, L.o, attn, q_width, x, C, N, /*accumulate=*/true);  // x += attn W_o^T + b
+    add_lora_rows(batch, l, kO, attn, q_width, x, C, ws, dev);
 
     norm_rows(L.norm2, x, h, N, C, dev);
     linear_rows(dev, L.fc1, h, C, ff, ff_width, N);
+    add_lora_rows(batch, l, kFc1, h, C, ff, ff_width, ws, dev);
     call_kernel<mlp_activation_kernel>(dev, activation);
     linear_rows(dev, L.fc2, ff, ff_width, x, C, N, /*accumulate=*/true);  // x += mlp(...)
+    add_lora_rows(batch, l, kFc2, ff, ff_width, x, C, ws, dev);
   }
 
   if (hidden) {

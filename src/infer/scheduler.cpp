@@ -117,7 +117,8 @@ const SchedulerOutput& Scheduler::schedule() {
     }
     // Full blocks already cached, short of the last token: it runs again for its logits.
     const PrefixMatch hit = config_.enable_prefix_caching && !seq->computes_whole_prompt
-                                ? cache_.match_prefix(seq->tokens, (seq->num_tokens() - 1) / bs)
+                                ? cache_.match_prefix(seq->tokens, (seq->num_tokens() - 1) / bs,
+                                                      prefix_root(seq->lora_id))
                                 : PrefixMatch{};
     if (hit.next_hash != 0 && computed_this_step.contains(hit.next_hash)) break;
     const int64_t cached = static_cast<int64_t>(hit.blocks.size());

@@ -175,12 +175,16 @@ InferenceLayout GPT2::inference_layout() const {
   out.eps = config.layer_norm_eps;
   out.token_embedding = transformer->wte->weight;
   out.position_embedding = transformer->wpe->weight;
-  auto linear = [](const nn::Linear& l) { return InferenceLayout::Linear{{l.weight}, {l.bias}}; };
   auto norm = [](const nn::LayerNorm& n) { return InferenceLayout::NormWeights{n.weight, n.bias}; };
   for (size_t i = 0; i < transformer->h->size(); ++i) {
     const GPT2Block& b = *transformer->h->at<GPT2Block>(i);
-    out.layers.push_back({norm(*b.ln_1), norm(*b.ln_2), linear(*b.attn->c_attn),
-                          linear(*b.attn->c_proj), linear(*b.mlp->c_fc), linear(*b.mlp->c_proj)});
+    const std::string prefix = tessera::detail::str("transformer.h.", i, ".");
+    auto linear = [&](const nn::Linear& l, const char* name) {
+      return InferenceLayout::Linear{{l.weight}, {l.bias}, {prefix + name}};
+    };
+    out.layers.push_back({norm(*b.ln_1), norm(*b.ln_2), linear(*b.attn->c_attn, "attn.c_attn"),
+                          linear(*b.attn->c_proj, "attn.c_proj"), linear(*b.mlp->c_fc, "mlp.c_fc"),
+                          linear(*b.mlp->c_proj, "mlp.c_proj")});
   }
   out.final_norm = norm(*transformer->ln_f);
   out.lm_head = lm_head->weight;

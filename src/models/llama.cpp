@@ -172,20 +172,27 @@ InferenceLayout Llama::inference_layout() const {
   out.token_embedding = model->embed_tokens->weight;
   out.rope_cos = model->rotary_emb->cos;
   out.rope_sin = model->rotary_emb->sin;
-  auto weights = [](std::initializer_list<const nn::Linear*> ls) {
-    InferenceLayout::Linear l;
-    for (const nn::Linear* p : ls) l.weights.push_back(p->weight);
-    return l;
-  };
   for (size_t i = 0; i < model->layers->size(); ++i) {
     const LlamaDecoderLayer& b = *model->layers->at<LlamaDecoderLayer>(i);
     const LlamaAttention& a = *b.self_attn;
+    const std::string prefix = tessera::detail::str("model.layers.", i, ".");
+    auto weights = [&](std::initializer_list<std::pair<const nn::Linear*, const char*>> ls) {
+      InferenceLayout::Linear l;
+      for (const auto& [p, name] : ls) {
+        l.weights.push_back(p->weight);
+        l.names.push_back(prefix + name);
+      }
+      return l;
+    };
     out.layers.push_back({{b.input_layernorm->weight, Tensor()},
                           {b.post_attention_layernorm->weight, Tensor()},
-                          weights({a.q_proj.get(), a.k_proj.get(), a.v_proj.get()}),
-                          weights({a.o_proj.get()}),
-                          weights({b.mlp->gate_proj.get(), b.mlp->up_proj.get()}),
-                          weights({b.mlp->down_proj.get()})});
+                          weights({{a.q_proj.get(), "self_attn.q_proj"},
+                                   {a.k_proj.get(), "self_attn.k_proj"},
+                                   {a.v_proj.get(), "self_attn.v_proj"}}),
+                          weights({{a.o_proj.get(), "self_attn.o_proj"}}),
+                          weights({{b.mlp->gate_proj.get(), "mlp.gate_proj"},
+                                   {b.mlp->up_proj.get(), "mlp.up_proj"}}),
+                          weights({{b.mlp->down_proj.get(), "mlp.down_proj"}})});
   }
   out.final_norm = {model->norm->weight, Tensor()};
   out.lm_head = lm_head->weight;

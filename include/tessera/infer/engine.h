@@ -136,6 +136,9 @@ class Engine {
   bool has_unfinished() const { return !requests_.empty(); }
   EngineStats stats() const;
 
+  // Registers a LoRA adapter for requests to name by GenerationParams::lora_id; returns its id
+  // (1, 2, ...). Errors as ModelRunner::add_lora.
+  int32_t add_lora(const nn::LoraAdapter& adapter) { return runner_.add_lora(adapter); }
   const ModelRunner& runner() const { return runner_; }
   const EngineConfig& config() const { return config_; }
   const tokenizers::Tokenizer* tokenizer() const { return tokenizer_.get(); }

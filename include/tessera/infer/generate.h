@@ -42,6 +42,9 @@ struct GenerationParams {
   // (infer/structured_output.h), stop tokens come only once the value is complete, and the
   // request finishes (Stop) when nothing can follow it. Null: free text.
   std::shared_ptr<const JsonGrammar> json_grammar;
+  // Engine only: the LoRA adapter (Engine::add_lora's id) the request runs through; 0: the base
+  // model (vLLM's lora_request).
+  int32_t lora_id = 0;
 };
 
 struct GenerationResult {

@@ -54,6 +54,9 @@ struct KVCacheSpec {
 // Blocks of a sequence, in position order.
 using BlockTable = std::vector<int32_t>;
 
+// The prefix-cache root of the blocks a LoRA adapter computes (0 for the base model, lora_id 0).
+uint64_t prefix_root(int32_t lora_id);
+
 // What a cached block holds: the keys and values of `tokens` after the tokens that chain to
 // `parent` (0 for the first block). hash covers both; lookups compare all three.
 struct BlockKey {
@@ -155,13 +158,16 @@ class PagedKVCache : public KVCache {
 
   // ---- prefix caching ----
   // The cached blocks that hold the first full blocks of tokens, at most max_blocks of them.
-  PrefixMatch match_prefix(std::span<const int32_t> tokens, int64_t max_blocks) const;
+  // root is the first block's parent: 0, or what sets apart caches of other weights (a LoRA
+  // adapter's prefix_root), whose blocks hold other keys and values for the same tokens.
+  PrefixMatch match_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
+                           uint64_t root = 0) const;
   // Takes a reference to each matched block and makes them table's first blocks (table empty).
   void take_prefix(BlockTable& table, const PrefixMatch& match);
   // Registers the full blocks of table within the first num_computed tokens that hashes (their
-  // chain hashes, in order) does not cover yet, and appends their hashes.
+  // chain hashes, in order) does not cover yet, and appends their hashes; root as match_prefix.
   void cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
-                         int64_t num_computed, std::vector<uint64_t>& hashes);
+                         int64_t num_computed, std::vector<uint64_t>& hashes, uint64_t root = 0);
 
  private:
   BlockManager blocks_;

@@ -25,14 +25,18 @@
 //   infer::StepBatch batch;
 //   batch.add_sequence(prompt, /*start=*/0, cache.table(), cache.block_size(), true);
 //   std::span<const float> logits = runner.forward(batch, cache);  // [1, V]
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/infer/kv_cache.h"
 #include "tessera/infer/sampler.h"
 #include "tessera/models/transformer.h"
+#include "tessera/nn/lora.h"
 
 namespace tessera {
 struct PackedLinearWeights;
@@ -55,12 +59,14 @@ struct StepBatch {
   std::vector<int32_t> block_tables;  // [S, max_blocks], padded with 0
   int64_t max_blocks = 0;
   std::vector<int32_t> logit_rows;  // rows whose next-token logits forward() returns, in order
+  std::vector<int32_t> lora_ids;    // [S] each sequence's adapter (ModelRunner::add_lora), 0: none
 
   void clear();
   // Appends a sequence's tokens at positions start, start + 1, ...; table must already cover
-  // them. With want_logits, the last token's row is added to logit_rows.
+  // them. With want_logits, the last token's row is added to logit_rows. lora_id: the adapter
+  // its tokens run through (0: the base model).
   void add_sequence(std::span<const int32_t> new_tokens, int64_t start, const BlockTable& table,
-                    int64_t block_size, bool want_logits);
+                    int64_t block_size, bool want_logits, int32_t lora_id = 0);
   // Sequences [s0, s1) of this batch as a batch of their own, into out (its capacity reused).
   void slice(int64_t s0, int64_t s1, StepBatch& out) const;
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
@@ -112,15 +118,35 @@ class ModelRunner {
   std::span<const float> hidden_states(const StepBatch& batch, const KVCache& cache);
   int64_t hidden_size() const { return d_.dim; }
 
+  // Registers a LoRA adapter (nn::LoraAdapter: weights named by module path, as the model's
+  // state dict) for batches to name in StepBatch::lora_ids; returns its id (1, 2, ...). Each
+  // step computes the base layers once for all rows and adds scaling * (x A^T) B^T to the rows
+  // of the sequences that name an adapter, batched over consecutive sequences naming the same
+  // one: rows still do not depend on the rest of the batch. ValueError naming the entry for a
+  // layer the runner has no projection for (embeddings, lm_head) or of other shapes;
+  // NotImplementedError on a CUDA device.
+  int32_t add_lora(const nn::LoraAdapter& adapter);
+  int32_t num_loras() const { return static_cast<int32_t>(loras_.size()); }
+
  private:
   struct Norm {
     Tensor weight, bias;  // bias undefined for RMSNorm (and bias-free LayerNorm)
   };
   struct Layer;
+  // The four projections of a layer, indexing an adapter's per-layer pieces.
+  enum Projection { kQkv, kO, kFc1, kFc2, kNumProjections };
+  // One adapted weight of a (possibly stacked) projection: y[:, offset:offset + B's rows] +=
+  // (x A^T) (scaling B)^T.
+  struct LoraPiece {
+    std::shared_ptr<PackedLinearWeights> a, b;
+    int64_t offset = 0, rank = 0;
+  };
+  // An adapter's pieces, [layer][projection].
+  using LoraWeights = std::vector<std::array<std::vector<LoraPiece>, kNumProjections>>;
   // One thread's buffers, grown to the largest batch seen.
   struct Workspace {
     StepBatch part;  // its half of a split batch
-    std::vector<float> x, h, qkv, attn, ff;
+    std::vector<float> x, h, qkv, attn, ff, lora;
   };
   // The final or a layer's norm of rows of x (ldx apart) into y, on the cache's device.
   void norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx,
@@ -136,6 +162,10 @@ class ModelRunner {
   // The first sequence of the second half when the batch is worth splitting across two
   // threads, else 0.
   int64_t split_point(const StepBatch& batch) const;
+  // Adds the LoRA branches of projection p of layer l (input x, ldx apart) to y (ldy apart) for
+  // the batch's sequences that name an adapter.
+  void add_lora_rows(const StepBatch& batch, int64_t l, Projection p, const float* x, int64_t ldx,
+                     float* y, int64_t ldy, Workspace& ws, Device device) const;
 
   Device device_ = kCPU;
   std::unique_ptr<detail::DeviceRunner> device_runner_;  // set on CUDA devices
@@ -144,6 +174,15 @@ class ModelRunner {
   int64_t vocab_ = 0, max_seq_ = 0;
   Tensor wte_, wpe_, rope_cos_, rope_sin_;  // wpe for GPT-2, rope tables for LLaMA
   std::vector<Layer> layers_;
+  // Where each projection weight of the layout sits: module path -> (layer, projection, offset
+  // of its outputs, its [out, in]).
+  struct LoraTarget {
+    int64_t layer = 0;
+    Projection projection = kQkv;
+    int64_t offset = 0, out = 0, in = 0;
+  };
+  std::unordered_map<std::string, LoraTarget> lora_targets_;
+  std::vector<LoraWeights> loras_;
   Norm final_norm_;
   std::unique_ptr<PackedLinearWeights> lm_head_;
   int64_t weight_bytes_ = 0;  // of the layers' packed linears

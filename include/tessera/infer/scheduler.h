@@ -36,6 +36,7 @@ struct Sequence {
   std::vector<uint64_t> block_hashes;  // chain hashes of its cached full blocks, in order
   int64_t num_cached_tokens = -1;      // found in the prefix cache at its first admission
   bool computes_whole_prompt = false;  // takes nothing from the prefix cache (prompt logprobs)
+  int32_t lora_id = 0;  // the LoRA adapter it runs through (ModelRunner::add_lora), 0: none
   SamplingParams sampling;
   StoppingCriteria stopping;
   uint64_t seed = 0;

@@ -4,6 +4,7 @@
 // model family describes itself once here (CausalLM::inference_layout); the engine's runners
 // read only this, so a new family or a new device's runner needs no switch on model types.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tessera/core/tensor.h"
@@ -19,6 +20,7 @@ struct InferenceLayout {
   // projection; gate and up), each with its bias (undefined: none).
   struct Linear {
     TensorList weights, biases;
+    std::vector<std::string> names;  // each weight's module path (what LoRA adapters name)
   };
   struct NormWeights {
     Tensor weight, bias;  // bias undefined for RMSNorm and bias-free LayerNorm
