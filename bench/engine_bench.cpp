@@ -23,10 +23,14 @@
 // rounds) on stories260K (real text) and the GPT-2-sized model (whose random weights loop, so
 // its drafts land); --only speculative-gpt2 runs the latter alone; --only speculative-history
 // compares looking in a request's own text with looking in earlier outputs too (stories260K).
+// --only lora measures serving LoRA adapters (rank 16 on every projection, random weights) on
+// the GPT-2-sized model: the base alone, every request through one adapter, and requests
+// spread over four adapters (neighbours in the batch never share one: the branches run per
+// sequence), in alternating rounds.
 //
 //   engine_bench [--stories PATH] [--reps N]
 //                [--only stories|gpt2|prefix|kv-dtype|structured|speculative|speculative-gpt2|
-//                        speculative-history]
+//                        speculative-history|lora]
 //                [--streams N] [--gpt2-dir DIR]
 //                [--device cpu|cuda[:N]] [--prompt-len N] [--new-tokens N]
 //                [--dtype float32|bfloat16] [--quantization int8]   (the CPU runner's weights)
@@ -48,6 +52,8 @@
 #include "tessera/infer/model_loader.h"
 #include "tessera/infer/structured_output.h"
 #include "tessera/models/gpt2.h"
+#include "tessera/nn/lora.h"
+#include "tessera/ops/creation.h"
 #include "tessera/tokenizers/gpt2_tokenizer.h"
 
 using namespace tessera;
@@ -106,14 +112,17 @@ struct Constraint {
 // streams requests at once through an Engine batching up to streams sequences (base: the
 // dtypes).
 // fresh_prompts gives request i of rep r prompt salt 1000 r + i (else i), so reps differ.
+// With loras, request i runs through adapter i % loras.size().
 BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_len, int64_t n,
                     int reps, const infer::EngineConfig& base = {},
-                    const Constraint& constraint = {}, bool fresh_prompts = false) {
+                    const Constraint& constraint = {}, bool fresh_prompts = false,
+                    const std::vector<nn::LoraAdapter>& loras = {}) {
   infer::EngineConfig config = base;
   config.max_num_seqs = streams;
   config.num_blocks = streams * ((prompt_len + n + 15) / 16 + 1);
   config.enable_prefix_caching = false;  // each rep sends the same prompts again
   infer::Engine engine(model, config, constraint.tokenizer);
+  for (const nn::LoraAdapter& lora : loras) engine.add_lora(lora);
   infer::GenerationParams params = greedy(n);
   params.json_grammar = constraint.grammar;
   std::vector<double> rates, ttfts, tbts;
@@ -125,9 +134,11 @@ BatchResult batched(const models::CausalLM& model, int streams, int64_t prompt_l
     std::vector<bool> started(streams, false);
     std::vector<double> ttft, tbt;
     int64_t total = 0;
-    for (int i = 0; i < streams; ++i)
+    for (int i = 0; i < streams; ++i) {
+      if (!loras.empty()) params.lora_id = static_cast<int32_t>(i % loras.size()) + 1;
       engine.add_request(
           prompt_of(prompt_len, model.vocab_size(), fresh_prompts ? 1000 * r + i : i), params);
+    }
     while (engine.has_unfinished()) {
       for (const infer::RequestOutput& out : engine.step()) {
         const int i = static_cast<int>(out.request_id % streams);
@@ -345,6 +356,50 @@ void run_history(const models::CausalLM& model, int64_t n, int reps,
                       true);
 }
 
+// A rank-r adapter of every attention and MLP projection of model (random weights).
+nn::LoraAdapter random_adapter(const models::CausalLM& model, int64_t r, uint64_t seed) {
+  Generator gen(seed);
+  nn::LoraAdapter out{{.r = r, .lora_alpha = 2.0 * r, .target_modules = {"all-linear"}}, {}};
+  for (const auto& [key, w] : model.state_dict()) {
+    const std::string layer = key.substr(0, key.rfind('.'));
+    if (!key.ends_with(".weight") || w.dim() != 2 || !key.starts_with("transformer.h.")) continue;
+    out.weights.insert(layer + ".lora_A.weight", randn({r, w.size(1)}, kFloat32, &gen) * 0.02);
+    out.weights.insert(layer + ".lora_B.weight", randn({w.size(0), r}, kFloat32, &gen) * 0.02);
+  }
+  return out;
+}
+
+// The base model, every request through one adapter, requests over four: alternating rounds.
+void run_lora(const models::CausalLM& model, int64_t prompt_len, int64_t n, int reps,
+              const std::vector<int>& streams) {
+  const std::vector<nn::LoraAdapter> four = {
+      random_adapter(model, 16, 1), random_adapter(model, 16, 2), random_adapter(model, 16, 3),
+      random_adapter(model, 16, 4)};
+  const std::vector<nn::LoraAdapter> one = {four[0]};
+  std::printf(
+      "| model | streams | tokens/s, base | one adapter: tokens/s | vs base | four adapters: "
+      "tokens/s | vs base |\n|---|---|---|---|---|---|---|\n");
+  for (int c : streams) {
+    std::vector<double> base_rate, rate[2], ratio[2];
+    for (int r = 0; r < reps; ++r) {
+      const double b = batched(model, c, prompt_len, n, 1).tokens_per_s;
+      base_rate.push_back(b);
+      std::fprintf(stderr, "%d streams, round %d: base %.0f", c, r, b);
+      for (int v = 0; v < 2; ++v) {
+        rate[v].push_back(
+            batched(model, c, prompt_len, n, 1, {}, {}, false, v ? four : one).tokens_per_s);
+        ratio[v].push_back(rate[v].back() / b);
+        std::fprintf(stderr, ", %s %.0f (%.3fx)", v ? "four" : "one", rate[v].back(),
+                     ratio[v].back());
+      }
+      std::fprintf(stderr, "\n");
+    }
+    std::printf("| GPT-2 124M | %d | %.0f | %.0f | %.3fx | %.0f | %.3fx |\n", c, median(base_rate),
+                median(rate[0]), median(ratio[0]), median(rate[1]), median(ratio[1]));
+    std::fflush(stdout);
+  }
+}
+
 void run_model(const std::string& name, const models::CausalLM& model, int64_t prompt_len,
                int64_t n, int reps, int single_reps, const std::vector<int>& streams,
                const infer::EngineConfig& base) {
@@ -429,6 +484,10 @@ int main(int argc, char** argv) {
   }
   if (only == "speculative-history") {
     run_history(*infer::load_model(stories), 200, reps, streams);
+    return 0;
+  }
+  if (only == "lora") {
+    run_lora(*gpt2_124m(device), gpt2_prompt, gpt2_tokens, reps, streams);
     return 0;
   }
   if (only == "kv-dtype") {

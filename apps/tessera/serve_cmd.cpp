@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "tessera/core/error.h"
 #include "tessera/infer/async_engine.h"
+#include "tessera/io/lora_adapter.h"
 #include "tessera/llm/model_files.h"
 #include "tessera/serve/server.h"
 
@@ -41,6 +42,7 @@ Command add_serve_command(CLI::App& app) {
     bool prefix_caching = true;
     std::string kv_cache_dtype = "auto", dtype = "auto", quantization = "none";
     std::string speculative_config;
+    std::vector<std::string> lora_modules;  // name=path
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -116,6 +118,11 @@ Command add_serve_command(CLI::App& app) {
                   "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, "
                   "\"prompt_lookup_min\": 2}': drafts looked up in each request's own text, "
                   "verified in the same forward (outputs unchanged; default: off)");
+  cmd->add_option("--lora-modules", o->lora_modules,
+                  "A LoRA adapter served beside the base model as NAME=PATH (a PEFT adapter "
+                  "folder, e.g. a `train --lora-rank` run's adapter/); requests naming NAME as "
+                  "their model run through it, batched with the others; repeat for more")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--threads", o->threads, "CPU threads (0: OpenMP's default)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", o->device,
@@ -153,9 +160,17 @@ Command add_serve_command(CLI::App& app) {
                 infer::inference_dtype_from_name(o->kv_cache_dtype, "serve", "a KV cache dtype");
             ec.weight_dtype = infer::weight_dtype_from_names(o->dtype, o->quantization, "serve");
             ec.speculative = speculative;
-            auto engine = std::make_shared<infer::AsyncEngine>(
-                std::make_unique<infer::Engine>(*loaded.model, ec, tokenizer));
+            auto base_engine = std::make_unique<infer::Engine>(*loaded.model, ec, tokenizer);
             serve::ServerConfig sc;
+            for (const std::string& module : o->lora_modules) {
+              const size_t eq = module.find('=');
+              TESSERA_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < module.size(), ValueError,
+                            "[serve] expected --lora-modules NAME=PATH, got '", module, "'");
+              const std::string path = module.substr(eq + 1);
+              const int32_t id = base_engine->add_lora(io::load_lora_adapter(path));
+              sc.lora_modules.push_back({module.substr(0, eq), path, id});
+            }
+            auto engine = std::make_shared<infer::AsyncEngine>(std::move(base_engine));
             sc.host = o->host;
             sc.port = o->port;
             sc.api_key = o->api_key;
@@ -200,18 +215,20 @@ Command add_serve_command(CLI::App& app) {
               }
             });
             const infer::EngineStats stats = engine->stats();
+            std::string extras;
+            if (ec.speculative.enabled())
+              extras += detail::str(", up to ", ec.speculative.num_speculative_tokens,
+                                    " prompt-lookup drafts",
+                                    ec.speculative.adaptive ? " (adaptive)" : "");
+            for (const serve::LoraModule& m : sc.lora_modules)
+              extras += detail::str(", LoRA '", m.name, "' from ", m.path);
             std::fprintf(
                 stderr,
                 "serve: %s as '%s' on http://%s:%d (%s, batch %lld, %lld KV blocks of %lld%s)\n",
                 loaded.source.c_str(), sc.model_names.front().c_str(), sc.host.c_str(), port,
                 device.str().c_str(), static_cast<long long>(ec.max_num_seqs),
                 static_cast<long long>(stats.blocks_total), static_cast<long long>(ec.block_size),
-                ec.speculative.enabled()
-                    ? detail::str(", up to ", ec.speculative.num_speculative_tokens,
-                                  " prompt-lookup drafts",
-                                  ec.speculative.adaptive ? " (adaptive)" : "")
-                          .c_str()
-                    : "");
+                extras.c_str());
             server.run();
             served = true;
             pthread_kill(watcher.native_handle(), SIGTERM);  // blocked: only its sigwait sees it

@@ -37,6 +37,8 @@ EmbeddingRequest parse_embedding_request(std::string_view body,
   const Fields f(j);
   EmbeddingRequest r;
   r.model = served_model(f, limits);
+  if (limits.lora_ids.contains(r.model))
+    throw bad("model", "embeddings are of the base model; '" + r.model + "' is a LoRA adapter");
   if (f.get("dimensions"))
     throw bad("dimensions", "'dimensions' is not supported: embeddings have the model's width");
   if (const Json* e = f.get("encoding_format")) {

@@ -66,7 +66,8 @@ std::string served_model(const Fields& f, const ModelLimits& limits) {
   const std::vector<std::string>& names = limits.served_names;
   if (!m) return names.empty() ? "" : names.front();
   const std::string name = m->get<std::string>();
-  if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end())
+  if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end() &&
+      !limits.lora_ids.contains(name))
     throw ApiError(404, "The model '" + name + "' does not exist", "model", "invalid_request_error",
                    "model_not_found");
   return name;

@@ -204,6 +204,8 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   CompletionRequest r;
   r.endpoint = endpoint;
   r.model = served_model(f, limits);
+  if (const auto lora = limits.lora_ids.find(r.model); lora != limits.lora_ids.end())
+    r.params.lora_id = lora->second;
   if (const Json* u = f.get("user"); u && !u->is_string())
     throw bad("user", std::string("'user' must be a string, got ") + type_name(*u));
   r.params.json_grammar = output_grammar(f);

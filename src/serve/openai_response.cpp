@@ -181,14 +181,24 @@ std::string usage_event(Endpoint ep, const CompletionState& s) {
   return "data: " + dump(j) + "\n\n";
 }
 
-std::string models_json(const std::vector<std::string>& names, int64_t created,
-                        int64_t max_model_len) {
+std::string models_json(const std::vector<std::string>& names, const std::vector<LoraModule>& loras,
+                        int64_t created, int64_t max_model_len) {
   Json data = Json::array();
   for (const std::string& name : names)
     data.push_back({{"id", name},
                     {"object", "model"},
                     {"created", created},
                     {"owned_by", "tessera"},
+                    {"root", name},
+                    {"parent", nullptr},
+                    {"max_model_len", max_model_len}});
+  for (const LoraModule& lora : loras)
+    data.push_back({{"id", lora.name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "tessera"},
+                    {"root", lora.path},
+                    {"parent", names.front()},
                     {"max_model_len", max_model_len}});
   return dump(Json{{"object", "list"}, {"data", data}});
 }

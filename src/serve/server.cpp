@@ -35,6 +35,16 @@ Server::Server(std::shared_ptr<infer::AsyncEngine> engine, ServerConfig config)
   TESSERA_CHECK(!s.config.model_names.empty(), ValueError,
                 "[Server] expected at least one served model name");
   s.limits.served_names = s.config.model_names;
+  for (const LoraModule& m : s.config.lora_modules) {
+    const bool clash =
+        s.limits.lora_ids.contains(m.name) ||
+        std::ranges::find(s.config.model_names, m.name) != s.config.model_names.end();
+    TESSERA_CHECK(!clash && m.id >= 1 && m.id <= e.runner().num_loras(), ValueError,
+                  "[Server] expected LoRA modules of distinct new names and ids the engine "
+                  "registered (1 to ",
+                  e.runner().num_loras(), "), got '", m.name, "' with id ", m.id);
+    s.limits.lora_ids.emplace(m.name, m.id);
+  }
   s.limits.chat_template = s.config.chat_template;
   // Each stream holds a worker thread until it ends: one per allowed request, plus a few for
   // the cheap endpoints (and to answer 429 when the limit is reached).
@@ -185,7 +195,9 @@ void Server::Impl::routes() {
     res.set_content(metrics->render(engine->stats()), "text/plain; version=0.0.4");
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, models_json(config.model_names, unix_time(), limits.max_model_len));
+    send_json(
+        res, 200,
+        models_json(config.model_names, config.lora_modules, unix_time(), limits.max_model_len));
   });
   // vLLM's tokenizer endpoints (no /v1 prefix, so no API key, as in vLLM).
   auto tokenizer_route = [this](auto render) {

@@ -32,10 +32,13 @@ struct TestServer {
   std::thread thread;
   int port = 0;
 
+  // loras are registered in the engine in order (ids 1, 2, ...) for sc.lora_modules to name.
   TestServer(const models::CausalLM& model, std::shared_ptr<tokenizers::Tokenizer> tokenizer,
-             const infer::EngineConfig& ec, serve::ServerConfig sc = {}) {
-    engine =
-        std::make_shared<infer::AsyncEngine>(std::make_unique<infer::Engine>(model, ec, tokenizer));
+             const infer::EngineConfig& ec, serve::ServerConfig sc = {},
+             const std::vector<nn::LoraAdapter>& loras = {}) {
+    auto e = std::make_unique<infer::Engine>(model, ec, tokenizer);
+    for (const nn::LoraAdapter& lora : loras) e->add_lora(lora);
+    engine = std::make_shared<infer::AsyncEngine>(std::move(e));
     sc.port = 0;
     sc.model_names = {"test-model"};
     server = std::make_unique<serve::Server>(engine, sc);

@@ -2,8 +2,9 @@
 // PEFT's LoRA adapter folders: adapter_config.json (peft_type "LORA", r, lora_alpha,
 // lora_dropout, target_modules, use_rslora, ...) and adapter_model.safetensors, whose keys are
 // the model's "base_model.model.<layer>.lora_{A,B}.weight". Written by `tessera train --lora-rank`
-// and read by `generate --lora` and `serve --lora-modules`; PEFT's save_pretrained writes the
-// same layout, so adapters trained by either side load in the other.
+// and read by `generate --lora` and `serve --lora-modules`: the file names, config keys and
+// weight keys PEFT's save_pretrained writes for a model with these module names (Hugging Face's
+// for LLaMA and GPT-2).
 #include <string>
 
 #include "tessera/nn/lora.h"

@@ -29,6 +29,7 @@
 // Responses carry, beside OpenAI's fields, each choice's generated "token_ids".
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -69,10 +70,18 @@ struct ChatTemplate {
 std::shared_ptr<const ChatTemplate> load_chat_template(const std::string& template_file,
                                                        const std::string& model_dir);
 
+// A LoRA adapter served under its own name (vLLM's --lora-modules): its Engine id
+// (Engine::add_lora) and the folder it came from.
+struct LoraModule {
+  std::string name, path;
+  int32_t id = 0;
+};
+
 struct ModelLimits {
   int64_t max_model_len = 0;  // prompt + completion tokens
   int64_t vocab_size = 0;
   std::vector<std::string> served_names;              // what "model" may name; empty: anything
+  std::map<std::string, int32_t> lora_ids;  // LoRA adapters "model" may name -> Engine ids
   std::shared_ptr<const ChatTemplate> chat_template;  // null: the plain template
 };
 
@@ -166,9 +175,10 @@ std::string stream_event(Endpoint endpoint, const CompletionState& s, size_t c, 
 std::string usage_event(Endpoint endpoint, const CompletionState& s);
 inline constexpr std::string_view kStreamDone = "data: [DONE]\n\n";
 
-// One entry per served name.
-std::string models_json(const std::vector<std::string>& names, int64_t created,
-                        int64_t max_model_len);
+// One entry per served name, then one per LoRA adapter (vLLM's shape: "root" its folder,
+// "parent" the first served name).
+std::string models_json(const std::vector<std::string>& names, const std::vector<LoraModule>& loras,
+                        int64_t created, int64_t max_model_len);
 
 // POST /v1/embeddings: {"model"?, "input": a string, strings, a token id array or arrays,
 // "encoding_format": "float" (default) or "base64" (little-endian float32), "user"?}.

@@ -42,6 +42,10 @@ struct ServerConfig {
   // The names /v1/models lists and "model" may use (vLLM's --served-model-name aliases); a
   // request for another gets 404 model_not_found, one without "model" uses the first.
   std::vector<std::string> model_names = {"tessera"};
+  // LoRA adapters already registered in the engine (Engine::add_lora), served under their own
+  // names (vLLM's --lora-modules): /v1/models lists them with the base model as parent, and a
+  // completion naming one runs through it.
+  std::vector<LoraModule> lora_modules;
   size_t max_body_bytes = size_t{1} << 20;
   // Requests in flight at once (a stream holds an HTTP thread until it ends); more get 429.
   int64_t max_concurrent_requests = 64;
