@@ -312,6 +312,8 @@ void bind_llm(py::module_& m) {
                              [](const LLM& l) { return l.model().model->max_seq_len(); })
       .def("stats", [](const LLM& l) { return stats_dict(l.stats()); })
       .def("encode", &LLM::encode, py::arg("prompt"))
+      .def("lora", &LLM::lora, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
+           "The engine id of a PEFT LoRA adapter folder, loaded on its first use.")
       .def(
           "encode_chat",
           [](const LLM& l, const std::vector<std::pair<std::string, std::string>>& messages) {
@@ -323,7 +325,7 @@ void bind_llm(py::module_& m) {
       .def(
           "submit",
           [](LLM& l, std::vector<int32_t> prompt, const llm::SamplingParams& params,
-             py::object on_output) {
+             py::object on_output, int32_t lora_id) {
             std::function<void()> wake;
             if (!on_output.is_none()) {
               auto waker = std::make_shared<PyWaker>(std::move(on_output));
@@ -331,15 +333,16 @@ void bind_llm(py::module_& m) {
             }
             py::gil_scoped_release release;
             return Unlocked<llm::RequestStream>(
-                l.submit(std::move(prompt), params, std::move(wake)).release());
+                l.submit(std::move(prompt), params, std::move(wake), lora_id).release());
           },
           py::arg("prompt_token_ids"), py::arg("params"), py::arg("on_output") = py::none(),
+          py::arg("lora_id") = 0,
           "Submits one request; on_output() is called from the engine thread after each "
           "output (quick: e.g. loop.call_soon_threadsafe).")
       .def(
           "generate",
           [](LLM& l, const std::vector<std::vector<int32_t>>& prompts,
-             const std::vector<llm::SamplingParams>& params) {
+             const std::vector<llm::SamplingParams>& params, const std::vector<int32_t>& lora_ids) {
             // Ctrl-C reaches Python while the engine works: polled under the GIL.
             bool interrupted = false;
             auto check = [&] {
@@ -350,7 +353,7 @@ void bind_llm(py::module_& m) {
             std::vector<std::vector<llm::Sequence>> results;
             {
               py::gil_scoped_release release;
-              results = l.generate(prompts, params, check);
+              results = l.generate(prompts, params, check, lora_ids);
             }
             if (interrupted) throw py::error_already_set();
             py::list out;
@@ -368,7 +371,7 @@ void bind_llm(py::module_& m) {
             }
             return out;
           },
-          py::arg("prompts"), py::arg("params"),
+          py::arg("prompts"), py::arg("params"), py::arg("lora_ids") = std::vector<int32_t>{},
           "Every prompt's sequences as [(index, token ids, text, finish reason, logprobs, prompt "
           "logprobs)], all submitted at once; the GIL is released while the engine works.");
 }

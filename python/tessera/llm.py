@@ -25,6 +25,17 @@ Tokenizer = _C.llm.Tokenizer
 
 
 @dataclass
+class LoRARequest:
+    """A LoRA adapter to run a request through (vLLM's LoRARequest): lora_path is a PEFT adapter
+    folder (adapter_config.json and adapter_model.safetensors, as `tessera train --lora-rank`
+    writes); it is loaded on its first use and batched with the base model's requests."""
+
+    lora_name: str
+    lora_int_id: int
+    lora_path: str
+
+
+@dataclass
 class Logprob:
     """A token's raw logprob (log_softmax of the model's logits, before temperature and the
     sampling filters), its rank among the top alternatives (None when outside them) and text."""
@@ -112,12 +123,14 @@ class LLM:
     outputs of other requests: "history_tokens", default 65536) and checks them in the same
     forward. Outputs stay exactly those without; stats() counts spec_draft_tokens and
     spec_accepted_tokens.
+    enable_lora: accepted for vLLM's signature; any request may name a LoRARequest (CPU models),
+    whose adapter is loaded on its first use.
     """
 
     def __init__(self, model, tokenizer=None, *, max_num_seqs=32, num_blocks=0, block_size=16,
                  max_num_batched_tokens=2048, seed=0, dtype=None, device="cpu", data_dir=None,
                  enable_prefix_caching=True, kv_cache_dtype="auto", quantization=None,
-                 kv_cache_memory_bytes=0, speculative_config=None):
+                 kv_cache_memory_bytes=0, speculative_config=None, enable_lora=False):
         for name, value in (("auto", None), ("float32", _C.float32), ("bfloat16", _C.bfloat16)):
             if dtype is value or (value is not None and dtype == value):
                 dtype = name
@@ -162,16 +175,29 @@ class LLM:
             and all(isinstance(t, int) for t in prompts))
         return [self._prompt(p) for p in ([prompts] if single else prompts)]
 
-    def generate(self, prompts, sampling_params=None, use_tqdm=False) -> List[RequestOutput]:
+    def _lora_id(self, lora_request) -> int:
+        """The engine's id of a LoRARequest's adapter (0 for None)."""
+        if lora_request is None:
+            return 0
+        if not isinstance(lora_request, LoRARequest):
+            raise TypeError("[LLM] expected lora_request a LoRARequest or None, got "
+                            f"{type(lora_request).__name__}")
+        return self._engine.lora(str(lora_request.lora_path))
+
+    def generate(self, prompts, sampling_params=None, use_tqdm=False,
+                 lora_request=None) -> List[RequestOutput]:
         """Completions of every prompt, in order. All are submitted at once (the engine batches
-        them); sampling_params: one SamplingParams for all, or a list with one per prompt.
+        them); sampling_params: one SamplingParams for all, or a list with one per prompt;
+        lora_request: None, a LoRARequest for all, or a list with one (or None) per prompt.
         use_tqdm is accepted for vLLM's signature; no progress bar is drawn."""
         parsed = self._prompts(prompts)
         if sampling_params is None:
             sampling_params = SamplingParams()
         params = list(sampling_params) if isinstance(sampling_params, (list, tuple)) \
             else [sampling_params]
-        results = self._engine.generate([ids for _, ids in parsed], params)
+        loras = [self._lora_id(r) for r in (lora_request if isinstance(lora_request, (list, tuple))
+                                            else [lora_request])]
+        results = self._engine.generate([ids for _, ids in parsed], params, loras)
         tok = self._engine.tokenizer
         return [RequestOutput(request_id=str(next(self._ids)), prompt=text, prompt_token_ids=ids,
                               outputs=[_completion(s, params[i % len(params)], tok)
@@ -180,14 +206,15 @@ class LLM:
                                                                params[i % len(params)], tok))
                 for i, ((text, ids), seqs) in enumerate(zip(parsed, results))]
 
-    def chat(self, messages, sampling_params=None, use_tqdm=False) -> List[RequestOutput]:
+    def chat(self, messages, sampling_params=None, use_tqdm=False,
+             lora_request=None) -> List[RequestOutput]:
         """Replies to a conversation ([{"role": ..., "content": ...}]) or a list of them, with
         the server's plain chat template ("<role>: <content>\\n" per message, then
         "assistant:")."""
         conversations = [messages] if messages and isinstance(messages[0], dict) else messages
         prompts = [{"prompt_token_ids": self._engine.encode_chat(
             [(m["role"], m["content"]) for m in conv])} for conv in conversations]
-        return self.generate(prompts, sampling_params, use_tqdm)
+        return self.generate(prompts, sampling_params, use_tqdm, lora_request)
 
 
 _async_engines = weakref.WeakSet()
@@ -231,7 +258,7 @@ class AsyncLLM:
             stream.abort()
 
     async def generate(self, prompt, sampling_params=None, request_id=None, *,
-                       output_kind="delta"):
+                       output_kind="delta", lora_request=None):
         """Yields RequestOutputs as tokens arrive: output_kind "delta" (each holds the new text
         and token ids since the last) or "cumulative" (everything so far, vLLM's default)."""
         import asyncio  # here: `import tessera` stays free of asyncio's import time
@@ -253,7 +280,7 @@ class AsyncLLM:
             except RuntimeError:  # the loop has closed
                 pass
 
-        stream = self.llm._engine.submit(ids, params, wake)
+        stream = self.llm._engine.submit(ids, params, wake, self.llm._lora_id(lora_request))
         self._streams[request_id] = stream
         outputs = [CompletionOutput(index=i, text="", token_ids=[], cumulative_logprob=0.0,
                                     logprobs=None if params.logprobs is None else [])

@@ -2,9 +2,11 @@
 stories260K: greedy output equal to a float64 numpy decode of the model file written here and to
 `tessera generate`; batched equal to single; stop strings, lengths, seeds, n > 1, chat, errors;
 the GIL released while the engine works; async streams that add up to the offline result,
-interleave, and free their KV blocks when cancelled or aborted."""
+interleave, and free their KV blocks when cancelled or aborted; LoRA adapters (LoRARequest)
+decoding as a numpy model of the merged weights."""
 import _thread
 import asyncio
+import json
 import os
 import struct
 import subprocess
@@ -693,3 +695,73 @@ def test_logit_bias_forces_and_bans_tokens(llm):
     assert SamplingParams(logit_bias={5: -1.5}).logit_bias == {5: -1.5}
     with pytest.raises(ValueError, match=r"logit_bias values in \[-100, 100\]"):
         SamplingParams(logit_bias={5: 101.0})
+
+
+# --- LoRA adapters (vLLM's LoRARequest) ----------------------------------------------------------
+
+def write_adapter(folder, w, targets, r=4, alpha=8.0, seed=0):
+    """A random PEFT adapter of stories260K in folder; returns the numpy weights with it merged.
+    targets: {module: (block, llama2.c weight)}; q_proj and k_proj are left out (the importer
+    permutes their rows for half-split RoPE)."""
+    rng = np.random.default_rng(seed)
+    merged = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in w.items()}
+    tensors = {}
+    for layer in range(w["layers"]):
+        for name, (block, key) in targets.items():
+            out, inp = w[key][layer].shape
+            a = (rng.standard_normal((r, inp)) * 0.1).astype(np.float32)
+            b = (rng.standard_normal((out, r)) * 0.1).astype(np.float32)
+            prefix = f"base_model.model.model.layers.{layer}.{block}.{name}"
+            tensors[prefix + ".lora_A.weight"], tensors[prefix + ".lora_B.weight"] = a, b
+            merged[key][layer] += alpha / r * (b.astype(np.float64) @ a.astype(np.float64))
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        blob = t.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_model.safetensors").write_bytes(
+        struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    (folder / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "r": r, "lora_alpha": alpha, "target_modules": list(targets)}))
+    return merged
+
+
+def test_lora_request_decodes_as_the_merged_weights_beside_the_base(llm, tmp_path):
+    from tessera.llm import LoRARequest
+
+    w = load_llama2c(MODEL)
+    merged = write_adapter(tmp_path / "tales", w,
+                           {"v_proj": ("self_attn", "wv"), "o_proj": ("self_attn", "wo"),
+                            "up_proj": ("mlp", "w3"), "down_proj": ("mlp", "w2")})
+    tales = LoRARequest("tales", 1, str(tmp_path / "tales"))
+    params = SamplingParams(**GREEDY)
+    prompts = PROMPTS[1:3]
+    adapted = llm.generate(prompts, params, lora_request=tales)
+    for out in adapted:
+        ref, _ = greedy_reference(merged, out.prompt_token_ids, GREEDY["max_tokens"])
+        assert out.outputs[0].token_ids == ref
+    base = llm.generate(prompts, params)
+    assert [o.outputs[0].token_ids for o in base] != [o.outputs[0].token_ids for o in adapted]
+    # One request per model in one batch; the adapter is loaded once.
+    mixed = llm.generate(prompts, params, lora_request=[tales, None])
+    assert mixed[0].outputs[0].token_ids == adapted[0].outputs[0].token_ids
+    assert mixed[1].outputs[0].token_ids == base[1].outputs[0].token_ids
+
+    async def stream():
+        engine = AsyncLLM(llm=llm)
+        tokens = []
+        async for out in engine.generate(prompts[0], params, lora_request=tales):
+            tokens += out.outputs[0].token_ids
+        return tokens
+
+    assert asyncio.run(stream()) == adapted[0].outputs[0].token_ids
+    with pytest.raises(ValueError, match="adapter_config.json"):
+        llm.generate(prompts, params, lora_request=LoRARequest("none", 2, str(tmp_path / "no")))
+    with pytest.raises(TypeError, match="LoRARequest"):
+        llm.generate(prompts, params, lora_request="tales")
+    assert llm.stats()["blocks_used"] == 0

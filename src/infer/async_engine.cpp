@@ -40,6 +40,11 @@ std::vector<float> AsyncEngine::embed(std::span<const int32_t> prompt) {
   return engine_->embed(prompt);
 }
 
+int32_t AsyncEngine::add_lora(const nn::LoraAdapter& adapter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return engine_->add_lora(adapter);
+}
+
 EngineStats AsyncEngine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   return stats_;

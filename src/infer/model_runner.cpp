@@ -196,6 +196,7 @@ int32_t ModelRunner::add_lora(const nn::LoraAdapter& adapter) {
     };
     weights[t.layer][t.projection].push_back(
         {pack(pair.a), pack(pair.b.to(kFloat32) * scaling), t.offset, pair.a.size(0)});
+    max_lora_rank_ = std::max(max_lora_rank_, pair.a.size(0));
   }
   loras_.push_back(std::move(weights));
   return static_cast<int32_t>(loras_.size());
@@ -206,17 +207,36 @@ void ModelRunner::add_lora_rows(const StepBatch& batch, int64_t l, Projection p,
                                 Device device) const {
   if (loras_.empty()) return;
   const int64_t S = batch.num_seqs();
+  ws.lora_runs.clear();
+  int64_t macs = 0;
   for (int64_t s = 0, e = 0; s < S; s = e) {
     const int32_t id = batch.lora_ids[s];
     for (e = s + 1; e < S && batch.lora_ids[e] == id;) ++e;  // a run of one adapter
-    if (id == 0) continue;
+    if (id == 0 || loras_[id - 1][l][p].empty()) continue;
     const int64_t r0 = batch.query_start[s], rows = batch.query_start[e] - r0;
-    for (const LoraPiece& piece : loras_[id - 1][l][p]) {
-      grow(ws.lora, rows * piece.rank);
-      linear_rows(device, *piece.a, x + r0 * ldx, ldx, ws.lora.data(), piece.rank, rows);
-      linear_rows(device, *piece.b, ws.lora.data(), piece.rank, y + r0 * ldy + piece.offset, ldy,
-                  rows, /*accumulate=*/true);
+    ws.lora_runs.push_back({r0, rows, id});
+    for (const LoraPiece& piece : loras_[id - 1][l][p])
+      macs += rows * piece.rank * (piece.a->in + piece.b->out);
+  }
+  grow(ws.lora, batch.num_tokens() * max_lora_rank_);
+  auto branch = [&](const LoraRun& run) {
+    float* t = ws.lora.data() + run.first_row * max_lora_rank_;
+    for (const LoraPiece& piece : loras_[run.id - 1][l][p]) {
+      linear_rows(device, *piece.a, x + run.first_row * ldx, ldx, t, piece.rank, run.rows);
+      linear_rows(device, *piece.b, t, piece.rank, y + run.first_row * ldy + piece.offset, ldy,
+                  run.rows, /*accumulate=*/true);
     }
+  };
+  // Each run's rows of y (and of the scratch) are its own: runs go to threads whole. A run
+  // alone, or little work, stays on this thread, outside any parallel region, so the GEMMs
+  // thread a large run by themselves (inside even an inactive region, libgomp would start new
+  // threads for theirs on every call).
+  const auto runs = static_cast<int64_t>(ws.lora_runs.size());
+  if (runs > 1 && macs >= kSplitMacs && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel for num_threads(2) schedule(dynamic)
+    for (int64_t k = 0; k < runs; ++k) branch(ws.lora_runs[k]);
+  } else {
+    for (const LoraRun& run : ws.lora_runs) branch(run);
   }
 }
 

@@ -1,9 +1,11 @@
 #include "tessera/llm/llm.h"
 
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 
 #include "tessera/core/error.h"
+#include "tessera/io/lora_adapter.h"
 
 namespace tessera::llm {
 
@@ -133,9 +135,18 @@ std::vector<int32_t> LLM::encode_chat(std::span<const tokenizers::ChatMessage> m
   return encode(tokenizers::plain_chat_prompt(messages));
 }
 
+int32_t LLM::lora(const std::string& path) {
+  const std::string key = std::filesystem::absolute(path).lexically_normal().string();
+  std::lock_guard<std::mutex> lock(lora_mutex_);
+  if (const auto it = lora_ids_.find(key); it != lora_ids_.end()) return it->second;
+  const int32_t id = engine_->add_lora(io::load_lora_adapter(path));
+  lora_ids_.emplace(key, id);
+  return id;
+}
+
 std::unique_ptr<RequestStream> LLM::submit(std::vector<int32_t> prompt,
                                            const SamplingParams& params,
-                                           std::function<void()> on_output) {
+                                           std::function<void()> on_output, int32_t lora_id) {
   params.validate();
   auto state = std::make_shared<RequestStream::State>();
   state->done.assign(static_cast<size_t>(params.n), false);
@@ -143,25 +154,32 @@ std::unique_ptr<RequestStream> LLM::submit(std::vector<int32_t> prompt,
   state->on_output = std::move(on_output);
   std::unique_ptr<RequestStream> stream(new RequestStream(engine_, state));
   // A refused sequence leaves the stream's destructor to abort the ones already submitted.
-  for (int64_t i = 0; i < params.n; ++i)
+  for (int64_t i = 0; i < params.n; ++i) {
+    infer::GenerationParams g = params.generation_params(tokenizer_.get(), i);
+    g.lora_id = lora_id;
     stream->ids_.push_back(engine_->submit(
-        prompt, params.generation_params(tokenizer_.get(), i),
-        [state, i](const infer::RequestOutput& out) { return state->push(i, out); }));
+        prompt, g, [state, i](const infer::RequestOutput& out) { return state->push(i, out); }));
+  }
   return stream;
 }
 
 std::vector<std::vector<Sequence>> LLM::generate(std::span<const std::vector<int32_t>> prompts,
                                                  std::span<const SamplingParams> params,
-                                                 const std::function<bool()>& interrupted) {
+                                                 const std::function<bool()>& interrupted,
+                                                 std::span<const int32_t> lora_ids) {
   TESSERA_CHECK(params.size() == 1 || params.size() == prompts.size(), ValueError,
                 "[LLM.generate] expected one sampling params or one per prompt (", prompts.size(),
                 "), got ", params.size());
+  TESSERA_CHECK(lora_ids.size() <= 1 || lora_ids.size() == prompts.size(), ValueError,
+                "[LLM.generate] expected no LoRA adapter, one, or one per prompt (", prompts.size(),
+                "), got ", lora_ids.size());
   for (const SamplingParams& p : params) p.validate();
   std::vector<std::unique_ptr<RequestStream>> streams;
   std::vector<std::vector<Sequence>> results(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     const SamplingParams& p = params[params.size() == 1 ? 0 : i];
-    streams.push_back(submit(prompts[i], p));
+    const int32_t lora_id = lora_ids.empty() ? 0 : lora_ids[lora_ids.size() == 1 ? 0 : i];
+    streams.push_back(submit(prompts[i], p, {}, lora_id));
     results[i].resize(static_cast<size_t>(p.n));
   }
   constexpr auto kPoll = std::chrono::milliseconds(50);

@@ -1,6 +1,7 @@
 // Serving LoRA adapters (vLLM's multi-LoRA): the runner adds each sequence's adapter to the base
 // projections (fused q|k|v and gate|up pieces included) and gives the merged model's logits;
-// sequences of different adapters batch together with each row as it runs alone; the engine
+// sequences of different adapters batch together with each row as it runs alone (also when
+// the adapters' runs split across threads); the engine
 // routes requests by GenerationParams::lora_id, and the prefix cache keeps each adapter's blocks
 // apart.
 #include <gtest/gtest.h>
@@ -20,6 +21,8 @@ using ModelFactory = std::shared_ptr<models::CausalLM> (*)();
 
 std::shared_ptr<models::CausalLM> gpt2() { return testing::small_gpt2(); }
 std::shared_ptr<models::CausalLM> llama() { return testing::small_llama(); }
+// Wide enough that a batch's adapter runs split across two threads (ModelRunner's kSplitMacs).
+std::shared_ptr<models::CausalLM> wide_gpt2() { return testing::small_gpt2(80, 256); }
 
 // An adapter of make()'s model on targets, with random A and B (seeded).
 nn::LoraAdapter random_adapter(ModelFactory make, std::vector<std::string> targets, int64_t r,
@@ -57,9 +60,10 @@ Tensor last_logits(models::CausalLM& model, const std::vector<int32_t>& prompt) 
 TEST(LoraRunner, MixedBatchGivesEachMergedModelsLogitsAndRowsAsAlone) {
   for (const auto& [make, name, partial] :
        {std::tuple{&gpt2, "gpt2", std::vector<std::string>{"c_attn", "mlp.c_proj"}},
-        std::tuple{&llama, "llama", std::vector<std::string>{"k_proj", "v_proj", "up_proj"}}}) {
+        std::tuple{&llama, "llama", std::vector<std::string>{"k_proj", "v_proj", "up_proj"}},
+        std::tuple{&wide_gpt2, "wide gpt2", std::vector<std::string>{"c_attn", "c_fc"}}}) {
     SCOPED_TRACE(name);
-    const nn::LoraAdapter all = random_adapter(make, {"all-linear"}, 4, 1);
+    const nn::LoraAdapter all = random_adapter(make, {"all-linear"}, 16, 1);
     const nn::LoraAdapter some = random_adapter(make, partial, 2, 2);
     auto base = make();
     ModelRunner runner(*base);

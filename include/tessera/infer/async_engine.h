@@ -38,6 +38,8 @@ class AsyncEngine {
   void abort(int64_t id);
   // Engine::embed, between steps.
   std::vector<float> embed(std::span<const int32_t> prompt);
+  // Engine::add_lora, between steps.
+  int32_t add_lora(const nn::LoraAdapter& adapter);
   // As of the last step, submit or abort (never waits for a running step).
   EngineStats stats() const;
   // The engine's immutable parts (config, runner, tokenizer).

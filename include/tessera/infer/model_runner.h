@@ -143,10 +143,17 @@ class ModelRunner {
   };
   // An adapter's pieces, [layer][projection].
   using LoraWeights = std::vector<std::array<std::vector<LoraPiece>, kNumProjections>>;
+  // Consecutive sequences of a batch naming one adapter: their rows.
+  struct LoraRun {
+    int64_t first_row = 0, rows = 0;
+    int32_t id = 0;
+  };
   // One thread's buffers, grown to the largest batch seen.
   struct Workspace {
     StepBatch part;  // its half of a split batch
-    std::vector<float> x, h, qkv, attn, ff, lora;
+    std::vector<float> x, h, qkv, attn, ff;
+    std::vector<float> lora;  // x A^T of each run's rows, max_lora_rank_ floats per row
+    std::vector<LoraRun> lora_runs;
   };
   // The final or a layer's norm of rows of x (ldx apart) into y, on the cache's device.
   void norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx,
@@ -183,6 +190,7 @@ class ModelRunner {
   };
   std::unordered_map<std::string, LoraTarget> lora_targets_;
   std::vector<LoraWeights> loras_;
+  int64_t max_lora_rank_ = 0;
   Norm final_norm_;
   std::unique_ptr<PackedLinearWeights> lm_head_;
   int64_t weight_bytes_ = 0;  // of the layers' packed linears

@@ -13,7 +13,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -106,25 +108,33 @@ class LLM {
   // A conversation's prompt through the plain chat template (tokenizers/chat_template.h).
   std::vector<int32_t> encode_chat(std::span<const tokenizers::ChatMessage> messages) const;
 
-  // Submits params.n sequences for prompt (ValueError for invalid params or a prompt the engine
-  // refuses; nothing stays submitted then). on_output runs on the engine thread after each
-  // output is queued, and after abort().
-  std::unique_ptr<RequestStream> submit(std::vector<int32_t> prompt, const SamplingParams& params,
-                                        std::function<void()> on_output = {});
+  // The engine id of the LoRA adapter folder at path (io::load_lora_adapter), loading and
+  // registering it on its first use (vLLM's LoRARequest); errors as load_lora_adapter and
+  // Engine::add_lora.
+  int32_t lora(const std::string& path);
 
-  // Generates for every prompt (params: one for all, or one per prompt), all submitted at once,
-  // and waits for them: result[i] holds prompt i's n sequences. interrupted, when given, is
-  // polled every 50 ms while waiting; when it returns true every request is aborted and what
-  // was generated so far comes back.
+  // Submits params.n sequences for prompt, through adapter lora_id (0: none; from lora()).
+  // ValueError for invalid params or a prompt the engine refuses; nothing stays submitted then.
+  // on_output runs on the engine thread after each output is queued, and after abort().
+  std::unique_ptr<RequestStream> submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                                        std::function<void()> on_output = {}, int32_t lora_id = 0);
+
+  // Generates for every prompt (params and lora_ids: one for all, or one per prompt; no
+  // lora_ids: the base model), all submitted at once, and waits for them: result[i] holds
+  // prompt i's n sequences. interrupted, when given, is polled every 50 ms while waiting; when
+  // it returns true every request is aborted and what was generated so far comes back.
   std::vector<std::vector<Sequence>> generate(std::span<const std::vector<int32_t>> prompts,
                                               std::span<const SamplingParams> params,
-                                              const std::function<bool()>& interrupted = {});
+                                              const std::function<bool()>& interrupted = {},
+                                              std::span<const int32_t> lora_ids = {});
 
  private:
   LoadedModel loaded_;
   std::shared_ptr<tokenizers::Tokenizer> tokenizer_;
   // Keeps the model alive as long as any RequestStream holds the engine.
   std::shared_ptr<infer::AsyncEngine> engine_;
+  std::mutex lora_mutex_;
+  std::map<std::string, int32_t> lora_ids_;  // by the adapter folder's absolute path
 };
 
 }  // namespace tessera::llm
