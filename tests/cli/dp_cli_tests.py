@@ -137,6 +137,21 @@ def model_parallel_resumes_its_layout(ctx):
     check("expected an output folder without checkpoints" in err, err)
 
 
+def lora_dp_matches_accumulation(ctx):
+    # LoRA branches on a fresh tiny model: DDP reduces only their gradients (the frozen weights
+    # have none), ZeRO-1 shards only their AdamW state.
+    lora = ["--lora-rank", 4, "--lora-targets", "c_attn,c_fc"]
+    ctx.train("one", *COMMON, *lora, "--grad-accum", 2)
+    for name, extra in [("two", []), ("zero", ["--zero-stage", 1])]:
+        stdout, _, _ = ctx.mpi_train(2, name, *COMMON, *lora, *extra)
+        check("LoRA: rank 4" in stdout, stdout)
+        check_losses_match(ctx.path(name), ctx.path("one"), 1e-5, f"LoRA --dp 2 {extra}")
+        check(os.path.exists(ctx.path(f"{name}/adapter/adapter_model.safetensors")),
+              "no adapter written")
+    _, err, _ = ctx.mpi_train(2, "lora_tp", "--max-steps", 2, "--tp", 2, *lora, dp=1, ok=False)
+    check("expected --lora-rank without --tp or --pp" in err, err)
+
+
 def bad_layouts_fail_clearly(ctx):
     _, err, seconds = ctx.mpi_train(2, "bad", "--max-steps", 2, "--dp", 3, ok=False)
     check("expected 3 processes for --dp 3" in err, err)
@@ -150,7 +165,8 @@ def bad_layouts_fail_clearly(ctx):
 
 SCENARIOS = {f.__name__: f for f in [dp_matches_accumulation, zero_checkpoint_resumes_anywhere,
                                      model_parallel_matches_one_process,
-                                     model_parallel_resumes_its_layout, bad_layouts_fail_clearly]}
+                                     model_parallel_resumes_its_layout, bad_layouts_fail_clearly,
+                                     lora_dp_matches_accumulation]}
 
 
 def main():
