@@ -105,7 +105,9 @@ std::optional<nn::LoraConfig> lora_config(const TrainOptions& o, const std::stri
     c.target_modules.clear();
     for (size_t start = 0; start <= o.lora_targets.size();) {
       const size_t comma = std::min(o.lora_targets.find(',', start), o.lora_targets.size());
-      if (comma > start) c.target_modules.push_back(o.lora_targets.substr(start, comma - start));
+      std::string name = o.lora_targets.substr(start, comma - start);
+      std::erase(name, ' ');  // "c_attn, c_fc" as typed
+      if (!name.empty()) c.target_modules.push_back(std::move(name));
       start = comma + 1;
     }
   }

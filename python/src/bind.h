@@ -179,6 +179,8 @@ void init_autograd(py::module_& m);
 void init_nn(py::module_& m);
 // Sequential, ModuleList and ModuleDict in tessera._C.nn (after Module is registered).
 void init_nn_containers(py::module_& nn_m);
+// tessera._C.nn.lora (LoRA fine-tuning and PEFT adapter folders).
+void init_nn_lora(py::module_& nn_m);
 void init_optim(py::module_& m);
 void init_data(py::module_& m);
 void init_runtime(py::module_& m);

@@ -458,6 +458,7 @@ void init_nn(py::module_& m) {
   bind_module(nn_m);
   bind_layers(nn_m);
   init_nn_containers(nn_m);
+  init_nn_lora(nn_m);
   bind_init(nn_m);
 }
 

@@ -179,6 +179,7 @@ int32_t ModelRunner::add_lora(const nn::LoraAdapter& adapter) {
                 "runner), got one on ",
                 device_.str());
   LoraWeights weights(num_layers_);
+  int64_t max_rank = max_lora_rank_;  // kept only if the whole adapter is accepted
   const double scaling = adapter.config.scaling();
   for (const nn::LoraPair& pair : nn::lora_pairs(adapter)) {
     const auto it = lora_targets_.find(pair.layer);
@@ -196,9 +197,10 @@ int32_t ModelRunner::add_lora(const nn::LoraAdapter& adapter) {
     };
     weights[t.layer][t.projection].push_back(
         {pack(pair.a), pack(pair.b.to(kFloat32) * scaling), t.offset, pair.a.size(0)});
-    max_lora_rank_ = std::max(max_lora_rank_, pair.a.size(0));
+    max_rank = std::max(max_rank, pair.a.size(0));
   }
   loras_.push_back(std::move(weights));
+  max_lora_rank_ = max_rank;
   return static_cast<int32_t>(loras_.size());
 }
 

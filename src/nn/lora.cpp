@@ -16,7 +16,15 @@ constexpr std::string_view kA = ".lora_A.weight", kB = ".lora_B.weight";
 }  // namespace
 
 bool LoraConfig::targets(const std::string& name) const {
-  if (!target_regex.empty()) return std::regex_match(name, std::regex(target_regex));
+  if (!target_regex.empty()) {
+    try {
+      return std::regex_match(name, std::regex(target_regex));
+    } catch (const std::regex_error& e) {
+      throw ValueError(tessera::detail::str("[lora] expected target_modules to be a list of names ",
+                                            "or a regular expression, got '", target_regex, "' (",
+                                            e.what(), ")"));
+    }
+  }
   const bool head = name == "lm_head" || name.ends_with(".lm_head");
   for (const std::string& t : target_modules)
     if ((t == "all-linear" && !head) || name == t || name.ends_with("." + t)) return true;

@@ -108,6 +108,9 @@ TEST(Lora, ApplyTargetsLayersByNameSuffixAllLinearOrRegexAndFreezesTheRest) {
   EXPECT_EQ(nn::lora_state_dict(*model).size(), 12u);
   EXPECT_TESSERA_ERROR(nn::apply_lora(*model, {.r = 2, .target_modules = {"c_fc"}}), ValueError,
                        "without LoRA");
+  auto bad_regex = testing::small_gpt2();
+  EXPECT_TESSERA_ERROR(nn::apply_lora(*bad_regex, {.r = 2, .target_regex = "c_(attn"}), ValueError,
+                       "regular expression");
   auto fresh = testing::small_gpt2();
   EXPECT_TESSERA_ERROR(nn::apply_lora(*fresh, {.r = 2, .target_modules = {"q_proj"}}), ValueError,
                        "transformer.h.0.attn.c_attn");

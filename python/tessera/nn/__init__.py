@@ -18,4 +18,4 @@ from .._C.nn import (  # noqa: F401
     Sequential,
     SiLU,
 )
-from . import functional, init, parallel, utils  # noqa: F401
+from . import functional, init, lora, parallel, utils  # noqa: F401
