@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/models/gpt2.h"
 #include "tessera/ops/creation.h"
 
 namespace tessera::fuzz {
@@ -161,6 +162,19 @@ void check_model_runs(models::CausalLM& model, std::string_view input) {
   const Tensor logits = model.forward(zeros({1, 1}, TensorOptions(kInt64)));
   if (logits.sizes() != Shape{1, 1, model.vocab_size()})
     fail("an imported model gave logits of the wrong shape", input);
+}
+
+std::shared_ptr<models::CausalLM> tiny_gpt2() {
+  models::GPT2Config c;
+  c.vocab_size = 32;
+  c.block_size = 8;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 16;
+  Generator gen(0);
+  auto model = std::make_shared<models::GPT2>(c, &gen);
+  model->eval();
+  return model;
 }
 
 std::string synthetic_gpt2_encoder_json() {

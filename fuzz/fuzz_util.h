@@ -45,6 +45,10 @@ void rejected(const std::exception& e);
 // A model an importer accepted must run: one forward of token 0 gives [1, 1, vocab_size] logits.
 void check_model_runs(models::CausalLM& model, std::string_view input);
 
+// A fresh GPT-2 of 1 layer, 2 heads, 16 channels, vocabulary 32 and context 8 (fixed weights):
+// what LoRA adapters are fuzzed against.
+std::shared_ptr<models::CausalLM> tiny_gpt2();
+
 // Tokenizer files and tokenizers over a small vocabulary: all 256 bytes plus a few English
 // merges. The files are what the seed corpora start from.
 std::string synthetic_gpt2_encoder_json();

@@ -11,8 +11,10 @@
 #include <tuple>
 
 #include "fuzz_util.h"
+#include "tessera/autograd/grad_mode.h"
 #include "tessera/io/checkpoint.h"
 #include "tessera/io/importers.h"
+#include "tessera/io/lora_adapter.h"
 #include "tessera/io/safetensors.h"
 #include "tessera/models/gpt2.h"
 #include "tessera/ops/creation.h"
@@ -245,6 +247,30 @@ void regex_seeds() {
   for (const auto& [name, pattern, text] : seeds) seed("fuzz_regex", name, join({pattern, text}));
 }
 
+void lora_adapter_seeds() {
+  // What `tessera train --lora-rank` writes, for fuzz::tiny_gpt2's layers.
+  auto adapter_folder = [](const nn::LoraConfig& config) {
+    std::shared_ptr<models::CausalLM> model = fuzz::tiny_gpt2();
+    nn::apply_lora(*model, config);
+    nn::TensorDict weights = nn::lora_state_dict(*model);
+    autograd::NoGradGuard no_grad;
+    for (auto& [name, t] : weights) t.copy_(arange(t.numel(), kFloat32).reshape(t.sizes()) / 64);
+    const fs::path dir = fs::path(fuzz::scratch_dir()) / "adapter_seed";
+    fs::remove_all(dir);
+    io::save_lora_adapter(dir.string(), {config, weights});
+    return join({read(dir / "adapter_config.json"), read(dir / "adapter_model.safetensors")});
+  };
+  const std::string c_attn = adapter_folder({.r = 2, .target_modules = {"c_attn"}});
+  seed("fuzz_lora_adapter", "c_attn", c_attn);
+  seed("fuzz_lora_adapter", "all_linear_rslora",
+       adapter_folder(
+           {.r = 4, .lora_alpha = 8, .target_modules = {"all-linear"}, .use_rslora = true}));
+  // Refused by its config: DoRA is not applied.
+  seed("fuzz_lora_adapter", "dora",
+       R"({"peft_type": "LORA", "r": 2, "use_dora": true})" +
+           c_attn.substr(c_attn.find(kPartSeparator)));
+}
+
 void gbnf_seeds() {
   // A grammar, then text to feed its matcher.
   const std::vector<std::tuple<std::string, std::string, std::string>> seeds = {
@@ -280,5 +306,6 @@ int main(int argc, char** argv) {
   json_grammar_seeds();
   regex_seeds();
   gbnf_seeds();
+  lora_adapter_seeds();
   return 0;
 }

@@ -49,8 +49,9 @@ nn::LoraConfig parse_lora_config(const std::string& json) {
   const Json j = parse_json(json);
   TESSERA_CHECK(j.is_object(), ValueError, kOp, " expected adapter_config.json to hold a JSON ",
                 "object, got ", json.substr(0, 120));
-  TESSERA_CHECK(j.value("peft_type", std::string("LORA")) == "LORA", ValueError, kOp,
-                " expected peft_type LORA, got ", j["peft_type"].dump());
+  TESSERA_CHECK(!j.contains("peft_type") || j["peft_type"] == "LORA", ValueError, kOp,
+                " expected peft_type LORA, got ",
+                j.contains("peft_type") ? j["peft_type"].dump() : "");
   for (const char* key : {"use_dora", "rank_pattern", "alpha_pattern", "modules_to_save", "bias"})
     TESSERA_CHECK(unset(j, key), ValueError, kOp, " expected no ", key,
                   " (not applied by Tessera; merge those weights into the base model), got ",

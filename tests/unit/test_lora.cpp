@@ -211,6 +211,7 @@ TEST(Lora, LoadRefusesAdaptersItWouldNotApplyFaithfully) {
   EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": "LORA", "r": 2, "rank_pattern": {"x": 4}})"),
                        ValueError, "rank_pattern");
   EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": "IA3", "r": 2})"), ValueError, "LORA");
+  EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": 5, "r": 2})"), ValueError, "LORA");
   EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": "LORA", "r": 8})"), ValueError, "rank 8");
   EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": "LORA", "r": "two"})"), ValueError,
                        "PEFT's types");
