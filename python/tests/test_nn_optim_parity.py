@@ -61,11 +61,14 @@ def test_linear_without_bias():
 
 
 def test_layer_norm_with_trained_affine():
+    torch.manual_seed(0)
     rm = torch.nn.LayerNorm(6)
     with torch.no_grad():
         rm.weight.normal_()
         rm.bias.normal_()
-    check_module(tessera.nn.LayerNorm(6), rm, (2, 3, 6))
+    # The input gradient sums terms of order |weight| * |x| (up to ~6 here): float32 rounding
+    # there is a few 1e-6 absolute, which an unseeded draw once put on a 0.1-sized entry.
+    check_module(tessera.nn.LayerNorm(6), rm, (2, 3, 6), atol=1e-5)
 
 
 def test_embedding_with_padding():
