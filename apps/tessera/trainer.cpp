@@ -94,6 +94,18 @@ std::string flag(std::string key) {
   return "--" + key;
 }
 
+// The items of a comma-separated option ("3,5" -> {"3", "5"}; "" -> {}; a trailing comma adds
+// nothing, an inner empty item stays for the caller to judge).
+std::vector<std::string> comma_items(const std::string& text) {
+  std::vector<std::string> items;
+  for (size_t start = 0; start < text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
 // The LoRA of the --lora-* options, or nullopt without --lora-rank.
 std::optional<nn::LoraConfig> lora_config(const TrainOptions& o, const std::string& arch) {
   if (o.lora_rank == 0) return std::nullopt;
@@ -103,12 +115,9 @@ std::optional<nn::LoraConfig> lora_config(const TrainOptions& o, const std::stri
   c.target_modules = models::model_family(arch, "train").lora_targets;
   if (!o.lora_targets.empty()) {
     c.target_modules.clear();
-    for (size_t start = 0; start <= o.lora_targets.size();) {
-      const size_t comma = std::min(o.lora_targets.find(',', start), o.lora_targets.size());
-      std::string name = o.lora_targets.substr(start, comma - start);
+    for (std::string name : comma_items(o.lora_targets)) {
       std::erase(name, ' ');  // "c_attn, c_fc" as typed
       if (!name.empty()) c.target_modules.push_back(std::move(name));
-      start = comma + 1;
     }
   }
   return c;
@@ -117,16 +126,13 @@ std::optional<nn::LoraConfig> lora_config(const TrainOptions& o, const std::stri
 // --pp-layers "3,5" -> {3, 5}; empty -> {}.
 std::vector<int64_t> layer_counts(const std::string& text) {
   std::vector<int64_t> counts;
-  for (size_t start = 0; start < text.size();) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
+  for (const std::string& item : comma_items(text)) {
     char* end = nullptr;
     const long long n = std::strtoll(item.c_str(), &end, 10);
     TESSERA_CHECK(!item.empty() && *end == '\0', ValueError,
                   "[train] expected --pp-layers as comma-separated layer counts (\"3,5\"), got '",
                   text, "'");
     counts.push_back(n);
-    start = comma + 1;
   }
   return counts;
 }

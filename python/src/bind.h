@@ -73,6 +73,13 @@ py::object size_object(const Shape& shape);
 // None for an undefined tensor.
 inline py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
+// {name: tensor} in the dict's order (state dicts, adapter weights).
+inline py::dict tensor_dict(const nn::TensorDict& tensors) {
+  py::dict out;
+  for (const auto& [k, v] : tensors) out[py::str(k)] = v;
+  return out;
+}
+
 // A Python object owned from C++ (a hook, an autograd Function's context): it may be released
 // on a thread without the GIL, so its deleter takes the GIL.
 inline std::shared_ptr<py::object> gil_safe(py::object obj) {

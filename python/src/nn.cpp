@@ -258,12 +258,7 @@ void bind_module(py::module_& nn_m) {
              for (const auto& [k, v] : m.named_modules()) out.append(py::make_tuple(k, v));
              return out;
            })
-      .def("state_dict",
-           [](const nn::Module& m) {
-             py::dict out;
-             for (const auto& [k, v] : m.state_dict()) out[py::str(k)] = v;
-             return out;
-           })
+      .def("state_dict", [](const nn::Module& m) { return tensor_dict(m.state_dict()); })
       .def("load_state_dict", &load_state, py::arg("state_dict"), py::arg("strict") = true,
            "Copies tensors (tessera, torch via DLPack, numpy) into this module's parameters.")
       .def(

@@ -6,16 +6,6 @@
 
 namespace tessera::python {
 
-namespace {
-
-py::dict to_dict(const nn::TensorDict& tensors) {
-  py::dict out;
-  for (const auto& [k, v] : tensors) out[py::str(k)] = v;
-  return out;
-}
-
-}  // namespace
-
 void init_nn_lora(py::module_& nn_m) {
   py::module_ m = nn_m.def_submodule("lora", "LoRA: low-rank branches on Linear layers (PEFT).");
   py::class_<nn::LoraConfig>(m, "LoraConfig",
@@ -65,7 +55,7 @@ void init_nn_lora(py::module_& nn_m) {
       "Freezes model and adds a LoRA branch to each targeted Linear (in place); returns model. "
       "ValueError when nothing is targeted.");
   m.def(
-      "lora_state_dict", [](nn::Module& model) { return to_dict(nn::lora_state_dict(model)); },
+      "lora_state_dict", [](nn::Module& model) { return tensor_dict(nn::lora_state_dict(model)); },
       py::arg("model"), "The branches' weights, '<layer>.lora_A.weight' / '.lora_B.weight'.");
   m.def(
       "save_pretrained",
@@ -80,7 +70,7 @@ void init_nn_lora(py::module_& nn_m) {
       "load_adapter",
       [](const std::string& path) {
         nn::LoraAdapter a = io::load_lora_adapter(path);
-        return py::make_tuple(a.config, to_dict(a.weights));
+        return py::make_tuple(a.config, tensor_dict(a.weights));
       },
       py::arg("path"), "(LoraConfig, weights) of a PEFT adapter folder.");
   m.def(

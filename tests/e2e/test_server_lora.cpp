@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/tessera.h"
+#include "testing/lora_adapters.h"
 #include "testing/server_harness.h"
 
 namespace tessera {
@@ -17,44 +18,11 @@ namespace {
 using Json = nlohmann::json;
 using testing::TestServer;
 
-// A random adapter of stories260K's attention and MLP projections (seeded).
-nn::LoraAdapter stories_adapter(const models::CausalLM& model, std::vector<std::string> targets,
-                                int64_t r, uint64_t seed) {
-  const nn::LoraConfig config{.r = r, .lora_alpha = 2.0 * r, .target_modules = targets};
-  manual_seed(seed);
-  nn::LoraAdapter out{config, {}};
-  for (const auto& [key, w] : model.state_dict()) {
-    if (!key.ends_with(".weight") || w.dim() != 2) continue;
-    const std::string layer = key.substr(0, key.size() - 7);
-    if (!config.targets(layer) || layer.find("layers.") == std::string::npos) continue;
-    out.weights.insert(layer + ".lora_A.weight", randn({r, w.size(1)}) * 0.3);
-    out.weights.insert(layer + ".lora_B.weight", randn({w.size(0), r}) * 0.3);
-  }
-  return out;
-}
-
-// Greedy tokens of prompt through lora_id (0: base) in an engine of its own.
-std::vector<int32_t> alone(const testing::Stories& s, const std::vector<nn::LoraAdapter>& loras,
-                           const std::vector<int32_t>& prompt, int32_t lora_id, int64_t n) {
-  infer::Engine engine(*s.model, {.num_blocks = 64}, s.tokenizer);
-  for (const nn::LoraAdapter& a : loras) engine.add_lora(a);
-  infer::GenerationParams p;
-  p.sampling.temperature = 0;
-  p.stopping.max_tokens = n;
-  p.lora_id = lora_id;
-  engine.add_request(prompt, p);
-  std::vector<int32_t> out;
-  while (engine.has_unfinished())
-    for (const infer::RequestOutput& o : engine.step())
-      out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
-  return out;
-}
-
 TEST(ServerLora, AdaptersAreListedRoutedByNameAndBatchedWithTheBase) {
   STORIES_OR_SKIP(s);
   const std::vector<nn::LoraAdapter> loras = {
-      stories_adapter(*s->model, {"q_proj", "v_proj"}, 4, 1),
-      stories_adapter(*s->model, {"all-linear"}, 8, 2)};
+      testing::random_lora_adapter(*s->model, {"q_proj", "v_proj"}, 4, 1, 0.3),
+      testing::random_lora_adapter(*s->model, {"all-linear"}, 8, 2, 0.3)};
   serve::ServerConfig sc;
   sc.lora_modules = {{"tales", "/adapters/tales", 1}, {"poems", "/adapters/poems", 2}};
   TestServer ts(*s->model, s->tokenizer, {.max_num_seqs = 16}, sc, loras);
@@ -87,7 +55,8 @@ TEST(ServerLora, AdaptersAreListedRoutedByNameAndBatchedWithTheBase) {
                                                   {"stream", true}});
     }));
   std::vector<std::vector<int32_t>> want;
-  for (int32_t id = 0; id < 3; ++id) want.push_back(alone(*s, loras, prompt, id, kTokens));
+  for (int32_t id = 0; id < 3; ++id)
+    want.push_back(testing::greedy_alone(*s->model, loras, prompt, id, kTokens, s->tokenizer));
   EXPECT_NE(want[1], want[0]) << "an adapter changes the text";
   EXPECT_NE(want[2], want[0]);
   for (int i = 0; i < 12; ++i) {

@@ -10,6 +10,7 @@
 #include "tessera/infer/model_runner.h"
 #include "tessera/tessera.h"
 #include "testing/expect_error.h"
+#include "testing/lora_adapters.h"
 #include "testing/small_models.h"
 
 namespace tessera {
@@ -27,14 +28,7 @@ std::shared_ptr<models::CausalLM> wide_gpt2() { return testing::small_gpt2(80, 2
 // An adapter of make()'s model on targets, with random A and B (seeded).
 nn::LoraAdapter random_adapter(ModelFactory make, std::vector<std::string> targets, int64_t r,
                                uint64_t seed) {
-  auto model = make();
-  const nn::LoraConfig config{.r = r, .lora_alpha = 2.0 * r, .target_modules = std::move(targets)};
-  nn::apply_lora(*model, config);
-  manual_seed(seed);
-  nn::TensorDict weights = nn::lora_state_dict(*model);
-  autograd::NoGradGuard no_grad;
-  for (auto& [name, t] : weights) t.copy_(randn(t.sizes()) * 0.2);
-  return {config, weights};
+  return testing::random_lora_adapter(*make(), std::move(targets), r, seed, 0.2);
 }
 
 std::shared_ptr<models::CausalLM> merged(ModelFactory make, const nn::LoraAdapter* adapter) {
@@ -134,23 +128,6 @@ TEST(LoraRunner, RefusesAdaptersItHasNoProjectionForAndBadIds) {
   EXPECT_TESSERA_ERROR(engine.add_request(ids(4, 70, 0), p), ValueError, "lora_id in [0, 0]");
 }
 
-// Greedy tokens of prompt under lora_id in a fresh engine with both adapters.
-std::vector<int32_t> alone(const models::CausalLM& base, const std::vector<nn::LoraAdapter>& loras,
-                           const std::vector<int32_t>& prompt, int32_t lora_id) {
-  infer::Engine engine(base, {.num_blocks = 32});
-  for (const nn::LoraAdapter& a : loras) engine.add_lora(a);
-  infer::GenerationParams p;
-  p.sampling.temperature = 0;
-  p.stopping.max_tokens = 8;
-  p.lora_id = lora_id;
-  engine.add_request(prompt, p);
-  std::vector<int32_t> out;
-  while (engine.has_unfinished())
-    for (const infer::RequestOutput& o : engine.step())
-      out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
-  return out;
-}
-
 TEST(LoraEngine, RequestsRunThroughTheirAdaptersAndCacheTheirOwnPrefixes) {
   auto base = llama();
   const std::vector<nn::LoraAdapter> loras = {random_adapter(&llama, {"all-linear"}, 4, 5),
@@ -179,7 +156,8 @@ TEST(LoraEngine, RequestsRunThroughTheirAdaptersAndCacheTheirOwnPrefixes) {
   run();
   std::map<int32_t, std::vector<int32_t>> by_lora;
   for (const auto& [id, t] : tokens) {
-    EXPECT_EQ(t, alone(*base, loras, prompt, lora_of[id])) << "lora " << lora_of[id];
+    EXPECT_EQ(t, testing::greedy_alone(*base, loras, prompt, lora_of[id], 8))
+        << "lora " << lora_of[id];
     by_lora[lora_of[id]] = t;
   }
   EXPECT_NE(by_lora[1], by_lora[0]);
