@@ -72,6 +72,17 @@ Command add_train_command(CLI::App& app) {
   add("--n-embd", o->n_embd, "Embedding width (default 128)", model)->check(CLI::PositiveNumber);
   add("--seq-len", o->seq_len, "Context length in tokens (default 128)", model)
       ->check(CLI::PositiveNumber);
+  add("--n-experts", o->n_experts,
+      "LLaMA as a Mixtral: SwiGLU experts per layer instead of one MLP (default 0: dense)", model)
+      ->check(CLI::PositiveNumber);
+  add("--experts-per-token", o->experts_per_token,
+      "Experts the router picks for each token (default 2)", model)
+      ->check(CLI::PositiveNumber);
+  add("--router-aux-loss-coef", o->router_aux_loss_coef,
+      "Weight of the experts' load-balancing loss added in training (default 0.001, as Hugging "
+      "Face's Mixtral; 0: none)",
+      model)
+      ->check(CLI::NonNegativeNumber);
   add("--dropout", o->dropout, "GPT-2 dropout probability", model)
       ->check(CLI::Range(0.0, 0.95))
       ->capture_default_str();

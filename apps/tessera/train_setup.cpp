@@ -69,6 +69,10 @@ ModelSpec spec_from_options(const TrainOptions& o, int64_t vocab_size) {
     if (value > 0) field = value;
   };
   if (o.model == "gpt2") {
+    TESSERA_CHECK(o.n_experts == 0 && o.experts_per_token == 0 && o.router_aux_loss_coef < 0,
+                  ValueError,
+                  "[train] expected --n-experts, --experts-per-token and --router-aux-loss-coef "
+                  "only with --model llama (a Mixtral), got --model gpt2");
     TESSERA_CHECK(
         o.n_kv_head == 0, ValueError,
         "[train] expected --n-kv-head only with --model llama (GPT-2 has no grouped-query "
@@ -107,6 +111,14 @@ ModelSpec spec_from_options(const TrainOptions& o, int64_t vocab_size) {
     set(c.dim, o.n_embd);
     if (o.n_embd > 0 || o.preset.empty()) c.hidden_dim = llama2c_hidden_dim(c.dim);
     set(c.max_seq_len, o.seq_len);
+    set(c.n_experts, o.n_experts);
+    set(c.n_experts_per_token, o.experts_per_token);
+    if (o.router_aux_loss_coef >= 0) c.router_aux_loss_coef = o.router_aux_loss_coef;
+    TESSERA_CHECK(
+        c.mixture_of_experts() || (o.experts_per_token == 0 && o.router_aux_loss_coef < 0),
+        ValueError,
+        "[train] expected --experts-per-token and --router-aux-loss-coef only with "
+        "--n-experts (or a mixture-of-experts preset)");
     c.vocab_size = vocab_size;
     c.validate();
     return {"llama", nlohmann::json::parse(c.to_json())};

@@ -72,8 +72,16 @@ std::string fmt(const char* format, auto... args) {
 
 // Options that shape the model (fixed by --init-from's model file or a resumed checkpoint), and
 // those that fix how data becomes tokens (fixed by a resumed checkpoint too).
-constexpr std::array<const char*, 7> kModelKeys = {"model",     "preset", "n_layer", "n_head",
-                                                   "n_kv_head", "n_embd", "dropout"};
+constexpr std::array<const char*, 10> kModelKeys = {"model",
+                                                    "preset",
+                                                    "n_layer",
+                                                    "n_head",
+                                                    "n_kv_head",
+                                                    "n_embd",
+                                                    "dropout",
+                                                    "n_experts",
+                                                    "experts_per_token",
+                                                    "router_aux_loss_coef"};
 constexpr std::array<const char*, 3> kTokenKeys = {"seq_len", "tokenizer", "data_dir"};
 // Options of one invocation, never taken from a checkpoint (a data-parallel checkpoint holds the
 // unsharded state, so any data-parallel layout may resume it).
@@ -151,6 +159,8 @@ std::string describe(const ModelSpec& spec, int64_t params) {
                       c[gpt2 ? "n_head" : "n_heads"].get<int64_t>(), "H ",
                       c[gpt2 ? "n_embd" : "dim"].get<int64_t>(), "C");
   if (!gpt2 && c["n_kv_heads"] != c["n_heads"]) s += str(" ", c["n_kv_heads"].get<int64_t>(), "KV");
+  if (!gpt2 && c.value("n_experts", int64_t{0}) > 0)
+    s += str(" ", c["n_experts"].get<int64_t>(), "E top-", c["n_experts_per_token"].get<int64_t>());
   return s + fmt(", vocab %lld, %.2fM params",
                  static_cast<long long>(c["vocab_size"].get<int64_t>()),
                  static_cast<double>(params) / 1e6);
@@ -512,6 +522,11 @@ void TrainingRun::setup_parallel(const Device& device) {
   TESSERA_CHECK(o_.vpp == 1 || o_.pp > 1, ValueError,
                 "[train] expected --vpp only with --pp > 1, got --vpp ", o_.vpp);
   TESSERA_CHECK(!o_.sp || o_.tp > 1, ValueError, "[train] expected --sp only with --tp > 1");
+  const bool mixture_of_experts = spec_.config.value("n_experts", int64_t{0}) > 0;
+  TESSERA_CHECK(!mixture_of_experts || !dp_.model_parallel(), ValueError,
+                "[train] expected --n-experts without --tp or --pp (experts are not split across "
+                "ranks yet; --dp works), got --tp ",
+                dp_.tp, " --pp ", dp_.pp);
   parallel_ = std::make_unique<train::ModelParallel>(
       model_,
       train::ModelParallelGroups{.dp = dp_.dp_group,
@@ -523,7 +538,10 @@ void TrainingRun::setup_parallel(const Device& device) {
           .schedule = dist::parse_pipeline_schedule(o_.pp_schedule),
           .virtual_stages = o_.vpp,
           .layer_sizes = layer_counts(o_.pp_layers),
-          .ddp = {.bucket_cap_mb = o_.bucket_mb, .reduce_scatter = o_.zero_stage == 2},
+          // An expert no token of a rank's batch chose has no gradient there: reduced as zeros.
+          .ddp = {.bucket_cap_mb = o_.bucket_mb,
+                  .find_unused_parameters = mixture_of_experts,
+                  .reduce_scatter = o_.zero_stage == 2},
           .device = device});
 }
 

@@ -40,6 +40,10 @@ class DeviceScope {
 
 DeviceRunner::DeviceRunner(const Layout& layout, Device device) : device_(device) {
   d_ = layout.dims();
+  TESSERA_CHECK(d_.experts_per_token == 0, NotImplementedError,
+                "[ModelRunner] expected a dense model on ", device_.str(),
+                " (mixtures of experts run on the CPU runner), got one with ",
+                layout.layers.empty() ? 0 : layout.layers[0].experts.size(), " experts");
   DeviceScope scope(device_);
   auto optional = [&](const Tensor& t, const char* what) {
     return t.defined() ? weight(t, what) : t;

@@ -16,10 +16,13 @@
 namespace tessera::infer {
 
 // Per layer: pre-attention and pre-MLP norms; q|k|v in one projection; the MLP's first
-// projection is gate|up (SwiGLU) or c_fc (GELU).
+// projection is gate|up (SwiGLU) or c_fc (GELU). A mixture of experts has a router and each
+// expert's gate|up and down projections instead of fc1 and fc2.
 struct ModelRunner::Layer {
   Norm norm1, norm2;
   PackedLinearWeights qkv, o, fc1, fc2;
+  PackedLinearWeights router;
+  std::vector<PackedLinearWeights> expert_fc1, expert_fc2;
 };
 
 namespace {
@@ -160,15 +163,29 @@ ModelRunner::ModelRunner(const models::CausalLM& model, DType weight_dtype) {
     L.norm2 = norm(l.norm2);
     L.qkv = packed(l.qkv);
     L.o = packed(l.o);
-    L.fc1 = packed(l.fc1);
-    L.fc2 = packed(l.fc2);
+    auto size = [](const PackedLinearWeights& p) { return p.in * p.out; };
+    int64_t weights = size(L.qkv) + size(L.o);  // elements of the layer's packed linears
+    int64_t macs = weights;                     // multiply-adds of a token through them
+    if (l.experts.empty()) {
+      L.fc1 = packed(l.fc1);
+      L.fc2 = packed(l.fc2);
+      weights += size(L.fc1) + size(L.fc2);
+      macs += size(L.fc1) + size(L.fc2);
+    } else {
+      L.router = packed(l.router);
+      for (const Layout::Expert& e : l.experts) {
+        L.expert_fc1.push_back(packed(e.fc1));
+        L.expert_fc2.push_back(packed(e.fc2));
+      }
+      const int64_t expert = size(L.expert_fc1[0]) + size(L.expert_fc2[0]);
+      weights += size(L.router) + expert * static_cast<int64_t>(l.experts.size());
+      macs += size(L.router) + expert * d_.experts_per_token;
+    }
+    weight_bytes_ += weights * static_cast<int64_t>(itemsize(weight_dtype));
+    weight_macs_ += macs;
   }
   final_norm_ = norm(layout.final_norm);
   lm_head_ = std::make_unique<PackedLinearWeights>(pack({layout.lm_head}, {}));
-  for (const Layer& L : layers_)
-    for (const PackedLinearWeights* p : {&L.qkv, &L.o, &L.fc1, &L.fc2})
-      weight_macs_ += p->in * p->out;
-  weight_bytes_ = weight_macs_ * static_cast<int64_t>(itemsize(weight_dtype));
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -239,6 +256,66 @@ void ModelRunner::add_lora_rows(const StepBatch& batch, int64_t l, Projection p,
     for (int64_t k = 0; k < runs; ++k) branch(ws.lora_runs[k]);
   } else {
     for (const LoraRun& run : ws.lora_runs) branch(run);
+  }
+}
+
+void ModelRunner::mixture_rows(const Layer& L, const float* h, float* x, int64_t N, Workspace& ws,
+                               Device device) const {
+  const int64_t C = d_.dim, H = d_.hidden, K = d_.experts_per_token;
+  const auto E = static_cast<int64_t>(L.expert_fc1.size());
+  grow(ws.router, N * E);
+  linear_rows(device, L.router, h, C, ws.router.data(), E, N);
+  // Each row's K most probable experts (the lowest index first among equals, as topk) and their
+  // probabilities renormalised over the K: exp(s_e - max) / sum over the chosen, since the
+  // softmax's own denominator cancels.
+  ws.expert_of.resize(N * K);
+  ws.expert_weight.resize(N * K);
+  ws.expert_count.assign(E + 1, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    float* s = ws.router.data() + n * E;
+    const float top = *std::max_element(s, s + E);
+    for (int64_t e = 0; e < E; ++e) s[e] = std::exp(s[e] - top);
+    float chosen = 0.0f;
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < E; ++e)  // a NaN score is still taken once
+        if (!(s[e] < 0.0f) && (best < 0 || s[e] > s[best])) best = e;
+      ws.expert_of[n * K + k] = static_cast<int32_t>(best);
+      ws.expert_weight[n * K + k] = s[best];
+      chosen += s[best];
+      s[best] = -1.0f;  // taken
+      ++ws.expert_count[best + 1];
+    }
+    for (int64_t k = 0; k < K; ++k) ws.expert_weight[n * K + k] /= chosen;
+  }
+  // The picks grouped by expert, rows in order within each (a counting sort).
+  for (int64_t e = 0; e < E; ++e) ws.expert_count[e + 1] += ws.expert_count[e];
+  ws.expert_picks.resize(N * K);
+  ws.expert_next.assign(ws.expert_count.begin(), ws.expert_count.end() - 1);
+  for (int64_t i = 0; i < N * K; ++i) ws.expert_picks[ws.expert_next[ws.expert_of[i]]++] = i;
+
+  // An expert takes a row at most once: N rows at most.
+  grow(ws.expert_x, N * C);
+  grow(ws.expert_y, N * C);
+  grow(ws.ff, N * 2 * H);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t first = ws.expert_count[e], rows = ws.expert_count[e + 1] - first;
+    if (rows == 0) continue;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = h + ws.expert_picks[first + r] / K * C;
+      std::copy(src, src + C, ws.expert_x.data() + r * C);
+    }
+    linear_rows(device, L.expert_fc1[e], ws.expert_x.data(), C, ws.ff.data(), 2 * H, rows);
+    call_kernel<mlp_activation_kernel>(device,
+                                       MlpActivationArgs{ws.ff.data(), 2 * H, rows, H, true});
+    linear_rows(device, L.expert_fc2[e], ws.ff.data(), 2 * H, ws.expert_y.data(), C, rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t pick = ws.expert_picks[first + r];
+      const float w = ws.expert_weight[pick];
+      const float* y = ws.expert_y.data() + r * C;
+      float* xr = x + pick / K * C;
+      for (int64_t c = 0; c < C; ++c) xr[c] += w * y[c];
+    }
   }
 }
 
@@ -435,6 +512,10 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
     add_lora_rows(batch, l, kO, attn, q_width, x, C, ws, dev);
 
     norm_rows(L.norm2, x, h, N, C, dev);
+    if (!L.expert_fc1.empty()) {
+      mixture_rows(L, h, x, N, ws, dev);
+      continue;
+    }
     linear_rows(dev, L.fc1, h, C, ff, ff_width, N);
     add_lora_rows(batch, l, kFc1, h, C, ff, ff_width, ws, dev);
     call_kernel<mlp_activation_kernel>(dev, activation);

@@ -78,6 +78,9 @@ void llama_fields(C& c, F&& f) {
   f("norm_eps", c.norm_eps);
   f("rope_theta", c.rope_theta);
   f("tie_embeddings", c.tie_embeddings);
+  f("n_experts", c.n_experts);
+  f("n_experts_per_token", c.n_experts_per_token);
+  f("router_aux_loss_coef", c.router_aux_loss_coef);
 }
 
 template <class C, class F>
@@ -115,6 +118,7 @@ struct LlamaShape {
   double theta;
   std::optional<RopeScaling> scaling;
   bool tied;
+  int64_t experts = 0;
 };
 
 LlamaConfig llama_shape(const LlamaShape& s) {
@@ -129,6 +133,7 @@ LlamaConfig llama_shape(const LlamaShape& s) {
   c.rope_theta = s.theta;
   c.rope_scaling = s.scaling;
   c.tie_embeddings = s.tied;
+  c.n_experts = s.experts;
   return c;
 }
 
@@ -147,7 +152,9 @@ const std::vector<std::pair<std::string, LlamaConfig>>& llama_presets() {
       {"stories42M", llama_shape({32000, 512, 8, 8, 8, 1376, 1024, 1e4, {}, true})},
       {"stories110M", llama_shape({32000, 768, 12, 12, 12, 2048, 1024, 1e4, {}, true})},
       {"llama-test",
-       llama_shape({96, 64, 2, 4, 2, 128, 64, 1e4, RopeScaling{4.0, 1.0, 4.0, 16}, false})}};
+       llama_shape({96, 64, 2, 4, 2, 128, 64, 1e4, RopeScaling{4.0, 1.0, 4.0, 16}, false})},
+      {"mixtral-8x7b", llama_shape({32000, 4096, 32, 32, 8, 14336, 32768, 1e6, {}, false, 8})},
+      {"mixtral-test", llama_shape({96, 64, 2, 4, 2, 96, 64, 1e4, {}, false, 4})}};
   return presets;
 }
 
@@ -234,6 +241,14 @@ void LlamaConfig::validate() const {
   TESSERA_CHECK(norm_eps > 0.0 && rope_theta > 0.0, ValueError,
                 "[LlamaConfig] expected norm_eps > 0 and rope_theta > 0, got ", norm_eps, " and ",
                 rope_theta);
+  TESSERA_CHECK(n_experts >= 0 && (n_experts == 0 ||
+                                   (n_experts_per_token >= 1 && n_experts_per_token <= n_experts)),
+                ValueError,
+                "[LlamaConfig] expected n_experts >= 0 and, with experts, 1 <= "
+                "n_experts_per_token <= n_experts, got ",
+                n_experts, " and ", n_experts_per_token);
+  TESSERA_CHECK(router_aux_loss_coef >= 0.0, ValueError,
+                "[LlamaConfig] expected router_aux_loss_coef >= 0, got ", router_aux_loss_coef);
   if (rope_scaling) {
     const RopeScaling& s = *rope_scaling;
     TESSERA_CHECK(s.factor > 0.0 && s.low_freq_factor > 0.0 &&

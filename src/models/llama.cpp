@@ -4,8 +4,12 @@
 
 #include "tensor_parallel_sharding.h"
 #include "tessera/nn/init.h"
+#include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
+#include "tessera/ops/index.h"
 #include "tessera/ops/nn.h"
+#include "tessera/ops/reduce.h"
+#include "tessera/ops/sort.h"
 
 namespace tessera::models {
 namespace {
@@ -43,9 +47,61 @@ Tensor LlamaMLP::forward(const Tensor& x_in) {
   return (*down_proj)(swiglu((*gate_proj)(x), (*up_proj)(x)));
 }
 
+MixtralExpert::MixtralExpert(const LlamaConfig& config) {
+  w1 = register_module("w1", linear(config.dim, config.hidden_dim));
+  w2 = register_module("w2", linear(config.hidden_dim, config.dim));
+  w3 = register_module("w3", linear(config.dim, config.hidden_dim));
+}
+
+Tensor MixtralExpert::forward(const Tensor& x) { return (*w2)(swiglu((*w1)(x), (*w3)(x))); }
+
+MixtralSparseMoe::MixtralSparseMoe(const LlamaConfig& config)
+    : n_experts(config.n_experts), top_k(config.n_experts_per_token) {
+  gate = register_module("gate", linear(config.dim, n_experts));
+  experts = register_module("experts", std::make_shared<nn::ModuleList>());
+  for (int64_t e = 0; e < n_experts; ++e)
+    experts->push_back(std::make_shared<MixtralExpert>(config));
+}
+
+Tensor MixtralSparseMoe::forward(const Tensor& x) {
+  const Tensor flat = x.reshape({-1, x.size(-1)});
+  const int64_t N = flat.size(0);
+  // Routing in float32 at least, whatever the activations (Hugging Face's dtype=torch.float).
+  const Tensor scores = (*gate)(flat);
+  const Tensor probs = softmax(scores.dtype() == kFloat64 ? scores : scores.to(kFloat32), -1);
+  auto [top_probs, top_ids] = topk(probs, top_k, -1);
+  const Tensor weights = (top_probs / sum(top_probs, {-1}, /*keepdim=*/true)).to(flat.dtype());
+
+  // Which rows chose each expert, and where their weights sit in weights (row * top_k + slot):
+  // read on the host, since every expert then runs over its rows only.
+  const Tensor ids = top_ids.to(kCPU).contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> rows(n_experts), slots(n_experts);
+  for (int64_t i = 0; i < N * top_k; ++i) {
+    rows[id[i]].push_back(i / top_k);
+    slots[id[i]].push_back(i);
+  }
+  last_stats = {sum(probs, {0}), std::vector<int64_t>(n_experts), N};
+  const Tensor flat_weights = weights.reshape({-1});
+  Tensor out = zeros_like(flat);
+  for (int64_t e = 0; e < n_experts; ++e) {
+    last_stats.picks[e] = static_cast<int64_t>(rows[e].size());
+    if (rows[e].empty()) continue;
+    const Tensor r = tensor(rows[e]).to(flat.device());
+    const Tensor w = index_select(flat_weights, 0, tensor(slots[e]).to(flat.device()));
+    const Tensor y = (*experts->at<MixtralExpert>(e))(index_select(flat, 0, r));
+    out = index_add(out, 0, r, (y * w.unsqueeze(1)).to(flat.dtype()));
+  }
+  return out.reshape(x.sizes());
+}
+
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config) {
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config));
-  mlp = register_module("mlp", std::make_shared<LlamaMLP>(config));
+  if (config.mixture_of_experts())
+    block_sparse_moe =
+        register_module("block_sparse_moe", std::make_shared<MixtralSparseMoe>(config));
+  else
+    mlp = register_module("mlp", std::make_shared<LlamaMLP>(config));
   input_layernorm = register_module("input_layernorm",
                                     std::make_shared<nn::RMSNorm>(config.dim, config.norm_eps));
   post_attention_layernorm = register_module(
@@ -54,7 +110,8 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config) {
 
 Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   Tensor h = x + self_attn->forward((*input_layernorm)(x), cos, sin);
-  return h + (*mlp)((*post_attention_layernorm)(h));
+  const Tensor normed = (*post_attention_layernorm)(h);
+  return h + (mlp ? (*mlp)(normed) : (*block_sparse_moe)(normed));
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& config) {
@@ -119,8 +176,38 @@ std::vector<std::string> Llama::stage_module_paths(int64_t begin, int64_t end) c
 
 Tensor Llama::head(const Tensor& x) { return (*lm_head)((*model->norm)(x)); }
 
+Tensor Llama::auxiliary_loss() const {
+  if (!has_auxiliary_loss() || !is_training()) return {};
+  // The checkpointed first pass runs without autograd: its router statistics cannot carry the
+  // loss's gradient.
+  TESSERA_CHECK(!activation_checkpointing(), NotImplementedError,
+                "[Llama.loss] expected activation checkpointing off when the router's "
+                "load-balancing loss trains (router_aux_loss_coef ",
+                config.router_aux_loss_coef, "); set router_aux_loss_coef 0 or turn it off");
+  // Every layer's tokens pooled, as Hugging Face concatenates the layers' router logits.
+  Tensor prob_sum;
+  std::vector<double> picks(config.n_experts, 0.0);
+  int64_t tokens = 0;
+  for (size_t i = 0; i < model->layers->size(); ++i) {
+    const auto& stats = model->layers->at<LlamaDecoderLayer>(i)->block_sparse_moe->last_stats;
+    if (!stats.prob_sum.defined()) return {};  // no forward yet
+    prob_sum = prob_sum.defined() ? prob_sum + stats.prob_sum : stats.prob_sum;
+    for (int64_t e = 0; e < config.n_experts; ++e) picks[e] += static_cast<double>(stats.picks[e]);
+    tokens += stats.tokens;
+  }
+  // n_experts * sum_e (picks_e / tokens) * (prob_sum_e / tokens), times the coefficient.
+  const double scale = config.router_aux_loss_coef * static_cast<double>(config.n_experts) /
+                       (static_cast<double>(tokens) * static_cast<double>(tokens));
+  const Tensor f = tensor(picks).to(prob_sum.dtype()).to(prob_sum.device());
+  return sum(prob_sum * f) * scale;
+}
+
 void Llama::shard_layers(const std::shared_ptr<dist::ProcessGroup>& group, bool sequence_parallel) {
   const int n = group->size();
+  TESSERA_CHECK(!config.mixture_of_experts(), NotImplementedError,
+                "[Llama.shard_tensor_parallel] expected a dense model (tensor parallelism of a "
+                "mixture of experts is not implemented), got ",
+                config.n_experts, " experts");
   TESSERA_CHECK(config.n_heads % n == 0 && config.n_kv_heads % n == 0, ValueError,
                 "[Llama.shard_tensor_parallel] expected n_heads and n_kv_heads divisible by the "
                 "group size ",
@@ -168,6 +255,7 @@ InferenceLayout Llama::inference_layout() const {
   out.n_kv_heads = config.n_kv_heads;
   out.hidden = config.hidden_dim;
   out.max_seq_len = config.max_seq_len;
+  out.experts_per_token = config.mixture_of_experts() ? config.n_experts_per_token : 0;
   out.eps = config.norm_eps;
   out.token_embedding = model->embed_tokens->weight;
   out.rope_cos = model->rotary_emb->cos;
@@ -184,15 +272,28 @@ InferenceLayout Llama::inference_layout() const {
       }
       return l;
     };
-    out.layers.push_back({{b.input_layernorm->weight, Tensor()},
-                          {b.post_attention_layernorm->weight, Tensor()},
-                          weights({{a.q_proj.get(), "self_attn.q_proj"},
-                                   {a.k_proj.get(), "self_attn.k_proj"},
-                                   {a.v_proj.get(), "self_attn.v_proj"}}),
-                          weights({{a.o_proj.get(), "self_attn.o_proj"}}),
-                          weights({{b.mlp->gate_proj.get(), "mlp.gate_proj"},
-                                   {b.mlp->up_proj.get(), "mlp.up_proj"}}),
-                          weights({{b.mlp->down_proj.get(), "mlp.down_proj"}})});
+    InferenceLayout::Layer& layer = out.layers.emplace_back();
+    layer.norm1 = {b.input_layernorm->weight, Tensor()};
+    layer.norm2 = {b.post_attention_layernorm->weight, Tensor()};
+    layer.qkv = weights({{a.q_proj.get(), "self_attn.q_proj"},
+                         {a.k_proj.get(), "self_attn.k_proj"},
+                         {a.v_proj.get(), "self_attn.v_proj"}});
+    layer.o = weights({{a.o_proj.get(), "self_attn.o_proj"}});
+    if (b.mlp) {
+      layer.fc1 = weights(
+          {{b.mlp->gate_proj.get(), "mlp.gate_proj"}, {b.mlp->up_proj.get(), "mlp.up_proj"}});
+      layer.fc2 = weights({{b.mlp->down_proj.get(), "mlp.down_proj"}});
+      continue;
+    }
+    const MixtralSparseMoe& moe = *b.block_sparse_moe;
+    layer.router = weights({{moe.gate.get(), "block_sparse_moe.gate"}});
+    for (int64_t e = 0; e < moe.n_experts; ++e) {
+      const MixtralExpert& x = *moe.experts->at<MixtralExpert>(e);
+      const std::string name = tessera::detail::str("block_sparse_moe.experts.", e, ".");
+      layer.experts.push_back(
+          {weights({{x.w1.get(), (name + "w1").c_str()}, {x.w3.get(), (name + "w3").c_str()}}),
+           weights({{x.w2.get(), (name + "w2").c_str()}})});
+    }
   }
   out.final_norm = {model->norm->weight, Tensor()};
   out.lm_head = lm_head->weight;

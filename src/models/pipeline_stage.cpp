@@ -46,6 +46,11 @@ PipelineStage::PipelineStage(std::shared_ptr<CausalLM> model, int64_t begin, int
   TESSERA_CHECK(0 <= begin && begin < end && end <= model_->n_layers(), ValueError,
                 "[PipelineStage] expected layers 0 <= begin < end <= ", model_->n_layers(),
                 ", got [", begin, ", ", end, ")");
+  // Each stage's layers add to an auxiliary loss that only the whole model's loss() sums.
+  TESSERA_CHECK(!model_->has_auxiliary_loss(), NotImplementedError,
+                "[PipelineStage] expected a model without an auxiliary loss (a mixture of experts "
+                "trains its router's load balancing through the whole model), got a ",
+                model_->type_name());
   for (const std::string& path : model_->stage_module_paths(begin, end))
     register_at(*this, path, module_at(*model_, path));
 }

@@ -124,7 +124,9 @@ Tensor CausalLM::loss(const Tensor& idx, const Tensor& targets) {
       "[", type_name(), ".loss] expected int64 targets shaped like idx ", idx.shape_str(), ", got ",
       targets.defined() ? targets.shape_str() + " " + std::string(dtype_name(targets.dtype()))
                         : std::string("an undefined tensor"));
-  return loss_from_logits(forward(idx), targets);
+  Tensor loss = loss_from_logits(forward(idx), targets);
+  const Tensor aux = auxiliary_loss();
+  return aux.defined() ? loss + aux : loss;
 }
 
 Tensor CausalLM::loss_from_logits(const Tensor& logits, const Tensor& targets) const {

@@ -529,6 +529,39 @@ def lora_fine_tune(ctx):
     check("expected a PEFT adapter folder" in stderr, stderr)
 
 
+def mixtral_train(ctx):
+    # LLaMA with 4 experts of which the router picks 2 per token (Mixtral), trained with the
+    # load-balancing loss; the run folder serves and resumes like a dense one.
+    moe = ["--model", "llama", "--n-head", 4, "--n-kv-head", 2, "--n-experts", 4,
+           "--experts-per-token", 2, "--router-aux-loss-coef", 0.01]
+    stdout, _ = ctx.train("moe", "--max-steps", 30, "--eval-every", 10, *moe)
+    check("4E top-2" in stdout, "the run's description names the experts:\n" + stdout)
+    check_loss_falls(ctx.path("moe"), 30)
+    with open(ctx.path("moe/config.json")) as f:
+        model = json.load(f)["model"]
+    check(model["n_experts"] == 4 and model["n_experts_per_token"] == 2
+          and model["router_aux_loss_coef"] == 0.01, f"config: {model}")
+    weights = safetensors_entries(ctx.path("moe/ckpt_000030/model.safetensors"))
+    check("model.layers.0.block_sparse_moe.experts.3.w2.weight" in weights
+          and "model.layers.0.mlp.down_proj.weight" not in weights, sorted(weights)[:8])
+    stdout, _ = ctx.run("generate", "--model", ctx.path("moe"), "--prompt", "The", "--temperature",
+                        0, "--max-new-tokens", 20, "--threads", 1)
+    check(stdout.startswith("The") and len(stdout) > 10, f"generate printed {stdout!r}")
+    ctx.run("train", "--resume", "--out", ctx.path("moe"), "--max-steps", 35)
+    check(losses(metrics(ctx.path("moe")), "train_loss")[-1][0] == 35, "resumed to step 35")
+
+    _, stderr = ctx.train("bad", "--n-experts", 4, ok=False)
+    check("expected --n-experts, --experts-per-token and --router-aux-loss-coef only with "
+          "--model llama" in stderr, stderr)
+    _, stderr = ctx.train("bad", *moe[:-4], "--experts-per-token", 5, ok=False)
+    check("n_experts_per_token <= n_experts" in stderr, stderr)
+    _, stderr = ctx.train("bad", "--model", "llama", "--experts-per-token", 2, ok=False)
+    check("expected --experts-per-token and --router-aux-loss-coef only with --n-experts" in stderr,
+          stderr)
+    _, stderr = ctx.train("bad", "--max-steps", 2, *moe, "--activation-checkpointing", ok=False)
+    check("expected activation checkpointing off" in stderr, stderr)
+
+
 SCENARIOS = {f.__name__: f for f in [
     train_loss_falls, bfloat16_and_llama_train, profile_and_checkpointing,
     resume_matches_uninterrupted, resume_takes_new_hyperparameters,
@@ -538,7 +571,7 @@ SCENARIOS = {f.__name__: f for f in [
     time_limit_stops_and_saves,
     bad_arguments_fail_clearly, init_from_continues, interrupt_stops_and_saves,
     train_on_token_file, sigkill_resume_matches_uninterrupted, corrupt_checkpoint_is_refused,
-    lora_fine_tune]}
+    lora_fine_tune, mixtral_train]}
 
 
 def main(scenarios=SCENARIOS):

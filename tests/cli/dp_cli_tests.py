@@ -152,6 +152,18 @@ def lora_dp_matches_accumulation(ctx):
     check("expected --lora-rank without --tp or --pp" in err, err)
 
 
+def mixtral_dp_matches_accumulation(ctx):
+    # A mixture of experts with its load-balancing loss: each rank's loss carries its own
+    # micro-batch's balance term, as each accumulated micro-batch does.
+    moe = ["--model", "llama", "--n-head", 4, "--n-experts", 4, "--router-aux-loss-coef", 0.01]
+    ctx.train("one", *COMMON, *moe, "--grad-accum", 2)
+    for name, extra in [("two", []), ("zero", ["--zero-stage", 1])]:
+        ctx.mpi_train(2, name, *COMMON, *moe, *extra)
+        check_losses_match(ctx.path(name), ctx.path("one"), 1e-5, f"Mixtral --dp 2 {extra}")
+    _, err, _ = ctx.mpi_train(2, "moe_tp", "--max-steps", 2, "--tp", 2, *moe, dp=1, ok=False)
+    check("expected --n-experts without --tp or --pp" in err, err)
+
+
 def bad_layouts_fail_clearly(ctx):
     _, err, seconds = ctx.mpi_train(2, "bad", "--max-steps", 2, "--dp", 3, ok=False)
     check("expected 3 processes for --dp 3" in err, err)
@@ -166,7 +178,8 @@ def bad_layouts_fail_clearly(ctx):
 SCENARIOS = {f.__name__: f for f in [dp_matches_accumulation, zero_checkpoint_resumes_anywhere,
                                      model_parallel_matches_one_process,
                                      model_parallel_resumes_its_layout, bad_layouts_fail_clearly,
-                                     lora_dp_matches_accumulation]}
+                                     lora_dp_matches_accumulation,
+                                     mixtral_dp_matches_accumulation]}
 
 
 def main():

@@ -3,7 +3,8 @@
 plain torch 1.13 (no transformers, no F.scaled_dot_product_attention).
 
   model_reference.py gpt2 DIR | model_reference.py llama DIR
-    DIR holds config.json (the model config as tessera writes it), train.json (AdamW, schedule
+    DIR holds config.json (the model config as tessera writes it; a LLaMA config with n_experts
+    is a Mixtral, whose training loss adds the router's load-balancing loss), train.json (AdamW, schedule
     and clipping settings), init.safetensors (initial weights under tessera's names) and
     batches.safetensors (x, y: int64 [S, B, T]). Writes DIR/ref.safetensors with the logits and
     loss of batch 0, grad.<name> of every parameter after backward on that loss, and losses [S]:
@@ -164,17 +165,66 @@ class LlamaMLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+# ---- Mixtral's sparse mixture of experts (Hugging Face's MixtralSparseMoeBlock, written out) ----
+
+class MixtralExpert(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.w1 = nn.Linear(c["dim"], c["hidden_dim"], bias=False)
+        self.w2 = nn.Linear(c["hidden_dim"], c["dim"], bias=False)
+        self.w3 = nn.Linear(c["dim"], c["hidden_dim"], bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class MixtralSparseMoe(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.top_k = c["n_experts_per_token"]
+        self.gate = nn.Linear(c["dim"], c["n_experts"], bias=False)
+        self.experts = nn.ModuleList([MixtralExpert(c) for _ in range(c["n_experts"])])
+        self.router_logits = None
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.size(-1))
+        self.router_logits = self.gate(flat)
+        probs = F.softmax(self.router_logits, dim=1, dtype=torch.float)
+        weights, chosen = torch.topk(probs, self.top_k, dim=-1)
+        weights = (weights / weights.sum(dim=-1, keepdim=True)).to(flat.dtype)
+        out = torch.zeros_like(flat)
+        mask = F.one_hot(chosen, num_classes=len(self.experts)).permute(2, 1, 0)  # [E, k, N]
+        for e, expert in enumerate(self.experts):
+            slot, rows = torch.where(mask[e])
+            y = expert(flat[rows]) * weights[rows, slot, None]
+            out.index_add_(0, rows, y.to(flat.dtype))
+        return out.reshape(x.shape)
+
+
+def load_balancing_loss(router_logits, n_experts, top_k):
+    """Hugging Face's load_balancing_loss_func over every layer's router logits."""
+    probs = F.softmax(torch.cat(router_logits, dim=0), dim=-1)
+    _, chosen = torch.topk(probs, top_k, dim=-1)
+    mask = F.one_hot(chosen, n_experts)
+    tokens_per_expert = torch.mean(mask.float(), dim=0)
+    return torch.sum(tokens_per_expert * torch.mean(probs, dim=0).unsqueeze(0)) * n_experts
+
+
 class LlamaDecoderLayer(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.self_attn = LlamaAttention(c)
-        self.mlp = LlamaMLP(c)
+        if c.get("n_experts", 0) > 0:
+            self.block_sparse_moe = MixtralSparseMoe(c)
+        else:
+            self.mlp = LlamaMLP(c)
         self.input_layernorm = RMSNorm(c["dim"], c["norm_eps"])
         self.post_attention_layernorm = RMSNorm(c["dim"], c["norm_eps"])
 
     def forward(self, x, cos, sin):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        ff = self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp
+        return x + ff(self.post_attention_layernorm(x))
 
 
 class LlamaModel(nn.Module):
@@ -204,6 +254,15 @@ class Llama(nn.Module):
         for layer in self.model.layers:
             x = layer(x, cos, sin)
         return self.lm_head(self.model.norm(x))
+
+    def aux_loss(self):
+        """The router's load-balancing loss of the last forward, weighted, or 0 (dense)."""
+        c = self.c
+        if c.get("n_experts", 0) == 0 or c["router_aux_loss_coef"] == 0:
+            return 0.0
+        logits = [layer.block_sparse_moe.router_logits for layer in self.model.layers]
+        return c["router_aux_loss_coef"] * load_balancing_loss(
+            logits, c["n_experts"], c["n_experts_per_token"])
 
 
 # ---- LoRA (PEFT's layer, written out) ----
@@ -241,6 +300,13 @@ def lm_loss(logits, y):
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), ignore_index=-1)
 
 
+def train_loss(model, x, y):
+    """(logits, the cross entropy plus the model's auxiliary loss, as training minimises)."""
+    logits = model(x)
+    aux = model.aux_loss() if isinstance(model, Llama) else 0.0
+    return logits, lm_loss(logits, y) + aux
+
+
 def warmup_cosine(warmup, max_steps, min_lr, base_lr):
     def factor(step):
         if step < warmup:
@@ -266,8 +332,7 @@ def run_model(kind, folder):
     x, y = batches["x"], batches["y"]
 
     out = {}
-    logits = model(x[0])
-    loss = lm_loss(logits, y[0])
+    logits, loss = train_loss(model, x[0], y[0])
     loss.backward()
     out["logits"], out["loss"] = logits.detach(), loss.detach()
     for name, p in model.named_parameters():
@@ -285,7 +350,7 @@ def run_model(kind, folder):
     losses = []
     for s in range(x.size(0)):
         opt.zero_grad(set_to_none=True)
-        loss = lm_loss(model(x[s]), y[s])
+        loss = train_loss(model, x[s], y[s])[1]
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, train["clip"])
         opt.step()

@@ -1,15 +1,17 @@
 #pragma once
 // Small randomly initialised models for tests of the inference runner (CPU and CUDA): a GQA
-// LLaMA with RoPE scaling and a GPT-2, each from a fixed seed, so two calls build equal weights.
+// LLaMA with RoPE scaling, a GPT-2 and a Mixtral (the LLaMA with a mixture of experts), each
+// from a fixed seed, so two calls build equal weights.
 #include <cstdint>
 #include <memory>
 
+#include "tessera/autograd/grad_mode.h"
 #include "tessera/models/gpt2.h"
 #include "tessera/models/llama.h"
 
 namespace tessera::testing {
 
-inline std::shared_ptr<models::CausalLM> small_llama(int64_t max_seq_len = 80) {
+inline models::LlamaConfig small_llama_config(int64_t max_seq_len) {
   models::LlamaConfig c;
   c.vocab_size = 61;
   c.dim = 48;
@@ -19,8 +21,27 @@ inline std::shared_ptr<models::CausalLM> small_llama(int64_t max_seq_len = 80) {
   c.hidden_dim = 72;
   c.max_seq_len = max_seq_len;
   c.rope_scaling = models::RopeScaling{8.0, 1.0, 4.0, 32};
+  return c;
+}
+
+inline std::shared_ptr<models::CausalLM> small_llama(int64_t max_seq_len = 80) {
   manual_seed(11);
-  return std::make_shared<models::Llama>(c);
+  return std::make_shared<models::Llama>(small_llama_config(max_seq_len));
+}
+
+// small_llama with 4 experts of 40 units, 2 per token. The router's weights are drawn 20x wider
+// than the init's, so tokens prefer experts clearly (no near-ties for rounding to flip).
+inline std::shared_ptr<models::CausalLM> small_mixtral(int64_t max_seq_len = 80) {
+  models::LlamaConfig c = small_llama_config(max_seq_len);
+  c.hidden_dim = 40;
+  c.n_experts = 4;
+  c.n_experts_per_token = 2;
+  manual_seed(13);
+  auto model = std::make_shared<models::Llama>(c);
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, p] : model->named_parameters())
+    if (name.ends_with("block_sparse_moe.gate.weight")) p.mul_(20.0);
+  return model;
 }
 
 inline std::shared_ptr<models::CausalLM> small_gpt2(int64_t block_size = 80, int64_t n_embd = 40) {

@@ -130,6 +130,29 @@ TEST(LoadModel, HuggingFaceLlamaConfig) {
   expect_same_logits(model, *loaded);
 }
 
+// A Hugging Face Mixtral folder: model_type mixtral, the experts' keys in its config, and
+// block_sparse_moe.* weights, loaded as the llama family with experts.
+TEST(LoadModel, HuggingFaceMixtralConfig) {
+  testing::TempDir dir;
+  models::LlamaConfig c = llama_config();
+  c.n_experts = 4;
+  c.n_experts_per_token = 2;
+  manual_seed(5);
+  models::Llama model(c);
+  io::save_safetensors(dir.file("model.safetensors"), model.state_dict());
+  write(dir.file("config.json"),
+        R"({"model_type": "mixtral", "vocab_size": 40, "hidden_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 48,
+            "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+            "num_local_experts": 4, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02,
+            "output_router_logits": false, "sliding_window": null, "torch_dtype": "float32"})");
+  auto loaded = infer::load_model(dir.file("model.safetensors"));
+  expect_same_logits(model, *loaded);
+  const auto& llama = dynamic_cast<const models::Llama&>(*loaded);
+  EXPECT_EQ(llama.config.n_experts, 4);
+  EXPECT_DOUBLE_EQ(llama.config.router_aux_loss_coef, 0.02);
+}
+
 // Names and shapes of a model's parameters.
 std::vector<std::pair<std::string, Shape>> shapes_of(const models::CausalLM& model) {
   std::vector<std::pair<std::string, Shape>> out;
@@ -225,7 +248,7 @@ TEST(LoadModel, RejectsWhatItCannotRead) {
   EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"lr": 1})"), ValueError,
                        "expected a model config");
   EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"model_type": "bert"})"), ValueError,
-                       "expected model_type one of gpt2, llama, mistral, got 'bert'");
+                       "expected model_type one of gpt2, llama, mistral, mixtral, got 'bert'");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The fused inference forward (infer::ModelRunner) against its composite oracle, the models' own
-// forward: prefill and token-by-token decode logits of GPT-2 and a GQA LLaMA with Llama-3 RoPE
-// scaling, through a static and a paged cache; bit-identical logits for a sequence alone or
-// batched with others, and for the static and paged caches.
+// forward: prefill and token-by-token decode logits of GPT-2, a GQA LLaMA with Llama-3 RoPE
+// scaling and a Mixtral (mixture of experts), through a static and a paged cache; bit-identical
+// logits for a sequence alone or batched with others, and for the static and paged caches.
 #include <gtest/gtest.h>
 
 #include <omp.h>
@@ -24,6 +24,7 @@ namespace {
 
 using testing::small_gpt2;
 using testing::small_llama;
+using testing::small_mixtral;
 
 using infer::ModelRunner;
 using infer::StepBatch;
@@ -78,6 +79,14 @@ TEST(ModelRunner, LlamaGqaMatchesModelForwardStaticAndPaged) {
   check_runner(*model, paged, table, 17, 70);
 }
 
+TEST(ModelRunner, MixtralMatchesModelForward) {
+  auto model = small_mixtral();
+  infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 6, 16);
+  infer::BlockTable table;
+  ASSERT_TRUE(paged.reserve(table, 70));
+  check_runner(*model, paged, table, 29, 70);
+}
+
 TEST(ModelRunner, Gpt2MatchesModelForward) {
   auto model = small_gpt2();
   infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 6, 16);
@@ -88,7 +97,7 @@ TEST(ModelRunner, Gpt2MatchesModelForward) {
 
 // Logits of the same step for sequence a, computed with a alone and next to b.
 TEST(ModelRunner, BatchedLogitsAreBitIdenticalToAlone) {
-  for (auto model : {small_llama(), small_gpt2()}) {
+  for (auto model : {small_llama(), small_gpt2(), small_mixtral()}) {
     ModelRunner runner(*model);
     infer::PagedKVCache cache(runner.kv_spec(), 12, 16);
     infer::BlockTable ta, tb;
@@ -122,7 +131,7 @@ TEST(ModelRunner, BatchedLogitsAreBitIdenticalToAlone) {
 TEST(ModelRunner, SplitBatchLogitsAreBitIdenticalToAloneAndInOrder) {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(2);
-  for (auto model : {small_llama(), small_gpt2()}) {
+  for (auto model : {small_llama(), small_gpt2(), small_mixtral()}) {
     ModelRunner runner(*model);
     const int64_t V = model->vocab_size();
     infer::PagedKVCache cache(runner.kv_spec(), 30, 16);

@@ -1,5 +1,5 @@
 #pragma once
-// The inference forward pass of a decoder-only model (GPT-2 or LLaMA, float32) over a
+// The inference forward pass of a decoder-only model (GPT-2, LLaMA or Mixtral, float32) over a
 // flattened batch of tokens from many sequences, some in prefill and some in decode, in one
 // pass: every linear layer runs once over all N tokens (the batching win), attention runs per
 // sequence over its cached keys (infer::paged_attention's kernel), and logits are computed only
@@ -154,10 +154,18 @@ class ModelRunner {
     std::vector<float> x, h, qkv, attn, ff;
     std::vector<float> lora;  // x A^T of each run's rows, max_lora_rank_ floats per row
     std::vector<LoraRun> lora_runs;
+    // A mixture of experts' step: router scores [N, E], each row's picks (expert and weight,
+    // [N, K]), the picks grouped by expert (expert_count: prefix sums), and an expert's rows.
+    std::vector<float> router, expert_weight, expert_x, expert_y;
+    std::vector<int32_t> expert_of;
+    std::vector<int64_t> expert_count, expert_next, expert_picks;
   };
   // The final or a layer's norm of rows of x (ldx apart) into y, on the cache's device.
   void norm_rows(const Norm& n, const float* x, float* y, int64_t rows, int64_t ldx,
                  Device device) const;
+  // x += the mixture of experts of layer L over N rows of h (its normed input), on device.
+  void mixture_rows(const Layer& L, const float* h, float* x, int64_t N, Workspace& ws,
+                    Device device) const;
   // ValueError / IndexError unless batch and cache fit this model (op names the caller).
   void check(const StepBatch& batch, const KVCache& cache, const char* op) const;
   // forward() of a validated batch on the CPU.
@@ -194,7 +202,7 @@ class ModelRunner {
   Norm final_norm_;
   std::unique_ptr<PackedLinearWeights> lm_head_;
   int64_t weight_bytes_ = 0;  // of the layers' packed linears
-  int64_t weight_macs_ = 0;   // their multiply-adds per token
+  int64_t weight_macs_ = 0;   // their multiply-adds per token (the chosen experts only)
   Workspace workspaces_[2];
   std::vector<float> logits_, hidden_states_;
   std::vector<int32_t> tokens_;  // greedy_tokens()'s and sample_tokens()'s result

@@ -58,16 +58,26 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   std::optional<RopeScaling> rope_scaling;
   bool tie_embeddings = false;  // lm_head.weight is model.embed_tokens.weight
+  // Mixtral's sparse mixture of experts: with n_experts > 0 each layer's MLP is n_experts SwiGLU
+  // experts of hidden_dim units, of which a router picks n_experts_per_token per token. Training
+  // adds router_aux_loss_coef times the load-balancing loss (Hugging Face's
+  // router_aux_loss_coef, default 0.001; 0 turns it off).
+  int64_t n_experts = 0;
+  int64_t n_experts_per_token = 2;
+  double router_aux_loss_coef = 0.001;
 
   // Presets: "llama2-7b", "llama2-13b", "llama3-8b", "llama3.1-8b", "llama3.2-1b",
   // "tinyllama-1.1b", llama2.c's "stories260K", "stories15M", "stories42M", "stories110M", and
-  // "llama-test" (2 layers, dim 64, 4 heads / 2 KV heads, Llama-3 scaling; for tests).
+  // "llama-test" (2 layers, dim 64, 4 heads / 2 KV heads, Llama-3 scaling; for tests), and the
+  // mixtures of experts "mixtral-8x7b" and "mixtral-test" (llama-test's shape, 4 experts, top 2).
   static LlamaConfig from_name(std::string_view name);
   static std::vector<std::string> names();
   // ValueError unless sizes are positive, dim % n_heads == 0, the head dim is even and
-  // n_heads % n_kv_heads == 0.
+  // n_heads % n_kv_heads == 0; with experts, 1 <= n_experts_per_token <= n_experts and
+  // router_aux_loss_coef >= 0.
   void validate() const;
   int64_t head_dim() const { return dim / n_heads; }
+  bool mixture_of_experts() const { return n_experts > 0; }
   // As GPT2Config; rope_scaling is null or an object with the RopeScaling fields.
   std::string to_json() const;
   static LlamaConfig from_json(std::string_view json);

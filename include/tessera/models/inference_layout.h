@@ -25,14 +25,24 @@ struct InferenceLayout {
   struct NormWeights {
     Tensor weight, bias;  // bias undefined for RMSNorm and bias-free LayerNorm
   };
+  // One expert of a mixture-of-experts MLP: fc1 = {gate, up}, fc2 = down (SwiGLU).
+  struct Expert {
+    Linear fc1, fc2;
+  };
   struct Layer {
     NormWeights norm1, norm2;  // before attention, before the MLP
-    Linear qkv, o, fc1, fc2;
+    Linear qkv, o, fc1, fc2;   // fc1 and fc2 empty in a mixture of experts
+    // A mixture of experts (Mixtral): the router [n_experts, dim] and the experts; the MLP is
+    // the sum of the experts_per_token best-scored experts' outputs, weighted by their softmax
+    // probabilities renormalised over those. Empty in a dense model.
+    Linear router;
+    std::vector<Expert> experts;
   };
 
   Norm norm = Norm::kLayerNorm;
   Mlp mlp = Mlp::kGeluTanh;
   int64_t dim = 0, n_heads = 0, n_kv_heads = 0, hidden = 0, max_seq_len = 0;
+  int64_t experts_per_token = 0;  // of a mixture of experts
   double eps = 1e-5;
   Tensor token_embedding;     // [vocab, dim]
   Tensor position_embedding;  // learned [max_seq_len, dim], or undefined
@@ -46,6 +56,7 @@ struct InferenceLayout {
     bool rms_norm = false, swiglu = false;
     double eps = 1e-5;
     int64_t dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, hidden = 0;
+    int64_t experts_per_token = 0;
   };
   Dims dims() const {
     return {.rms_norm = norm == Norm::kRMSNorm,
@@ -55,7 +66,8 @@ struct InferenceLayout {
             .n_heads = n_heads,
             .n_kv_heads = n_kv_heads,
             .head_dim = dim / n_heads,
-            .hidden = hidden};
+            .hidden = hidden,
+            .experts_per_token = experts_per_token};
   }
 };
 

@@ -5,7 +5,9 @@
 // Hugging Face transformers: model.embed_tokens.weight,
 // model.layers.<i>.self_attn.{q,k,v,o}_proj.weight,
 // model.layers.<i>.mlp.{gate,up,down}_proj.weight, model.layers.<i>.{input_layernorm,
-// post_attention_layernorm}.weight, model.norm.weight, lm_head.weight.
+// post_attention_layernorm}.weight, model.norm.weight, lm_head.weight. With
+// LlamaConfig::n_experts > 0 the model is Mixtral: each layer's MLP is a sparse mixture of
+// experts, model.layers.<i>.block_sparse_moe.{gate, experts.<j>.{w1, w2, w3}}.weight.
 //
 //   auto model = std::make_shared<models::Llama>(models::LlamaConfig::from_name("stories15M"));
 //   Tensor logits = (*model)(idx);  // [B, T, V]
@@ -44,6 +46,41 @@ class LlamaMLP : public nn::UnaryModule {
   bool sequence_parallel = false;
 };
 
+// One expert of a mixture: w2(silu(w1 x) * (w3 x)), Mixtral's names for gate, down and up.
+class MixtralExpert : public nn::UnaryModule {
+ public:
+  explicit MixtralExpert(const LlamaConfig& config);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "MixtralExpert"; }
+
+  std::shared_ptr<nn::Linear> w1, w2, w3;
+};
+
+// Mixtral's sparse MLP: the router (gate) scores the experts of each token, the softmax (in at
+// least float32) of the scores is cut to its top n_experts_per_token, renormalised to sum 1,
+// and the token's output is the sum of those experts' outputs weighted so. Only the chosen
+// experts run, each once over all the rows that chose it.
+class MixtralSparseMoe : public nn::UnaryModule {
+ public:
+  explicit MixtralSparseMoe(const LlamaConfig& config);
+  Tensor forward(const Tensor& x) override;  // [..., dim] -> [..., dim]
+  std::string type_name() const override { return "MixtralSparseMoe"; }
+
+  int64_t n_experts, top_k;
+  std::shared_ptr<nn::Linear> gate;         // the router, [n_experts, dim]
+  std::shared_ptr<nn::ModuleList> experts;  // of MixtralExpert
+
+  // What the load-balancing loss needs of the last forward: the sum over its tokens of the
+  // router probabilities [n_experts] (differentiable), how many top-k picks each expert got,
+  // and the token count.
+  struct RouterStats {
+    Tensor prob_sum;
+    std::vector<int64_t> picks;
+    int64_t tokens = 0;
+  };
+  RouterStats last_stats;
+};
+
 class LlamaDecoderLayer : public nn::Module {
  public:
   explicit LlamaDecoderLayer(const LlamaConfig& config);
@@ -51,7 +88,8 @@ class LlamaDecoderLayer : public nn::Module {
   std::string type_name() const override { return "LlamaDecoderLayer"; }
 
   std::shared_ptr<LlamaAttention> self_attn;
-  std::shared_ptr<LlamaMLP> mlp;
+  std::shared_ptr<LlamaMLP> mlp;                       // null in a mixture of experts
+  std::shared_ptr<MixtralSparseMoe> block_sparse_moe;  // null in a dense model
   std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;
 };
 
@@ -80,6 +118,14 @@ class Llama : public CausalLM {
   int64_t vocab_size() const override { return config.vocab_size; }
   InferenceLayout inference_layout() const override;
   int64_t max_seq_len() const override { return config.max_seq_len; }
+  // Mixtral's load-balancing loss (Switch Transformer's, as Hugging Face's
+  // load_balancing_loss_func): n_experts * sum_e f_e * P_e over the tokens of every layer in the
+  // last forward, f_e the share of top-k picks that went to expert e and P_e its mean router
+  // probability, times router_aux_loss_coef. Only while training, with experts and a coefficient.
+  Tensor auxiliary_loss() const override;
+  bool has_auxiliary_loss() const override {
+    return config.mixture_of_experts() && config.router_aux_loss_coef > 0.0;
+  }
   void reset_parameters(Generator* gen = nullptr);
 
   LlamaConfig config;

@@ -80,8 +80,14 @@ class CausalLM : public nn::Module {
   // stages register exactly these (see pipeline_stage.h).
   virtual std::vector<std::string> stage_module_paths(int64_t begin, int64_t end) const = 0;
   // Mean next-token cross entropy of forward(idx) against targets [B, T] int64; targets of -1
-  // are ignored (nanoGPT's convention).
+  // are ignored (nanoGPT's convention). Plus auxiliary_loss() when the model has one.
   Tensor loss(const Tensor& idx, const Tensor& targets);
+  // A loss term of the last forward that training adds to the cross entropy (a mixture of
+  // experts' load balancing), or undefined (dense models, evaluation).
+  virtual Tensor auxiliary_loss() const { return {}; }
+  // Whether training this model adds an auxiliary loss (parallel schemes that cannot carry one
+  // refuse such models).
+  virtual bool has_auxiliary_loss() const { return false; }
   // The same from logits (head's output).
   Tensor loss_from_logits(const Tensor& logits, const Tensor& targets) const;
   virtual int64_t vocab_size() const = 0;
