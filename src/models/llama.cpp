@@ -9,6 +9,7 @@
 #include "tessera/ops/index.h"
 #include "tessera/ops/nn.h"
 #include "tessera/ops/reduce.h"
+#include "tessera/ops/shape.h"
 #include "tessera/ops/sort.h"
 
 namespace tessera::models {
@@ -66,33 +67,38 @@ MixtralSparseMoe::MixtralSparseMoe(const LlamaConfig& config)
 Tensor MixtralSparseMoe::forward(const Tensor& x) {
   const Tensor flat = x.reshape({-1, x.size(-1)});
   const int64_t N = flat.size(0);
+  if (N == 0) return zeros_like(x);
   // Routing in float32 at least, whatever the activations (Hugging Face's dtype=torch.float).
   const Tensor scores = (*gate)(flat);
   const Tensor probs = softmax(scores.dtype() == kFloat64 ? scores : scores.to(kFloat32), -1);
   auto [top_probs, top_ids] = topk(probs, top_k, -1);
   const Tensor weights = (top_probs / sum(top_probs, {-1}, /*keepdim=*/true)).to(flat.dtype());
 
-  // Which rows chose each expert, and where their weights sit in weights (row * top_k + slot):
-  // read on the host, since every expert then runs over its rows only.
+  // The picks grouped by expert, rows in order within each (a counting sort read on the host),
+  // so the rows are gathered once and every expert runs once over its own contiguous slice.
   const Tensor ids = top_ids.to(kCPU).contiguous();
   const int64_t* id = ids.data_ptr<int64_t>();
-  std::vector<std::vector<int64_t>> rows(n_experts), slots(n_experts);
+  std::vector<int64_t> first(n_experts + 1, 0);
+  for (int64_t i = 0; i < N * top_k; ++i) ++first[id[i] + 1];
+  for (int64_t e = 0; e < n_experts; ++e) first[e + 1] += first[e];
+  std::vector<int64_t> next(first.begin(), first.end() - 1), rows(N * top_k), place(N * top_k);
   for (int64_t i = 0; i < N * top_k; ++i) {
-    rows[id[i]].push_back(i / top_k);
-    slots[id[i]].push_back(i);
+    place[i] = next[id[i]]++;  // pick i (row i / top_k, slot i % top_k) in the grouped order
+    rows[place[i]] = i / top_k;
   }
+  const Tensor gathered = index_select(flat, 0, tensor(rows).to(flat.device()));
+  TensorList outputs;
   last_stats = {sum(probs, {0}), std::vector<int64_t>(n_experts), N};
-  const Tensor flat_weights = weights.reshape({-1});
-  Tensor out = zeros_like(flat);
   for (int64_t e = 0; e < n_experts; ++e) {
-    last_stats.picks[e] = static_cast<int64_t>(rows[e].size());
-    if (rows[e].empty()) continue;
-    const Tensor r = tensor(rows[e]).to(flat.device());
-    const Tensor w = index_select(flat_weights, 0, tensor(slots[e]).to(flat.device()));
-    const Tensor y = (*experts->at<MixtralExpert>(e))(index_select(flat, 0, r));
-    out = index_add(out, 0, r, (y * w.unsqueeze(1)).to(flat.dtype()));
+    last_stats.picks[e] = first[e + 1] - first[e];
+    if (last_stats.picks[e] > 0)
+      outputs.push_back((*experts->at<MixtralExpert>(e))(
+          gathered.narrow(0, first[e], last_stats.picks[e])));
   }
-  return out.reshape(x.sizes());
+  // Back in (row, slot) order, weighted, and summed over each row's slots.
+  const Tensor y = index_select(cat(outputs, 0), 0, tensor(place).to(flat.device()));
+  const Tensor out = sum((y * weights.reshape({-1, 1})).reshape({N, top_k, -1}), {1});
+  return out.to(flat.dtype()).reshape(x.sizes());
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config) {
