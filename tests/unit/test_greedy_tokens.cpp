@@ -166,7 +166,7 @@ TEST(GreedyTokens, EngineMixedAndGreedyStepsMatchTheHostSampler) {
 }
 
 TEST(GreedyTokens, GenerateMatchesTheHostSampler) {
-  for (auto model : {small_gpt2(), small_llama()}) {
+  for (auto model : {small_gpt2(), small_llama(), testing::small_mixtral()}) {
     infer::ModelRunner runner(*model);
     const std::vector<int32_t> prompt = prompt_of(6, runner.vocab_size(), 8);
     const infer::GenerationResult r = infer::generate(runner, prompt, params(40));

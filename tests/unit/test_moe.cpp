@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "infer/device_runner.h"
 #include "tessera/models/llama.h"
 #include "tessera/models/pipeline_stage.h"
 #include "tessera/models/registry.h"
@@ -226,6 +227,9 @@ TEST(MixtralMoe, BadConfigsAndUnsupportedSchemesAreTypedErrors) {
 
   auto model = std::make_shared<models::Llama>(moe_config());
   EXPECT_TESSERA_ERROR(models::PipelineStage(model, 0, 1), NotImplementedError, "auxiliary loss");
+  // The device runner's code, run here on the CPU, refuses before touching a device.
+  EXPECT_TESSERA_ERROR(infer::detail::DeviceRunner(model->inference_layout(), kCPU),
+                       NotImplementedError, "mixtures of experts run on the CPU runner");
   model->set_activation_checkpointing(true);
   EXPECT_TESSERA_ERROR(model->loss(randint(0, 96, {1, 4}), randint(0, 96, {1, 4})),
                        NotImplementedError, "activation checkpointing");
