@@ -54,7 +54,7 @@ Command add_tokenize_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text (or decode ids)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "char, gpt2, or a path (llama2.c .bin, SentencePiece .model, GPT-2 folder, "
-                  ".chars)")
+                  "Hugging Face tokenizer.json or a folder holding one, .chars)")
       ->capture_default_str();
   cmd->add_option("file", o->file, "Input file (default: standard input)");
   cmd->add_flag("--decode", o->decode, "Read token ids and print the text they encode");

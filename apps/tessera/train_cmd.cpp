@@ -94,7 +94,8 @@ Command add_train_command(CLI::App& app) {
       ->check(CLI::Range(0.001, 0.999))
       ->capture_default_str();
   add("--tokenizer", o->tokenizer,
-      "char, gpt2, or a path (llama2.c .bin, SentencePiece .model, GPT-2 folder, .chars); "
+      "char, gpt2, or a path (llama2.c .bin, SentencePiece .model, GPT-2 folder, Hugging Face "
+      "tokenizer.json, .chars); "
       "default: char for text, gpt2 for token files",
       data);
   add("--data-dir", o->data_dir,

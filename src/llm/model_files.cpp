@@ -79,6 +79,9 @@ LoadedModel load_model(const std::string& path, bool weights) {
     loaded.tokenizer = TokenizerRef{cfg["tokenizer"].get<std::string>(),
                                     cfg.value("tokenizer_data_dir", std::string()),
                                     fs::path(loaded.source).parent_path().string()};
+  } else if (const fs::path hf = fs::path(loaded.source).parent_path() / "tokenizer.json";
+             fs::exists(hf)) {
+    loaded.tokenizer = TokenizerRef{hf.string(), "", ""};  // a Hugging Face model folder
   }
   return loaded;
 }

@@ -6,6 +6,7 @@
 #include "tessera/core/error.h"
 #include "tessera/tokenizers/char_tokenizer.h"
 #include "tessera/tokenizers/gpt2_tokenizer.h"
+#include "tessera/tokenizers/hf_tokenizer.h"
 #include "tessera/tokenizers/llama2c_tokenizer.h"
 #include "tessera/tokenizers/sentencepiece_tokenizer.h"
 
@@ -95,17 +96,22 @@ std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec, const Tokenizer
   TESSERA_CHECK(fs::exists(path), ValueError,
                 "[make_tokenizer] expected 'char', 'gpt2' or an existing path, got '", spec, "'");
   if (fs::is_directory(path)) {
-    TESSERA_CHECK(fs::exists(path / "encoder.json") && fs::exists(path / "vocab.bpe"), ValueError,
-                  "[make_tokenizer] expected a folder holding encoder.json and vocab.bpe, got '",
+    if (fs::exists(path / "encoder.json") && fs::exists(path / "vocab.bpe"))
+      return GPT2Tokenizer::from_directory(path.string());
+    TESSERA_CHECK(fs::exists(path / "tokenizer.json"), ValueError,
+                  "[make_tokenizer] expected a folder holding tokenizer.json (Hugging Face) or "
+                  "encoder.json and vocab.bpe (GPT-2), got '",
                   spec, "'");
-    return GPT2Tokenizer::from_directory(path.string());
+    return std::make_unique<HuggingFaceTokenizer>((path / "tokenizer.json").string());
   }
   const std::string ext = path.extension().string();
+  if (ext == ".json") return std::make_unique<HuggingFaceTokenizer>(path.string());
   if (ext == ".bin") return std::make_unique<Llama2cTokenizer>(path.string());
   if (ext == ".model") return std::make_unique<SentencePieceTokenizer>(path.string());
   if (ext == ".chars") return std::make_unique<CharTokenizer>(CharTokenizer::load(path.string()));
   throw ValueError(detail::str("[make_tokenizer] expected a .bin (llama2.c), .model ",
-                               "(SentencePiece) or .chars (CharTokenizer) file, got '", spec, "'"));
+                               "(SentencePiece), .json (Hugging Face tokenizer.json) or .chars ",
+                               "(CharTokenizer) file, got '", spec, "'"));
 }
 
 }  // namespace tessera::tokenizers

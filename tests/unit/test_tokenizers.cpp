@@ -415,7 +415,7 @@ TEST(MakeTokenizer, ChoosesByNameAndExtension) {
   EXPECT_TESSERA_ERROR(make_tokenizer((dir.path / "x.txt").string()), ValueError,
                        "expected a .bin (llama2.c), .model");
   EXPECT_TESSERA_ERROR(make_tokenizer(dir.path.string()), ValueError,
-                       "expected a folder holding encoder.json and vocab.bpe");
+                       "expected a folder holding tokenizer.json (Hugging Face) or encoder.json");
   EXPECT_TESSERA_ERROR(make_tokenizer("gpt2", {.data_dir = dir.path.string()}), ValueError,
                        "expected encoder.json and vocab.bpe in");
 

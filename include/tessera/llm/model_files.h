@@ -8,7 +8,8 @@
 //   metrics.jsonl, loss.svg
 // load_model reads such a folder, one of its checkpoints, a .safetensors file with a
 // config.json (or state.json) beside it, an llm.c GPT-2 .bin or a llama2.c model file: the
-// weights through infer::load_model, plus the tokenizer the run recorded.
+// weights through infer::load_model, plus the tokenizer the run recorded (or, for a Hugging Face
+// model folder, its tokenizer.json).
 #include <memory>
 #include <optional>
 #include <string>

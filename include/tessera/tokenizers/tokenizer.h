@@ -56,8 +56,9 @@ struct TokenizerOptions {
 };
 
 // "char" (CharTokenizer over options.char_corpus), "gpt2" (encoder.json + vocab.bpe from
-// options.data_dir), or a path: a folder holding encoder.json and vocab.bpe (GPT-2), a llama2.c
-// tokenizer ".bin", a SentencePiece ".model", or a saved CharTokenizer ".chars".
+// options.data_dir), or a path: a folder holding encoder.json and vocab.bpe (GPT-2) or a Hugging
+// Face tokenizer.json, a tokenizer ".json" itself, a llama2.c tokenizer ".bin", a SentencePiece
+// ".model", or a saved CharTokenizer ".chars".
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec,
                                           const TokenizerOptions& options = {});
 

