@@ -50,7 +50,25 @@ std::string message_text(const Json& content) {
             std::string("message content must be a string or an array, got ") + type_name(content));
 }
 
-std::string chat_prompt(const Json& messages, const ModelLimits& limits) {
+// A message as a chat template reads it, as vLLM hands it over: content as text (null when the
+// message has none), an assistant's tool calls with their arguments parsed from JSON text into
+// objects, and a tool message's tool_call_id and name.
+Json template_message(const Json& m) {
+  Json out = {{"role", m["role"]},
+              {"content", m.contains("content") && !m["content"].is_null()
+                              ? Json(message_text(m["content"]))
+                              : Json(nullptr)}};
+  for (const char* key : {"tool_call_id", "name"})
+    if (m.contains(key) && m[key].is_string()) out[key] = m[key];
+  if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
+    out["tool_calls"] = m["tool_calls"];
+    for (Json& call : out["tool_calls"])  // checked by assistant_tool_calls_text
+      call["function"]["arguments"] = Json::parse(call["function"]["arguments"].get<std::string>());
+  }
+  return out;
+}
+
+std::string chat_prompt(const Json& messages, const ModelLimits& limits, const Json* tools) {
   if (!messages.is_array() || messages.empty())
     throw bad("messages", "'messages' must be a non-empty array");
   std::vector<tokenizers::ChatMessage> parsed;
@@ -70,23 +88,25 @@ std::string chat_prompt(const Json& messages, const ModelLimits& limits) {
     parsed.push_back({role, text});
   }
   if (!limits.chat_template) return tokenizers::plain_chat_prompt(parsed);
+  // The model's own template writes tool calls, tool results and the tools its own way.
   Json msgs = Json::array();
-  for (const tokenizers::ChatMessage& m : parsed)
-    msgs.push_back({{"role", m.role}, {"content", m.content}});
+  for (const Json& m : messages) msgs.push_back(template_message(m));
   const ChatTemplate& t = *limits.chat_template;
+  Json variables = {{"messages", msgs},
+                    {"bos_token", t.bos_token},
+                    {"eos_token", t.eos_token},
+                    {"add_generation_prompt", true}};
+  if (tools) variables["tools"] = *tools;
   // raise_exception: the template refuses these messages.
   return invalid_as_400("messages", "the chat template rejected the messages: ", [&] {
-    return t.jinja.render({{"messages", msgs},
-                           {"bos_token", t.bos_token},
-                           {"eos_token", t.eos_token},
-                           {"add_generation_prompt", true}});
+    return t.jinja.render(variables);
   });
 }
 
 // A chat's prompt tokens: see ChatTemplate for how BOS is handled.
 std::vector<int32_t> chat_tokens(const Json& messages, const tokenizers::Tokenizer& tok,
-                                 const ModelLimits& limits) {
-  const std::string text = chat_prompt(messages, limits);
+                                 const ModelLimits& limits, const Json* tools = nullptr) {
+  const std::string text = chat_prompt(messages, limits, tools);
   if (!limits.chat_template) return encode(tok, text, "messages");
   const ChatTemplate& t = *limits.chat_template;
   // Wherever the template writes the special tokens' texts ("</s><s>[INST]" between turns),
@@ -219,7 +239,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   } else {
     const Json* m = f.get("messages");
     if (!m) throw bad("messages", "'messages' is required");
-    r.prompt = chat_tokens(*m, tokenizer, limits);
+    r.prompt = chat_tokens(*m, tokenizer, limits, f.get("tools"));
   }
   const int64_t P = static_cast<int64_t>(r.prompt.size());
   if (P == 0) throw bad(prompt_param, "the prompt is empty (and the tokenizer has no BOS token)");

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <ctime>
 #include <optional>
 #include <vector>
 
@@ -103,6 +104,32 @@ std::vector<Tok> lex(const std::string& src) {
 }
 
 namespace {
+
+// Python's json.dumps as Hugging Face's tojson calls it (ensure_ascii off): ", " and ": "
+// between items, or with indent n, items on their own lines indented n per level (then "," and
+// ": "). Undefined dumps as null.
+void dump_python(const Json& v, int64_t indent, int64_t depth, std::string& out) {
+  if (!v.is_array() && !v.is_object()) {
+    out += v.is_discarded() ? "null" : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+    return;
+  }
+  if (v.empty()) {
+    out += v.is_array() ? "[]" : "{}";
+    return;
+  }
+  const std::string pad = indent > 0 ? "\n" + std::string(indent * (depth + 1), ' ') : "";
+  out += v.is_array() ? '[' : '{';
+  bool first = true;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!first) out += indent > 0 ? "," : ", ";
+    first = false;
+    out += pad;
+    if (v.is_object()) out += Json(it.key()).dump() + ": ";
+    dump_python(*it, indent, depth + 1, out);
+  }
+  if (indent > 0) out += "\n" + std::string(indent * depth, ' ');
+  out += v.is_array() ? ']' : '}';
+}
 
 // Jinja's ==: undefined equals only undefined (nlohmann's discarded compares unequal to all,
 // itself included, and != too).
@@ -204,17 +231,9 @@ class Eval {
     for (;;) {
       if (accept("is")) {
         const bool negate = accept("not");
-        const std::string test = name();
-        bool r;
-        if (test == "defined")
-          r = !v.is_discarded();
-        else if (test == "none")
-          r = v.is_null();
-        else if (test == "string")
-          r = v.is_string();
-        else
-          fail("unknown test '" + test + "' in: " + src_);
-        v = negate != r;
+        const std::string name_of_test = name();
+        const Args a = accept("(") ? args() : Args{};
+        v = negate != test(v, name_of_test, a.pos);
       } else if (is("not") && is("in", 1)) {
         pos_ += 2;
         v = !contains(concat(), v);
@@ -322,13 +341,53 @@ class Eval {
     if (accept("-")) return arith(Json(0), unary(), '-');
     return postfix();
   }
-  std::vector<Json> args() {
-    std::vector<Json> a;
+  // A call's arguments after its "(": positional ones, then name=value ones.
+  struct Args {
+    std::vector<Json> pos;
+    Json kw = Json::object();
+    Json at(size_t i, const char* keyword, Json fallback = kUndefined) const {
+      if (kw.contains(keyword)) return kw[keyword];
+      return i < pos.size() ? pos[i] : fallback;
+    }
+  };
+  Args args() {
+    Args a;
     if (accept(")")) return a;
-    do a.push_back(ternary());
-    while (accept(","));
+    do {
+      if (peek().kind == Tok::Name && peek(1).kind == Tok::Op && peek(1).text == "=") {
+        const std::string key = name();
+        ++pos_;
+        a.kw[key] = ternary();
+      } else {
+        a.pos.push_back(ternary());
+      }
+    } while (accept(","));
     expect(")");
     return a;
+  }
+  // Jinja's tests (`x is name(args)`, select / reject), on value v.
+  bool test(const Json& v, const std::string& t, const std::vector<Json>& a) {
+    const Json arg = a.empty() ? kUndefined : a[0];
+    if (t == "defined") return !v.is_discarded();
+    if (t == "undefined") return v.is_discarded();
+    if (t == "none") return v.is_null();
+    if (t == "string") return v.is_string();
+    if (t == "number") return v.is_number();
+    if (t == "integer") return v.is_number_integer();
+    if (t == "float") return v.is_number_float();
+    if (t == "boolean") return v.is_boolean();
+    if (t == "true") return v.is_boolean() && v.get<bool>();
+    if (t == "false") return v.is_boolean() && !v.get<bool>();
+    if (t == "mapping") return v.is_object();
+    if (t == "sequence" || t == "iterable") return v.is_array() || v.is_string() || v.is_object();
+    if (t == "equalto" || t == "eq" || t == "sameas") return equal(v, arg);
+    if (t == "ne") return !equal(v, arg);
+    if (t == "odd" || t == "even") {
+      if (!v.is_number_integer()) return false;
+      return (v.get<int64_t>() % 2 != 0) == (t == "odd");
+    }
+    if (t == "in") return contains(arg, v);
+    fail("unknown test '" + t + "' in: " + src_);
   }
   static Json index(const Json& v, const Json& key) {
     if (v.is_object() && key.is_string()) {
@@ -345,25 +404,98 @@ class Eval {
     }
     return kUndefined;
   }
-  static Json slice(const Json& v, const Json& lo, const Json& hi) {
+  // Python's v[lo:hi:step] (bytes for strings).
+  Json slice(const Json& v, const Json& lo, const Json& hi, const Json& step_value) {
     const int64_t n =
         v.is_array() ? static_cast<int64_t>(v.size()) : static_cast<int64_t>(to_text(v).size());
-    auto bound = [n](const Json& b, int64_t def) {
+    const int64_t step = step_value.is_number_integer() ? step_value.get<int64_t>() : 1;
+    if (step == 0) return value_error("slice step cannot be zero in: " + src_);
+    // Bounds clamp to [0, n] going forwards and to [-1, n - 1] going backwards.
+    auto bound = [&](const Json& b, int64_t def) {
       if (!b.is_number_integer()) return def;
       int64_t i = b.get<int64_t>();
       if (i < 0) i += n;
-      return std::clamp<int64_t>(i, 0, n);
+      return step > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, n - 1);
     };
-    const int64_t a = bound(lo, 0), b = std::max(a, bound(hi, n));
-    if (v.is_array()) return Json(std::vector<Json>(v.begin() + a, v.begin() + b));
-    return to_text(v).substr(a, b - a);
+    const int64_t a = bound(lo, step > 0 ? 0 : n - 1), b = bound(hi, step > 0 ? n : -1);
+    const std::string text = v.is_array() ? std::string() : to_text(v);
+    Json out = v.is_array() ? Json::array() : Json(std::string());
+    for (int64_t i = a; step > 0 ? i < b : i > b; i += step) {
+      if (v.is_array())
+        out.push_back(v[i]);
+      else
+        out.get_ref<std::string&>() += text[i];
+    }
+    return out;
   }
-  Json method(const Json& v, const std::string& m, const std::vector<Json>& a) {
+  // s without the characters of chars (whitespace when undefined) at its left / right end.
+  static std::string strip_chars(const std::string& s, const Json& chars, bool left, bool right) {
+    if (!chars.is_string()) return strip(s, left, right);
+    const std::string set = chars.get<std::string>();
+    size_t b = 0, e = s.size();
+    if (left)
+      while (b < e && set.find(s[b]) != std::string::npos) ++b;
+    if (right)
+      while (e > b && set.find(s[e - 1]) != std::string::npos) --e;
+    return s.substr(b, e - b);
+  }
+  static Json split_text(const std::string& s, const Json& sep) {
+    Json parts = Json::array();
+    if (!sep.is_string() || sep.get<std::string>().empty()) {  // runs of whitespace
+      std::string word;
+      for (const char c : s + " ") {
+        if (!std::isspace(static_cast<unsigned char>(c))) {
+          word += c;
+        } else if (!word.empty()) {
+          parts.push_back(word);
+          word.clear();
+        }
+      }
+      return parts;
+    }
+    const std::string d = sep.get<std::string>();
+    size_t start = 0;
+    for (size_t at = s.find(d); at != std::string::npos; at = s.find(d, start)) {
+      parts.push_back(s.substr(start, at - start));
+      start = at + d.size();
+    }
+    parts.push_back(s.substr(start));
+    return parts;
+  }
+  static std::string replace_text(std::string s, const std::string& from, const std::string& to) {
+    if (from.empty()) return s;
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+    return s;
+  }
+  static std::string capitalize(const std::string& s, bool every_word) {
+    std::string r = s;
+    bool start = true;
+    for (char& c : r) {
+      c = static_cast<char>(start ? std::toupper(c) : std::tolower(c));
+      start = every_word ? !std::isalpha(static_cast<unsigned char>(c)) : false;
+    }
+    return r;
+  }
+  static Json items(const Json& v) {
+    Json pairs = Json::array();
+    for (auto it = v.begin(); it != v.end(); ++it) pairs.push_back(Json::array({it.key(), *it}));
+    return pairs;
+  }
+
+  Json method(const Json& v, const std::string& m, const Args& call) {
+    const std::vector<Json>& a = call.pos;
     if (v.is_string()) {
       const std::string s = v.get<std::string>();
-      if (m == "strip") return strip(s, true, true);
-      if (m == "lstrip") return strip(s, true, false);
-      if (m == "rstrip") return strip(s, false, true);
+      const Json first = a.empty() ? kUndefined : a[0];
+      if (m == "strip") return strip_chars(s, first, true, true);
+      if (m == "lstrip") return strip_chars(s, first, true, false);
+      if (m == "rstrip") return strip_chars(s, first, false, true);
+      if (m == "split") return split_text(s, first);
+      if (m == "replace" && a.size() == 2 && a[0].is_string() && a[1].is_string())
+        return replace_text(s, a[0].get<std::string>(), a[1].get<std::string>());
+      if (m == "title" || m == "capitalize") return capitalize(s, m == "title");
+      if (m == "join" && !a.empty() && a[0].is_array()) return join(a[0], s);
       if (m == "upper" || m == "lower") {
         std::string r = s;
         for (char& c : r) c = static_cast<char>(m == "upper" ? std::toupper(c) : std::tolower(c));
@@ -378,18 +510,96 @@ class Eval {
     }
     if (v.is_object() && m == "get" && !a.empty()) {
       const Json r = index(v, a[0]);
-      return r.is_discarded() && a.size() > 1 ? a[1] : r;
+      return r.is_discarded() ? (a.size() > 1 ? a[1] : Json(nullptr)) : r;
+    }
+    if (v.is_object() && m == "items") return items(v);
+    if (v.is_object() && (m == "keys" || m == "values")) {
+      Json out = Json::array();
+      for (auto it = v.begin(); it != v.end(); ++it)
+        out.push_back(m == "keys" ? Json(it.key()) : *it);
+      return out;
     }
     return value_error("unsupported method '" + m + "' in: " + src_);
   }
-  Json filter(const Json& v, const std::string& f) {
+  static std::string join(const Json& items, const std::string& separator) {
+    std::string out;
+    for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + to_text(items[i]);
+    return out;
+  }
+  // The items of v that pass (select / selectattr) or fail (reject / rejectattr) a test, of the
+  // item or of its attribute a[0]; no test name: truthiness.
+  Json select(const Json& v, const Args& call, bool by_attribute, bool keep) {
+    Json out = Json::array();
+    if (!v.is_array()) return out;
+    const std::vector<Json>& a = call.pos;
+    const size_t t = by_attribute ? 1 : 0;  // where the test name sits
+    for (const Json& item : v) {
+      const Json x = by_attribute && !a.empty() ? index(item, a[0]) : item;
+      const bool pass =
+          a.size() > t && a[t].is_string()
+              ? test(x, a[t].get<std::string>(),
+                     std::vector<Json>(a.begin() + static_cast<int64_t>(t) + 1, a.end()))
+              : truthy(x);
+      if (pass == keep) out.push_back(item);
+    }
+    return out;
+  }
+  Json filter(const Json& v, const std::string& f, const Args& a) {
     if (f == "trim") return strip(to_text(v), true, true);
     if (f == "length" || f == "count")
       return static_cast<int64_t>(v.is_string() ? v.get<std::string>().size() : v.size());
-    if (f == "upper" || f == "lower") return method(Json(to_text(v)), f, {});
+    if (f == "upper" || f == "lower" || f == "capitalize" || f == "title")
+      return method(Json(to_text(v)), f, {});
     if (f == "string") return to_text(v);
-    if (f == "tojson") return v.dump();
+    if (f == "safe") return v;
+    if (f == "tojson") {
+      const Json indent = a.at(0, "indent");
+      std::string out;
+      dump_python(v, indent.is_number_integer() ? indent.get<int64_t>() : 0, 0, out);
+      return out;
+    }
+    if (f == "list")
+      return v.is_object() ? method(v, "keys", {}) : v.is_array() ? v : split_chars(v);
+    if (f == "items") return v.is_object() ? items(v) : Json::array();
+    if (f == "first" || f == "last") {
+      if (!(v.is_array() || v.is_string()) || v.empty() || to_text(v).empty()) return kUndefined;
+      return index(v, f == "first" ? Json(0) : Json(-1));
+    }
+    if (f == "reverse") return slice(v, kUndefined, kUndefined, Json(-1));
+    if (f == "join") return join(v, to_text(a.at(0, "d", "")));
+    if (f == "default" || f == "d") {
+      const bool boolean = truthy(a.at(1, "boolean", false));
+      return (boolean ? !truthy(v) : v.is_discarded()) ? a.at(0, "default_value", "") : v;
+    }
+    if (f == "replace" && a.pos.size() == 2) return method(Json(to_text(v)), "replace", a);
+    if (f == "int") {
+      if (v.is_number()) return static_cast<int64_t>(v.get<double>());
+      int64_t r = 0;
+      const std::string t = strip(to_text(v), true, true);
+      return std::from_chars(t.data(), t.data() + t.size(), r).ec == std::errc() ? Json(r)
+                                                                                 : Json(0);
+    }
+    if (f == "abs" && v.is_number())
+      return v.is_number_integer() ? Json(std::abs(v.get<int64_t>()))
+                                   : Json(std::fabs(v.get<double>()));
+    if (f == "select" || f == "reject") return select(v, a, false, f == "select");
+    if (f == "selectattr" || f == "rejectattr") return select(v, a, true, f == "selectattr");
+    if (f == "map") {
+      Json out = Json::array();
+      const Json attribute = a.at(99, "attribute");
+      for (const Json& item : v.is_array() ? v : Json::array())
+        out.push_back(attribute.is_string() ? index(item, attribute)
+                      : !a.pos.empty() && a.pos[0].is_string()
+                          ? filter(item, a.pos[0].get<std::string>(), {})
+                          : item);
+      return out;
+    }
     fail("unsupported filter '" + f + "' in: " + src_);
+  }
+  static Json split_chars(const Json& v) {
+    Json out = Json::array();
+    for (const char c : to_text(v)) out.push_back(std::string(1, c));
+    return out;
   }
   Json postfix() {
     Json v = primary();
@@ -403,14 +613,17 @@ class Eval {
       } else if (accept("[")) {
         Json lo = is(":") ? kUndefined : ternary();
         if (accept(":")) {
-          Json hi = is("]") ? kUndefined : ternary();
-          v = slice(v, lo, hi);
+          Json hi = is("]") || is(":") ? kUndefined : ternary();
+          Json step = kUndefined;
+          if (accept(":") && !is("]")) step = ternary();
+          v = slice(v, lo, hi, step);
         } else {
           v = index(v, lo);
         }
         expect("]");
       } else if (accept("|")) {
-        v = filter(v, name());
+        const std::string f = name();
+        v = filter(v, f, accept("(") ? args() : Args{});
       } else {
         return v;
       }
@@ -430,8 +643,37 @@ class Eval {
       if (t.text == "false" || t.text == "False") return false;
       if (t.text == "none" || t.text == "None") return nullptr;
       if (t.text == "raise_exception" && accept("(")) {
-        const std::vector<Json> a = args();
+        const std::vector<Json> a = args().pos;
         return value_error("template error: " + (a.empty() ? std::string() : to_text(a[0])));
+      }
+      // strftime_now(format): the local time, as transformers and vLLM give templates (Llama
+      // 3.2's writes today's date with it). The name alone is defined, as a function is.
+      if (t.text == "strftime_now") {
+        if (!accept("(")) return "<function strftime_now>";
+        const std::vector<Json> a = args().pos;
+        const std::time_t now = std::time(nullptr);
+        std::tm local{};
+        localtime_r(&now, &local);
+        char buf[256];
+        const size_t n =
+            std::strftime(buf, sizeof buf, a.empty() ? "" : to_text(a[0]).c_str(), &local);
+        return std::string(buf, n);
+      }
+      // namespace(name=value, ...): an object `set ns.name = ...` writes into.
+      if (t.text == "namespace" && accept("(")) return args().kw;
+      if (t.text == "range" && accept("(")) {
+        const std::vector<Json> a = args().pos;
+        int64_t lo = 0, hi = 0, step = 1;
+        for (const Json& x : a)
+          if (!x.is_number_integer()) return value_error("range expects integers in: " + src_);
+        if (a.size() == 1) hi = a[0].get<int64_t>();
+        if (a.size() >= 2) lo = a[0].get<int64_t>(), hi = a[1].get<int64_t>();
+        if (a.size() == 3) step = a[2].get<int64_t>();
+        if (step == 0 || a.empty() || a.size() > 3) return value_error("bad range in: " + src_);
+        Json out = Json::array();
+        for (int64_t i = lo; (step > 0 ? i < hi : i > hi) && out.size() < 100000; i += step)
+          out.push_back(i);
+        return out;
       }
       auto it = scope_.find(t.text);
       return it == scope_.end() ? kUndefined : *it;

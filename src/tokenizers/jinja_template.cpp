@@ -22,6 +22,32 @@ struct Piece {
 // Splits source into text, {{ expr }} and {% stmt %} pieces, applying "-" whitespace control
 // and HF's trim_blocks (the newline after a block tag goes) and lstrip_blocks (spaces and tabs
 // before a block tag on its line go).
+// The first position at or after from where src continues with needle outside string literals
+// and brackets, or npos: where a tag ends (an expression may print "}}" or build a dict), or a
+// for statement's filter starts.
+size_t find_top_level(const std::string& src, size_t from, std::string_view needle) {
+  int depth = 0;
+  char quote = 0;
+  for (size_t i = from; i < src.size(); ++i) {
+    const char c = src[i];
+    if (quote) {
+      if (c == '\\')
+        ++i;
+      else if (c == quote)
+        quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (depth == 0 && src.compare(i, needle.size(), needle) == 0) {
+      return i;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string::npos;
+}
+
 std::vector<Piece> split(const std::string& src) {
   std::vector<Piece> pieces;
   size_t i = 0;
@@ -43,7 +69,8 @@ std::vector<Piece> split(const std::string& src) {
     }
     const char kind = src[open + 1];
     const std::string close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
-    const size_t end = src.find(close, open + 2);
+    const size_t end = kind == '#' ? src.find(close, open + 2)  // comments hold no literals
+                                   : find_top_level(src, open + 2, close);
     if (end == std::string::npos) fail("expected '" + close + "' after: " + src.substr(open, 40));
     std::string text = src.substr(i, open - i);
     std::string inner = src.substr(open + 2, end - open - 2);
@@ -96,9 +123,18 @@ struct JinjaTemplate::Node {
       case Expr:
         out += to_text(evaluate(text, scope));
         break;
-      case Set:
-        scope[var] = evaluate(text, scope);
+      case Set: {
+        Json value = evaluate(text, scope);
+        if (const size_t dot = var.find('.'); dot != std::string::npos) {
+          // {% set ns.name = ... %}: into a namespace() object.
+          Json& target = scope[var.substr(0, dot)];
+          if (!target.is_object()) fail("expected a namespace to set '" + var + "' in");
+          target[var.substr(dot + 1)] = std::move(value);
+        } else {
+          scope[var] = std::move(value);
+        }
         break;
+      }
       case If:
         for (size_t b = 0; b < conds.size(); ++b)
           if (conds[b].empty() || truthy(evaluate(conds[b], scope))) {
@@ -107,41 +143,64 @@ struct JinjaTemplate::Node {
           }
         break;
       case For: {
-        const Json saved_var = scope.contains(var) ? scope[var] : kUndefined;
+        // "for k, v in d.items()" unpacks each item into the names.
+        std::vector<std::string> names;
+        for (size_t start = 0; start <= var.size();) {
+          const size_t comma = std::min(var.find(',', start), var.size());
+          names.push_back(strip(var.substr(start, comma - start), true, true));
+          start = comma + 1;
+        }
+        auto assign = [&](const Json& item) {
+          if (names.size() == 1) {
+            scope[names[0]] = item;
+            return;
+          }
+          for (size_t k = 0; k < names.size(); ++k)
+            scope[names[k]] = item.is_array() && k < item.size() ? item[k] : kUndefined;
+        };
+        names.push_back("loop");
+        std::vector<Json> saved;
+        for (const std::string& n : names)
+          saved.push_back(scope.contains(n) ? scope[n] : kUndefined);
+        names.pop_back();
+        auto restore = [&] {
+          for (size_t k = 0; k <= names.size(); ++k) {
+            const std::string n = k < names.size() ? names[k] : "loop";
+            if (saved[k].is_discarded())
+              scope.erase(n);
+            else
+              scope[n] = saved[k];
+          }
+        };
         Json items = evaluate(conds[0], scope);
+        if (items.is_object()) {  // a mapping iterates over its keys
+          Json keys = Json::array();
+          for (auto it = items.begin(); it != items.end(); ++it) keys.push_back(it.key());
+          items = std::move(keys);
+        }
         if (items.is_array() && !text.empty()) {
           // {% for m in messages if cond %}: the loop (and loop.*) sees the items that pass.
           Json kept = Json::array();
           for (const Json& item : items) {
-            scope[var] = item;
+            assign(item);
             if (truthy(evaluate(text, scope))) kept.push_back(item);
           }
           items = std::move(kept);
         }
         if (!items.is_array() || items.empty()) {
-          if (saved_var.is_discarded())
-            scope.erase(var);
-          else
-            scope[var] = saved_var;
+          restore();
           if (children.size() > 1) children[1]->render(scope, out);
           break;
         }
-        const Json saved_loop = scope.contains("loop") ? scope["loop"] : kUndefined;
         const int64_t n = static_cast<int64_t>(items.size());
         for (int64_t i = 0; i < n; ++i) {
-          scope[var] = items[i];
+          assign(items[i]);
           scope["loop"] = {{"index0", i},        {"index", i + 1}, {"first", i == 0},
                            {"last", i == n - 1}, {"length", n},    {"revindex0", n - 1 - i},
                            {"revindex", n - i}};
           children[0]->render(scope, out);
         }
-        for (const auto& [k, v] :
-             {std::pair{var, saved_var}, std::pair{std::string("loop"), saved_loop}}) {
-          if (v.is_discarded())
-            scope.erase(k);
-          else
-            scope[k] = v;
-        }
+        restore();
         break;
       }
     }
@@ -165,26 +224,9 @@ std::pair<std::string, std::string> split_statement(const std::string& stmt,
 // A for statement's iterable and filter: "xs if cond" -> {"xs", "cond"}. In a for statement a
 // top-level `if` is always the filter (Jinja parses the iterable without conditionals).
 std::pair<std::string, std::string> split_loop_filter(const std::string& iterable) {
-  int depth = 0;
-  char quote = 0;
-  for (size_t i = 0; i < iterable.size(); ++i) {
-    const char c = iterable[i];
-    if (quote) {
-      if (c == '\\')
-        ++i;
-      else if (c == quote)
-        quote = 0;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-    } else if (c == '(' || c == '[' || c == '{') {
-      ++depth;
-    } else if (c == ')' || c == ']' || c == '}') {
-      --depth;
-    } else if (depth == 0 && iterable.compare(i, 4, " if ") == 0) {
-      return {iterable.substr(0, i), iterable.substr(i + 4)};
-    }
-  }
-  return {iterable, ""};
+  const size_t at = find_top_level(iterable, 0, " if ");
+  if (at == std::string::npos) return {iterable, ""};
+  return {iterable.substr(0, at), iterable.substr(at + 4)};
 }
 
 // Parses pieces from i into block until a statement whose first word is in ends; returns it.
@@ -248,8 +290,9 @@ std::string parse_block(const std::vector<Piece>& pieces, size_t& i, Node& block
         fail("unsupported statement '{% " + p.text + " %}'");
       }
     }
-    // Lexing now reports malformed expressions at load time, not at the first request.
-    lex(node->text);
+    // Lexing now reports malformed expressions at load time, not at the first request (a text
+    // node's text is literal: "a; b?" is no expression).
+    if (node->kind != Node::Text) lex(node->text);
     for (const std::string& c : node->conds) lex(c);
     block.children.push_back(std::move(node));
   }

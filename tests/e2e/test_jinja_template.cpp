@@ -129,6 +129,38 @@ TEST(JinjaTemplate, ExpressionsAndStatements) {
             "-9223372036854775808 0");
 }
 
+// What the templates of Mistral NeMo, DeepSeek V3, Qwen3 and Llama 3.x use (checked whole against
+// @huggingface/jinja in test_chat_template_vs_js.cpp; here one by one, without node).
+TEST(JinjaTemplate, NamespacesFiltersAndUnpacking) {
+  EXPECT_EQ(render("{% set ns = namespace(n=0, s='') %}{% for x in [1, 2, 3] %}"
+                   "{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n }}"),
+            "6");
+  const Json ms = Json::array({{{"role", "user"}, {"c", "a"}},
+                               {{"role", "tool"}, {"c", "b"}},
+                               {{"role", "user"}, {"c", "d"}, {"tool_calls", {1}}}});
+  EXPECT_EQ(render("{{ ms | selectattr('role', 'equalto', 'user') | map(attribute='c') | join(',') "
+                   "}}|{{ ms | rejectattr('role', 'equalto', 'user') | list | length }}|"
+                   "{{ ms | selectattr('tool_calls', 'undefined') | length }}|{{ ms | first | "
+                   "tojson }}",
+                   {{"ms", ms}}),
+            "a,d|1|2|{\"c\": \"a\", \"role\": \"user\"}");
+  EXPECT_EQ(render("{% for k, v in d.items() if k != 'b' %}{{ k }}={{ v }};{% endfor %}",
+                   {{"d", {{"a", 1}, {"b", 2}, {"c", 3}}}}),
+            "a=1;c=3;");
+  EXPECT_EQ(render("{{ xs[::-1] }}{{ 'abc'[::-1] }}{{ xs[::2] | tojson }}", {{"xs", {1, 2, 3}}}),
+            "[3,2,1]cba[1, 3]");
+  EXPECT_EQ(render("{{ {'a': [1, {'b': 2}]} | tojson(indent=2) }}"),
+            "{\n  \"a\": [\n    1,\n    {\n      \"b\": 2\n    }\n  ]\n}");
+  EXPECT_EQ(
+      render("{{ '<think>x</think>y'.split('</think>')[-1].lstrip('\\n') }}|"
+             "{{ 'a-b'.replace('-', '+') }}|{{ x | default('d') }}|{{ 0 | default(1, true) }}|"
+             "{{ 'hi there' | title }}|{{ range(3) | list | join }}|{{ 3 is odd }}"),
+      "y|a+b|d|1|Hi There|012|True");
+  // "}}" inside a string literal does not close the tag.
+  EXPECT_EQ(render("{{- \"}}\" }}{% if '%}' %}ok{% endif %}"), "}}ok");
+  EXPECT_EQ(render("{{ strftime_now is defined }}{{ strftime_now('%Y') | length }}"), "True4");
+}
+
 TEST(JinjaTemplate, OperandsAJinjaTemplateWouldNotEvaluateRaiseNothing) {
   // and / or stop at the operand that decides; a ternary evaluates only the branch it takes.
   EXPECT_EQ(render("{{ x is defined and x.startswith('a') }}"), "False");

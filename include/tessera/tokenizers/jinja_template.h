@@ -1,16 +1,27 @@
 #pragma once
-// A small Jinja2 renderer for Hugging Face chat templates (tokenizer_config.json's
-// "chat_template"): the subset those templates use, with HF's environment settings
-// (trim_blocks and lstrip_blocks on).
-//   statements  {% for x in xs %}...{% else %}...{% endfor %} (loop.index0, index, first, last,
-//               length), {% if %}/{% elif %}/{% else %}/{% endif %}, {% set name = expr %},
-//               {# comments #}, and "-" whitespace control on any tag
-//   expressions string / number / true / false / none literals, lists, names, x.attr, x['key'],
-//               x[i], x[a:b], + - * / // % ~, == != < > <= >= in, not in, and / or / not,
-//               a if c else b, is [not] defined / none / string, filters | trim | length |
-//               upper | lower | tojson | string, string methods strip lstrip rstrip upper lower
-//               startswith endswith, dict .get, and raise_exception(msg) (a ValueError)
-// Values are JSON (nlohmann::json); undefined names are undefined (falsy, render as "").
+// A Jinja2 renderer for Hugging Face chat templates (tokenizer_config.json's "chat_template"):
+// the subset those templates use, with HF's environment settings (trim_blocks and lstrip_blocks
+// on); checked against @huggingface/jinja on the templates of Llama 3.1 / 3.2, Qwen2.5 / Qwen3,
+// Mistral NeMo, DeepSeek V3 and Gemma 3 (tests/e2e/test_chat_template_vs_js.cpp).
+//   statements  {% for x in xs %} / {% for k, v in d.items() if cond %}...{% else %}...
+//               {% endfor %} (loop.index0, index, first, last, length, revindex0, revindex),
+//               {% if %}/{% elif %}/{% else %}/{% endif %}, {% set name = expr %},
+//               {% set ns.name = expr %}, {# comments #}, and "-" whitespace control on any tag
+//   expressions string / number / true / false / none literals, lists, dicts, names, x.attr,
+//               x['key'], x[i], x[a:b:step], + - * / // % ~, == != < > <= >= in, not in,
+//               and / or / not, a if c else b, namespace(k=v, ...), range(...),
+//               strftime_now(format), raise_exception(msg) (a ValueError)
+//   tests       is [not] defined / undefined / none / string / number / integer / float /
+//               boolean / true / false / mapping / sequence / iterable / equalto(x) / odd / even
+//   filters     trim length count upper lower capitalize title string safe tojson(indent)
+//               list items first last reverse join(sep) default(value, boolean) replace int
+//               abs select / reject(test, arg) selectattr / rejectattr(attr, test, arg)
+//               map(attribute=... | filter)
+//   methods     strings: strip lstrip rstrip (chars) split replace title capitalize upper lower
+//               startswith endswith join; dicts: get items keys values
+// Values are JSON (nlohmann::json, so dicts iterate and dump in key order, where Python keeps
+// insertion order); undefined names are undefined (falsy, render as ""). tojson writes as
+// Python's json.dumps (", " and ": ", or indent).
 //
 //   tokenizers::JinjaTemplate t(config["chat_template"]);
 //   std::string prompt = t.render({{"messages", messages}, {"bos_token", "<s>"},
