@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <tuple>
 
 #include "fuzz_util.h"
@@ -185,6 +186,93 @@ void tokenizer_seeds() {
   }
 }
 
+// tokenizer.json files: GPT-2's synthetic vocabulary as Llama 3 spells it (a Split regex, then
+// ByteLevel; an added token), and a SentencePiece-style one with byte fallback (Llama 2's).
+void hf_tokenizer_seeds() {
+  nlohmann::json vocab = nlohmann::json::parse(fuzz::synthetic_gpt2_encoder_json());
+  nlohmann::json merges = nlohmann::json::array();
+  std::istringstream bpe(fuzz::synthetic_gpt2_vocab_bpe());
+  for (std::string line; std::getline(bpe, line);)
+    if (!line.empty() && !line.starts_with("#version")) merges.push_back(line);
+  const int next_id = static_cast<int>(vocab.size());
+  const nlohmann::json byte_level = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", true}}},
+      {"added_tokens", {{{"id", next_id}, {"content", "<|end|>"}, {"special", true}}}},
+      {"normalizer", {{"type", "NFC"}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern",
+            {{"Regex",
+              R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
+           {"behavior", "Isolated"}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
+      {"decoder", {{"type", "ByteLevel"}}}};
+  nlohmann::json pieces = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {"\u2581", 3},
+                           {"h", 4},     {"i", 5},   {"hi", 6},   {"\u2581hi", 7}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    pieces[name] = 8 + b;
+  }
+  const nlohmann::json metaspace = {
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", pieces},
+        {"merges", {"h i", "\u2581 hi"}},
+        {"byte_fallback", true},
+        {"unk_token", "<unk>"}}},
+      {"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}, {"rstrip", true}}}},
+      {"pre_tokenizer",
+       {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+          {{"type", "ByteFallback"}},
+          {{"type", "Fuse"}},
+          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}};
+  for (size_t i = 0; i < texts().size(); ++i) {
+    const std::string n = "text" + std::to_string(i);
+    seed("fuzz_hf_tokenizer", "byte_level_" + n, join({byte_level.dump(), texts()[i]}));
+    seed("fuzz_hf_tokenizer", "metaspace_" + n, join({metaspace.dump(), texts()[i]}));
+  }
+}
+
+// Chat templates with the variables serving hands them (messages, tools, special tokens).
+void chat_template_seeds() {
+  const nlohmann::json variables = nlohmann::json::parse(R"({"bos_token": "<s>",
+      "eos_token": "</s>", "add_generation_prompt": true, "tools": [{"type": "function",
+      "function": {"name": "add", "parameters": {"type": "object", "properties": {"x":
+      {"type": "integer"}}}}}], "messages": [{"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls":
+      [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"x": 1}}}]},
+      {"role": "tool", "content": "2", "tool_call_id": "c1"}]})");
+  const std::vector<std::pair<std::string, std::string>> templates = {
+      {"chatml",
+       "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + "
+       "(message['content'] or '') + '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt "
+       "%}{{ '<|im_start|>assistant\n' }}{% endif %}"},
+      {"namespace",
+       "{%- set ns = namespace(system='', n=0) %}{%- for m in messages if m.role != 'tool' %}"
+       "{%- if m.role == 'system' %}{% set ns.system = m.content %}{% endif %}{% set ns.n = "
+       "ns.n + 1 %}{% endfor %}{{ bos_token }}{{ ns.system | trim }}|{{ ns.n }}|{{ messages | "
+       "selectattr('role', 'equalto', 'user') | map(attribute='content') | join(', ') }}"},
+      {"tools",
+       "{%- if tools %}{% for t in tools %}{{ t.function | tojson(indent=2) }}{% endfor %}"
+       "{% endif %}{%- for m in messages %}{% for k, v in m.items() %}{{ k }}={{ v }};{% endfor "
+       "%}{% for c in m.tool_calls or [] %}[{{ c.function.name }}({{ c.function.arguments | "
+       "tojson }})]{% endfor %}{% endfor %}{{ messages[::-1][0].content.split('x')[-1] }}"
+       "{{ strftime_now('%Y') | length }}{{ raise_exception('no') if false }}"},
+  };
+  for (const auto& [name, source] : templates)
+    seed("fuzz_chat_template", name, join({source, variables.dump()}));
+}
+
 void openai_seeds() {
   // Selector byte: '0' completions + GPT-2, '1' chat + GPT-2, '2' completions + llama2.c, '3'
   // chat + llama2.c.
@@ -302,6 +390,8 @@ int main(int argc, char** argv) {
   llmc_seeds();
   llama2c_seeds();
   tokenizer_seeds();
+  hf_tokenizer_seeds();
+  chat_template_seeds();
   openai_seeds();
   json_grammar_seeds();
   regex_seeds();

@@ -84,8 +84,10 @@ struct HuggingFaceTokenizer::Impl {
   }
 
   void add_token(const std::string& token, int32_t id) {
-    TESSERA_CHECK(id >= 0 && id < (1 << 30), ValueError, "[", kOp,
-                  "] expected token ids in [0, 2^30), got ", id, " for '", token, "'");
+    // Real vocabularies stay far below 2^22 (Gemma's 262k is among the largest); an id table
+    // is allocated up to the largest id.
+    TESSERA_CHECK(id >= 0 && id < (1 << 22), ValueError, "[", kOp,
+                  "] expected token ids in [0, 2^22), got ", id, " for '", token, "'");
     if (static_cast<size_t>(id) >= tokens.size()) tokens.resize(id + 1);
     tokens[id] = token;
     vocab.insert_or_assign(token, id);

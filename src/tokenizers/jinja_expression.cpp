@@ -16,6 +16,9 @@ namespace tessera::tokenizers::jinja {
 
 [[noreturn]] void fail(const std::string& what) { throw ValueError("[jinja] " + what); }
 
+// Invalid UTF-8 in a value dumps as U+FFFD rather than throwing nlohmann's type_error.
+constexpr auto kReplace = Json::error_handler_t::replace;
+
 bool truthy(const Json& v) {
   if (v.is_discarded() || v.is_null()) return false;
   if (v.is_boolean()) return v.get<bool>();
@@ -29,7 +32,7 @@ std::string to_text(const Json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_null()) return "None";
   if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
-  return v.dump();
+  return v.dump(-1, ' ', false, kReplace);
 }
 
 std::string strip(const std::string& s, bool left, bool right) {
@@ -110,7 +113,7 @@ namespace {
 // ": "). Undefined dumps as null.
 void dump_python(const Json& v, int64_t indent, int64_t depth, std::string& out) {
   if (!v.is_array() && !v.is_object()) {
-    out += v.is_discarded() ? "null" : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+    out += v.is_discarded() ? "null" : v.dump(-1, ' ', false, kReplace);
     return;
   }
   if (v.empty()) {
@@ -124,7 +127,7 @@ void dump_python(const Json& v, int64_t indent, int64_t depth, std::string& out)
     if (!first) out += indent > 0 ? "," : ", ";
     first = false;
     out += pad;
-    if (v.is_object()) out += Json(it.key()).dump() + ": ";
+    if (v.is_object()) out += Json(it.key()).dump(-1, ' ', false, kReplace) + ": ";
     dump_python(*it, indent, depth + 1, out);
   }
   if (indent > 0) out += "\n" + std::string(indent * depth, ' ');
@@ -263,9 +266,14 @@ class Eval {
       }
     }
   }
+  // a + b, or an error past kMaxText bytes (a template doubling a string in a loop).
+  Json text_sum(const std::string& a, const std::string& b) {
+    if (a.size() + b.size() > kMaxText) return value_error("a string beyond 64 MiB in: " + src_);
+    return a + b;
+  }
   Json concat() {
     Json v = additive();
-    while (accept("~")) v = to_text(v) + to_text(additive());
+    while (accept("~")) v = text_sum(to_text(v), to_text(additive()));
     return v;
   }
   Json additive() {
@@ -274,7 +282,7 @@ class Eval {
       if (accept("+")) {
         const Json r = multiplicative();
         if (v.is_string() && r.is_string()) {
-          v = v.get<std::string>() + r.get<std::string>();
+          v = text_sum(v.get<std::string>(), r.get<std::string>());
         } else if (v.is_number() && r.is_number()) {
           v = arith(v, r, '+');
         } else if (v.is_array() && r.is_array()) {
@@ -408,8 +416,9 @@ class Eval {
   Json slice(const Json& v, const Json& lo, const Json& hi, const Json& step_value) {
     const int64_t n =
         v.is_array() ? static_cast<int64_t>(v.size()) : static_cast<int64_t>(to_text(v).size());
-    const int64_t step = step_value.is_number_integer() ? step_value.get<int64_t>() : 1;
+    int64_t step = step_value.is_number_integer() ? step_value.get<int64_t>() : 1;
     if (step == 0) return value_error("slice step cannot be zero in: " + src_);
+    step = std::clamp<int64_t>(step, -n - 1, n + 1);  // a longer stride takes one item anyway
     // Bounds clamp to [0, n] going forwards and to [-1, n - 1] going backwards.
     auto bound = [&](const Json& b, int64_t def) {
       if (!b.is_number_integer()) return def;
@@ -472,7 +481,8 @@ class Eval {
     std::string r = s;
     bool start = true;
     for (char& c : r) {
-      c = static_cast<char>(start ? std::toupper(c) : std::tolower(c));
+      const auto u = static_cast<unsigned char>(c);
+      c = static_cast<char>(start ? std::toupper(u) : std::tolower(u));
       start = every_word ? !std::isalpha(static_cast<unsigned char>(c)) : false;
     }
     return r;
@@ -492,13 +502,19 @@ class Eval {
       if (m == "lstrip") return strip_chars(s, first, true, false);
       if (m == "rstrip") return strip_chars(s, first, false, true);
       if (m == "split") return split_text(s, first);
-      if (m == "replace" && a.size() == 2 && a[0].is_string() && a[1].is_string())
-        return replace_text(s, a[0].get<std::string>(), a[1].get<std::string>());
+      if (m == "replace" && a.size() == 2 && a[0].is_string() && a[1].is_string()) {
+        std::string r = replace_text(s, a[0].get<std::string>(), a[1].get<std::string>());
+        if (r.size() > kMaxText) return value_error("a string beyond 64 MiB in: " + src_);
+        return r;
+      }
       if (m == "title" || m == "capitalize") return capitalize(s, m == "title");
       if (m == "join" && !a.empty() && a[0].is_array()) return join(a[0], s);
       if (m == "upper" || m == "lower") {
         std::string r = s;
-        for (char& c : r) c = static_cast<char>(m == "upper" ? std::toupper(c) : std::tolower(c));
+        for (char& c : r) {
+          const auto u = static_cast<unsigned char>(c);  // negative chars are UB for toupper
+          c = static_cast<char>(m == "upper" ? std::toupper(u) : std::tolower(u));
+        }
         return r;
       }
       if ((m == "startswith" || m == "endswith") && a.size() == 1 && a[0].is_string()) {
@@ -554,8 +570,10 @@ class Eval {
     if (f == "safe") return v;
     if (f == "tojson") {
       const Json indent = a.at(0, "indent");
+      const int64_t spaces = indent.is_number_integer() ? indent.get<int64_t>() : 0;
+      if (spaces > 64) return value_error("tojson indent above 64 in: " + src_);
       std::string out;
-      dump_python(v, indent.is_number_integer() ? indent.get<int64_t>() : 0, 0, out);
+      dump_python(v, spaces, 0, out);
       return out;
     }
     if (f == "list")
@@ -566,22 +584,32 @@ class Eval {
       return index(v, f == "first" ? Json(0) : Json(-1));
     }
     if (f == "reverse") return slice(v, kUndefined, kUndefined, Json(-1));
-    if (f == "join") return join(v, to_text(a.at(0, "d", "")));
+    if (f == "join") {
+      if (!v.is_array() && !v.is_string()) return value_error("join expects a list in: " + src_);
+      return join(v.is_string() ? split_chars(v) : v, to_text(a.at(0, "d", "")));
+    }
     if (f == "default" || f == "d") {
       const bool boolean = truthy(a.at(1, "boolean", false));
       return (boolean ? !truthy(v) : v.is_discarded()) ? a.at(0, "default_value", "") : v;
     }
     if (f == "replace" && a.pos.size() == 2) return method(Json(to_text(v)), "replace", a);
     if (f == "int") {
-      if (v.is_number()) return static_cast<int64_t>(v.get<double>());
+      if (v.is_number_integer()) return v;
+      if (v.is_number()) {
+        const double d = v.get<double>();  // outside int64 (or NaN) the cast is UB
+        return std::isfinite(d) && std::fabs(d) < 9.2e18 ? Json(static_cast<int64_t>(d)) : Json(0);
+      }
       int64_t r = 0;
       const std::string t = strip(to_text(v), true, true);
       return std::from_chars(t.data(), t.data() + t.size(), r).ec == std::errc() ? Json(r)
                                                                                  : Json(0);
     }
-    if (f == "abs" && v.is_number())
-      return v.is_number_integer() ? Json(std::abs(v.get<int64_t>()))
-                                   : Json(std::fabs(v.get<double>()));
+    if (f == "abs" && v.is_number()) {
+      if (!v.is_number_integer()) return std::fabs(v.get<double>());
+      const int64_t i = v.get<int64_t>();
+      if (i == INT64_MIN) return value_error("integer overflow in: " + src_);
+      return std::abs(i);
+    }
     if (f == "select" || f == "reject") return select(v, a, false, f == "select");
     if (f == "selectattr" || f == "rejectattr") return select(v, a, true, f == "selectattr");
     if (f == "map") {

@@ -12,6 +12,12 @@ using Json = nlohmann::json;
 // The value of a missing name, key or index: falsy, renders as "".
 inline const Json kUndefined = Json(Json::value_t::discarded);
 
+// The longest string a template may build or render (bytes); more is a ValueError, not an
+// allocation failure.
+inline constexpr size_t kMaxText = size_t{64} << 20;
+// Loop iterations one render may run.
+inline constexpr int64_t kMaxIterations = 10'000'000;
+
 // ValueError "[jinja] " + what.
 [[noreturn]] void fail(const std::string& what);
 // Python's truthiness; undefined and none are false.

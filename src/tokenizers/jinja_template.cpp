@@ -75,7 +75,8 @@ std::vector<Piece> split(const std::string& src) {
     std::string text = src.substr(i, open - i);
     std::string inner = src.substr(open + 2, end - open - 2);
     const bool trim_before = !inner.empty() && inner.front() == '-';
-    const bool trim_after = !inner.empty() && inner.back() == '-';
+    // "{%-%}": one "-" is the opening's ("{%- -%}" trims both sides).
+    const bool trim_after = inner.size() > (trim_before ? 1u : 0u) && inner.back() == '-';
     if (trim_before) inner.erase(0, 1);
     if (trim_after) inner.pop_back();
     const bool block = kind != '{';
@@ -104,6 +105,9 @@ std::string rest(const std::string& s) {
 }
 
 }  // namespace
+
+// Loop iterations of the render under way on this thread (see kMaxIterations).
+static thread_local int64_t iterations = 0;
 
 struct JinjaTemplate::Node {
   enum Kind { Block, Text, Expr, If, For, Set } kind = Block;
@@ -194,6 +198,8 @@ struct JinjaTemplate::Node {
         }
         const int64_t n = static_cast<int64_t>(items.size());
         for (int64_t i = 0; i < n; ++i) {
+          if (++iterations > kMaxIterations || out.size() > kMaxText)
+            fail("the template runs beyond 10 million loop iterations or 64 MiB of text");
           assign(items[i]);
           scope["loop"] = {{"index0", i},        {"index", i + 1}, {"first", i == 0},
                            {"last", i == n - 1}, {"length", n},    {"revindex0", n - 1 - i},
@@ -316,7 +322,9 @@ std::string JinjaTemplate::render(const Json& variables) const {
   TESSERA_CHECK(variables.is_object(), ValueError, "[jinja] expected an object of variables");
   Json scope = variables;
   std::string out;
+  iterations = 0;
   root_->render(scope, out);
+  if (out.size() > kMaxText) fail("the template renders beyond 64 MiB of text");
   return out;
 }
 

@@ -159,6 +159,10 @@ TEST(JinjaTemplate, NamespacesFiltersAndUnpacking) {
   // "}}" inside a string literal does not close the tag.
   EXPECT_EQ(render("{{- \"}}\" }}{% if '%}' %}ok{% endif %}"), "}}ok");
   EXPECT_EQ(render("{{ strftime_now is defined }}{{ strftime_now('%Y') | length }}"), "True4");
+  // Found by fuzz_chat_template: "{%-%}" popped the trailing "-" off an empty tag (a crash).
+  EXPECT_THROW(render("a{%-%}b"), ValueError);
+  EXPECT_THROW(render("{{ [1] | int | join }}"), ValueError)
+      << "join of a number (was a type_error)";
 }
 
 TEST(JinjaTemplate, OperandsAJinjaTemplateWouldNotEvaluateRaiseNothing) {

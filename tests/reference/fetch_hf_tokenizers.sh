@@ -10,6 +10,9 @@ DEST="${1:-$(dirname "$0")/../../build/reference/hf-tokenizers}"
 MODELS=(gpt2 llama2 llama3_1 llama3_2 qwen2_5 qwen3 mistral_nemo deepseek_v3 gemma3)
 mkdir -p "$DEST"
 cd "$DEST"
+# Tests run in parallel and each may call this: one fetches, the others wait for it.
+exec 9>.lock
+flock 9
 if [ -f jinja/dist/index.js ] && [ -f gemma3/tokenizer_config.json ]; then exit 0; fi
 unpack() {  # unpack PACKAGE@VERSION FOLDER [FILES...]: the package's files into FOLDER
   local spec=$1 folder=$2
