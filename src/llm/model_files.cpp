@@ -86,6 +86,46 @@ LoadedModel load_model(const std::string& path, bool weights) {
   return loaded;
 }
 
+namespace {
+
+// A tokenizer whose vocabulary the model's embedding pads (Qwen2.5: 151665 ids, 152064 rows):
+// the padding ids print as nothing, as vLLM's detokenizer skips ids its tokenizer lacks, so a
+// sampled padding id cannot fail a request; structured output never allows them (no bytes).
+class PaddedTokenizer : public tokenizers::Tokenizer {
+ public:
+  PaddedTokenizer(std::unique_ptr<tokenizers::Tokenizer> inner, int64_t vocab)
+      : inner_(std::move(inner)), vocab_(vocab) {}
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::vector<int32_t> known;
+    for (const int32_t id : ids) {
+      check_id(id, "decode");
+      if (id < inner_->vocab_size()) known.push_back(id);
+    }
+    return inner_->decode(known);
+  }
+  std::string token_to_string(int32_t id, int32_t prev) const override {
+    check_id(id, "token_to_string");
+    if (id >= inner_->vocab_size()) return "";
+    return inner_->token_to_string(id, prev < inner_->vocab_size() ? prev : -1);
+  }
+  int64_t vocab_size() const override { return vocab_; }
+  std::optional<int32_t> bos_id() const override { return inner_->bos_id(); }
+  std::optional<int32_t> eos_id() const override { return inner_->eos_id(); }
+  std::string_view name() const override { return inner_->name(); }
+
+ protected:
+  void encode_into(std::string_view text, std::vector<int32_t>& out) const override {
+    const std::vector<int32_t> ids = inner_->encode(text);
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+
+ private:
+  std::unique_ptr<tokenizers::Tokenizer> inner_;
+  int64_t vocab_;
+};
+
+}  // namespace
+
 std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const LoadedModel& loaded,
                                                        const std::string& spec,
                                                        const std::string& data_dir,
@@ -101,9 +141,15 @@ std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const LoadedModel& loaded
     if (!data_dir.empty()) ref.data_dir = data_dir;
     tokenizer = load_tokenizer(ref);
   }
-  TESSERA_CHECK(tokenizer->vocab_size() == loaded.model->vocab_size(), ValueError, "[", op,
-                "] expected a tokenizer with the model's vocabulary of ",
-                loaded.model->vocab_size(), " tokens, got ", tokenizer->vocab_size());
+  // A model may pad its embedding past the tokenizer's ids (to a multiple of 64 or 128): a
+  // little, not a vocabulary of another size (another tokenizer).
+  const int64_t model_vocab = loaded.model->vocab_size(),
+                pad = model_vocab - tokenizer->vocab_size();
+  TESSERA_CHECK(pad >= 0 && pad <= model_vocab / 64, ValueError, "[", op,
+                "] expected a tokenizer with the model's vocabulary of ", model_vocab,
+                " tokens (or a few less, where the model pads its embedding), got ",
+                tokenizer->vocab_size());
+  if (pad > 0) return std::make_unique<PaddedTokenizer>(std::move(tokenizer), model_vocab);
   return tokenizer;
 }
 

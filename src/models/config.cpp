@@ -78,6 +78,8 @@ void llama_fields(C& c, F&& f) {
   f("norm_eps", c.norm_eps);
   f("rope_theta", c.rope_theta);
   f("tie_embeddings", c.tie_embeddings);
+  f("qkv_bias", c.qkv_bias);
+  f("attention_bias", c.attention_bias);
   f("n_experts", c.n_experts);
   f("n_experts_per_token", c.n_experts_per_token);
   f("router_aux_loss_coef", c.router_aux_loss_coef);

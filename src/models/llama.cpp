@@ -15,18 +15,19 @@
 namespace tessera::models {
 namespace {
 
-std::shared_ptr<nn::Linear> linear(int64_t in, int64_t out) {
-  return std::make_shared<nn::Linear>(in, out, /*bias=*/false);
+std::shared_ptr<nn::Linear> linear(int64_t in, int64_t out, bool bias = false) {
+  return std::make_shared<nn::Linear>(in, out, bias);
 }
 
 }  // namespace
 
 LlamaAttention::LlamaAttention(const LlamaConfig& config)
     : n_heads(config.n_heads), n_kv_heads(config.n_kv_heads), head_dim(config.head_dim()) {
-  q_proj = register_module("q_proj", linear(config.dim, n_heads * head_dim));
-  k_proj = register_module("k_proj", linear(config.dim, n_kv_heads * head_dim));
-  v_proj = register_module("v_proj", linear(config.dim, n_kv_heads * head_dim));
-  o_proj = register_module("o_proj", linear(n_heads * head_dim, config.dim));
+  const bool qkv_bias = config.qkv_bias || config.attention_bias;
+  q_proj = register_module("q_proj", linear(config.dim, n_heads * head_dim, qkv_bias));
+  k_proj = register_module("k_proj", linear(config.dim, n_kv_heads * head_dim, qkv_bias));
+  v_proj = register_module("v_proj", linear(config.dim, n_kv_heads * head_dim, qkv_bias));
+  o_proj = register_module("o_proj", linear(n_heads * head_dim, config.dim, config.attention_bias));
 }
 
 Tensor LlamaAttention::forward(const Tensor& x_in, const Tensor& cos, const Tensor& sin) {
@@ -146,6 +147,7 @@ void Llama::reset_parameters(Generator* gen) {
     if (config.tie_embeddings && &m == lm_head.get()) return;  // drawn through embed_tokens
     if (auto* l = dynamic_cast<nn::Linear*>(&m)) {
       nn::init::normal_(l->weight, 0.0, 0.02, gen);
+      if (l->bias.defined()) nn::init::zeros_(l->bias);
     } else if (auto* e = dynamic_cast<nn::Embedding*>(&m)) {
       nn::init::normal_(e->weight, 0.0, 0.02, gen);
     } else if (auto* n = dynamic_cast<nn::RMSNorm*>(&m)) {
@@ -272,10 +274,14 @@ InferenceLayout Llama::inference_layout() const {
     const std::string prefix = tessera::detail::str("model.layers.", i, ".");
     auto weights = [&](std::initializer_list<std::pair<const nn::Linear*, const char*>> ls) {
       InferenceLayout::Linear l;
+      bool biased = false;
       for (const auto& [p, name] : ls) {
         l.weights.push_back(p->weight);
+        l.biases.push_back(p->bias);  // undefined: none
         l.names.push_back(prefix + name);
+        biased = biased || p->bias.defined();
       }
+      if (!biased) l.biases.clear();
       return l;
     };
     InferenceLayout::Layer& layer = out.layers.emplace_back();

@@ -76,6 +76,11 @@ std::string llama_from_hf(const std::string& hf_json) {
   c.norm_eps = get_or<double>(j, "rms_norm_eps", c.norm_eps);
   c.rope_theta = get_or<double>(j, "rope_theta", c.rope_theta);
   c.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
+  // Qwen2 is LLaMA with biases on q, k and v; Hugging Face Llama's attention_bias adds o's.
+  c.qkv_bias = get_or<std::string>(j, "model_type", "") == "qwen2";
+  c.attention_bias = get_or<bool>(j, "attention_bias", false);
+  TESSERA_CHECK(!get_or<bool>(j, "mlp_bias", false), ValueError,
+                "[load_model] expected mlp_bias false (MLP biases are not implemented)");
   // Mixtral's mixture of experts (model_type "mixtral").
   c.n_experts = get_or<int64_t>(j, "num_local_experts", 0);
   c.n_experts_per_token = get_or<int64_t>(j, "num_experts_per_tok", c.n_experts_per_token);
@@ -138,7 +143,7 @@ const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> families = {
       family<GPT2, GPT2Config>("gpt2", {"gpt2"}, "n_embd", "transformer.wte.weight", {"c_attn"},
                                &gpt2_from_hf),
-      family<Llama, LlamaConfig>("llama", {"llama", "mistral", "mixtral"}, "n_layers",
+      family<Llama, LlamaConfig>("llama", {"llama", "mistral", "mixtral", "qwen2"}, "n_layers",
                                  "model.embed_tokens.weight", {"q_proj", "v_proj"}, &llama_from_hf),
   };
   return families;

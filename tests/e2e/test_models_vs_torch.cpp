@@ -148,6 +148,23 @@ TEST_F(ModelsVsTorch, MixtralLogitsLossWithLoadBalancingGradsAndTraining) {
   check_against_torch(model, "llama", c.to_json());
 }
 
+// Qwen2's biases on q, k and v, and Hugging Face Llama's attention_bias (o too), drawn nonzero.
+TEST_F(ModelsVsTorch, AttentionBiasesLogitsLossGradsAndTraining) {
+  for (const bool all : {false, true}) {
+    models::LlamaConfig c = llama_config();
+    (all ? c.attention_bias : c.qkv_bias) = true;
+    manual_seed(all ? 26 : 25);
+    models::Llama model(c);
+    {
+      autograd::NoGradGuard no_grad;
+      for (auto& [name, p] : model.named_parameters())
+        if (name.ends_with(".bias")) p.copy_(randn(p.sizes()) * 0.1);
+    }
+    EXPECT_EQ(model.named_parameters().contains("model.layers.0.self_attn.o_proj.bias"), all);
+    check_against_torch(model, "llama", c.to_json());
+  }
+}
+
 TEST_F(ModelsVsTorch, Gpt2LogitsLossGradsAndTraining) {
   const models::GPT2Config c = gpt2_config();
   manual_seed(20);

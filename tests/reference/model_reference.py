@@ -143,10 +143,11 @@ class LlamaAttention(nn.Module):
         super().__init__()
         self.h, self.kv = c["n_heads"], c["n_kv_heads"]
         d = c["dim"] // self.h
-        self.q_proj = nn.Linear(c["dim"], self.h * d, bias=False)
-        self.k_proj = nn.Linear(c["dim"], self.kv * d, bias=False)
-        self.v_proj = nn.Linear(c["dim"], self.kv * d, bias=False)
-        self.o_proj = nn.Linear(self.h * d, c["dim"], bias=False)
+        qkv_bias = c.get("qkv_bias", False) or c.get("attention_bias", False)
+        self.q_proj = nn.Linear(c["dim"], self.h * d, bias=qkv_bias)
+        self.k_proj = nn.Linear(c["dim"], self.kv * d, bias=qkv_bias)
+        self.v_proj = nn.Linear(c["dim"], self.kv * d, bias=qkv_bias)
+        self.o_proj = nn.Linear(self.h * d, c["dim"], bias=c.get("attention_bias", False))
 
     def forward(self, x, cos, sin):
         q, k = heads(self.q_proj(x), self.h), heads(self.k_proj(x), self.kv)

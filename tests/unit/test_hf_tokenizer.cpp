@@ -127,12 +127,13 @@ TEST(HuggingFaceTokenizer, MakeTokenizerFindsTheFileOrItsFolder) {
 }
 
 // A Hugging Face model folder (weights, config.json, tokenizer.json) loads with its tokenizer,
-// whose post-processor's BOS starts prompts.
+// whose post-processor's BOS starts prompts. The model pads its embedding by 4 rows (as Qwen2.5
+// pads 151665 ids to 152064): those ids print as nothing; a vocabulary of another size is refused.
 TEST(HuggingFaceTokenizer, ModelFolderLoadsWithItsTokenizerJson) {
   testing::TempDir dir;
   write(dir, metaspace_tokenizer());
   models::LlamaConfig c;
-  c.vocab_size = 266;
+  c.vocab_size = 270;
   c.dim = 16;
   c.n_layers = 1;
   c.n_heads = 2;
@@ -141,13 +142,27 @@ TEST(HuggingFaceTokenizer, ModelFolderLoadsWithItsTokenizerJson) {
   c.max_seq_len = 32;
   io::save_safetensors(dir.file("model.safetensors"), models::Llama(c).state_dict());
   std::ofstream(dir.file("config.json"))
-      << R"({"model_type": "llama", "vocab_size": 266, "hidden_size": 16, "num_hidden_layers": 1,
+      << R"({"model_type": "llama", "vocab_size": 270, "hidden_size": 16, "num_hidden_layers": 1,
              "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32})";
   const llm::LoadedModel loaded = llm::load_model(dir.file("model.safetensors"));
   ASSERT_TRUE(loaded.tokenizer.has_value());
   const auto tok = llm::model_tokenizer(loaded, "", "", "test");
   EXPECT_EQ(tok->name(), "HuggingFaceTokenizer");
   EXPECT_EQ(llm::prompt_ids(*tok, "ab"), (Ids{1, 9}));
+  EXPECT_EQ(tok->vocab_size(), 270);
+  EXPECT_EQ(tok->token_to_string(268, 9), "") << "a padding id";
+  EXPECT_EQ(tok->decode(Ids{9, 269, 9}), "ab ab");
+  EXPECT_TESSERA_ERROR(tok->decode(Ids{270}), IndexError, "expected token ids in [0, 270)");
+  testing::TempDir other;
+  Json small = metaspace_tokenizer();  // the 10 tokens without the byte-fallback ones
+  small["model"]["byte_fallback"] = false;
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    small["model"]["vocab"].erase(name);
+  }
+  EXPECT_TESSERA_ERROR(llm::model_tokenizer(loaded, write(other, small), "", "test"), ValueError,
+                       "expected a tokenizer with the model's vocabulary of 270");
 }
 
 TEST(HuggingFaceTokenizer, UnsupportedComponentsAreTypedErrors) {

@@ -153,6 +153,29 @@ TEST(LoadModel, HuggingFaceMixtralConfig) {
   EXPECT_DOUBLE_EQ(llama.config.router_aux_loss_coef, 0.02);
 }
 
+// A Qwen2 folder: model_type qwen2 is LLaMA with biases on q, k and v.
+TEST(LoadModel, HuggingFaceQwen2Config) {
+  testing::TempDir dir;
+  models::LlamaConfig c = llama_config();
+  c.qkv_bias = true;
+  manual_seed(6);
+  models::Llama model(c);
+  {
+    autograd::NoGradGuard no_grad;
+    for (auto& [name, p] : model.named_parameters())
+      if (name.ends_with(".bias")) p.copy_(randn(p.sizes()));
+  }
+  io::save_safetensors(dir.file("model.safetensors"), model.state_dict());
+  write(dir.file("config.json"),
+        R"({"model_type": "qwen2", "vocab_size": 40, "hidden_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 48,
+            "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+            "use_sliding_window": false, "sliding_window": 32768, "tie_word_embeddings": false})");
+  auto loaded = infer::load_model(dir.file("model.safetensors"));
+  expect_same_logits(model, *loaded);
+  EXPECT_TRUE(dynamic_cast<const models::Llama&>(*loaded).config.qkv_bias);
+}
+
 // Names and shapes of a model's parameters.
 std::vector<std::pair<std::string, Shape>> shapes_of(const models::CausalLM& model) {
   std::vector<std::pair<std::string, Shape>> out;
@@ -247,8 +270,9 @@ TEST(LoadModel, RejectsWhatItCannotRead) {
                        "expected a config.json");
   EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"lr": 1})"), ValueError,
                        "expected a model config");
-  EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"model_type": "bert"})"), ValueError,
-                       "expected model_type one of gpt2, llama, mistral, mixtral, got 'bert'");
+  EXPECT_TESSERA_ERROR(
+      infer::make_model_from_config(R"({"model_type": "bert"})"), ValueError,
+      "expected model_type one of gpt2, llama, mistral, mixtral, qwen2, got 'bert'");
 }
 
 }  // namespace

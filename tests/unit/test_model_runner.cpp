@@ -87,6 +87,23 @@ TEST(ModelRunner, MixtralMatchesModelForward) {
   check_runner(*model, paged, table, 29, 70);
 }
 
+// Qwen2's q/k/v biases go into the fused projection's bias.
+TEST(ModelRunner, AttentionBiasesMatchModelForward) {
+  models::LlamaConfig c = testing::small_llama_config(80);
+  c.attention_bias = true;
+  manual_seed(14);
+  auto model = std::make_shared<models::Llama>(c);
+  {
+    autograd::NoGradGuard no_grad;
+    for (auto& [name, p] : model->named_parameters())
+      if (name.ends_with(".bias")) p.copy_(randn(p.sizes()) * 0.5);
+  }
+  infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 6, 16);
+  infer::BlockTable table;
+  ASSERT_TRUE(paged.reserve(table, 60));
+  check_runner(*model, paged, table, 21, 60);
+}
+
 TEST(ModelRunner, Gpt2MatchesModelForward) {
   auto model = small_gpt2();
   infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 6, 16);

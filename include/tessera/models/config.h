@@ -58,6 +58,10 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   std::optional<RopeScaling> rope_scaling;
   bool tie_embeddings = false;  // lm_head.weight is model.embed_tokens.weight
+  // Biases on the q, k and v projections (Qwen2's); attention_bias puts them on o too (Hugging
+  // Face LlamaConfig's attention_bias).
+  bool qkv_bias = false;
+  bool attention_bias = false;
   // Mixtral's sparse mixture of experts: with n_experts > 0 each layer's MLP is n_experts SwiGLU
   // experts of hidden_dim units, of which a router picks n_experts_per_token per token. Training
   // adds router_aux_loss_coef times the load-balancing loss (Hugging Face's

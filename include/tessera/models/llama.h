@@ -1,7 +1,8 @@
 #pragma once
-// LLaMA (1/2/3, TinyLlama, llama2.c's stories models): RMSNorm pre-norm blocks, rotary position
-// embeddings (theta, optional Llama-3 scaling; Hugging Face half-split pairs), grouped-query
-// attention and a SwiGLU MLP, no biases, optionally tied embeddings. Parameter names match
+// LLaMA (1/2/3, TinyLlama, llama2.c's stories models; Qwen2 with its q/k/v biases): RMSNorm
+// pre-norm blocks, rotary position embeddings (theta, optional Llama-3 scaling; Hugging Face
+// half-split pairs), grouped-query attention and a SwiGLU MLP, biases only as the config asks,
+// optionally tied embeddings. Parameter names match
 // Hugging Face transformers: model.embed_tokens.weight,
 // model.layers.<i>.self_attn.{q,k,v,o}_proj.weight,
 // model.layers.<i>.mlp.{gate,up,down}_proj.weight, model.layers.<i>.{input_layernorm,
