@@ -50,19 +50,17 @@ std::string message_text(const Json& content) {
             std::string("message content must be a string or an array, got ") + type_name(content));
 }
 
-// A message as a chat template reads it, as vLLM hands it over: content as text (null when the
-// message has none), an assistant's tool calls with their arguments parsed from JSON text into
-// objects, and a tool message's tool_call_id and name.
-Json template_message(const Json& m) {
-  Json out = {{"role", m["role"]},
-              {"content", m.contains("content") && !m["content"].is_null()
-                              ? Json(message_text(m["content"]))
-                              : Json(nullptr)}};
+// A message as a chat template reads it, as vLLM hands it over: content as text (content_text,
+// or null when the message has none), an assistant's tool calls with their arguments parsed from
+// JSON text into objects (checked by assistant_tool_calls_text), a tool message's tool_call_id
+// and name.
+Json template_message(const Json& m, Json content_text) {
+  Json out = {{"role", m["role"]}, {"content", std::move(content_text)}};
   for (const char* key : {"tool_call_id", "name"})
     if (m.contains(key) && m[key].is_string()) out[key] = m[key];
   if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
     out["tool_calls"] = m["tool_calls"];
-    for (Json& call : out["tool_calls"])  // checked by assistant_tool_calls_text
+    for (Json& call : out["tool_calls"])
       call["function"]["arguments"] = Json::parse(call["function"]["arguments"].get<std::string>());
   }
   return out;
@@ -71,7 +69,8 @@ Json template_message(const Json& m) {
 std::string chat_prompt(const Json& messages, const ModelLimits& limits, const Json* tools) {
   if (!messages.is_array() || messages.empty())
     throw bad("messages", "'messages' must be a non-empty array");
-  std::vector<tokenizers::ChatMessage> parsed;
+  std::vector<tokenizers::ChatMessage> parsed;  // for the plain template
+  Json msgs = Json::array();                    // for the model's own template
   for (const Json& m : messages) {
     // An assistant's earlier tool calls stand in for (or follow) its content.
     const bool calls = m.is_object() && m.contains("tool_calls") && !m["tool_calls"].is_null();
@@ -83,14 +82,15 @@ std::string chat_prompt(const Json& messages, const ModelLimits& limits, const J
       throw bad("messages", "unknown message role '" + role + "'");
     if (calls && role != "assistant")
       throw bad("messages", "only assistant messages carry 'tool_calls'");
-    std::string text = content ? message_text(m["content"]) : std::string();
-    if (calls) text += assistant_tool_calls_text(m["tool_calls"]);
-    parsed.push_back({role, text});
+    const std::string text = content ? message_text(m["content"]) : std::string();
+    const std::string calls_text = calls ? assistant_tool_calls_text(m["tool_calls"]) : "";
+    // The model's own template writes tool calls, tool results and the tools its own way.
+    if (limits.chat_template)
+      msgs.push_back(template_message(m, content ? Json(text) : Json(nullptr)));
+    else
+      parsed.push_back({role, text + calls_text});
   }
   if (!limits.chat_template) return tokenizers::plain_chat_prompt(parsed);
-  // The model's own template writes tool calls, tool results and the tools its own way.
-  Json msgs = Json::array();
-  for (const Json& m : messages) msgs.push_back(template_message(m));
   const ChatTemplate& t = *limits.chat_template;
   Json variables = {{"messages", msgs},
                     {"bos_token", t.bos_token},

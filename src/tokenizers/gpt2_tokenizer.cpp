@@ -27,17 +27,12 @@ std::string read_file(const std::string& path, std::string_view op) {
 // Inverse of gpt2_byte_to_unicode for a vocabulary string: its bytes, or nullopt if some
 // character is outside the table.
 std::optional<std::string> unicode_to_bytes(std::string_view s) {
-  static const std::unordered_map<char32_t, uint8_t> inverse = [] {
-    std::unordered_map<char32_t, uint8_t> m;
-    for (int b = 0; b < 256; ++b) m.emplace(gpt2_byte_to_unicode()[b], static_cast<uint8_t>(b));
-    return m;
-  }();
   std::string out;
   for (size_t i = 0; i < s.size();) {
     const detail::Utf8Char c = detail::next_utf8(s, i);
-    const auto it = inverse.find(c.cp);
-    if (it == inverse.end()) return std::nullopt;
-    out += static_cast<char>(it->second);
+    const int b = gpt2_unicode_to_byte(c.cp);
+    if (b < 0) return std::nullopt;
+    out += static_cast<char>(b);
     i += c.len;
   }
   return out;
@@ -62,6 +57,17 @@ const std::array<char32_t, 256>& gpt2_byte_to_unicode() {
     return t;
   }();
   return table;
+}
+
+int gpt2_unicode_to_byte(char32_t cp) {
+  // The table's characters all lie below U+0144 (256 + the 68 unprintable bytes).
+  static const std::array<int16_t, 512> inverse = [] {
+    std::array<int16_t, 512> m;
+    m.fill(-1);
+    for (int b = 0; b < 256; ++b) m[gpt2_byte_to_unicode()[b]] = static_cast<int16_t>(b);
+    return m;
+  }();
+  return cp < inverse.size() ? inverse[cp] : -1;
 }
 
 GPT2Tokenizer::GPT2Tokenizer(const std::string& encoder_json_path,

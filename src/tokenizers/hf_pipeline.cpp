@@ -58,17 +58,6 @@ void for_each_step(const Json& j, const char* list_key, std::string_view what, F
   f(j, type_of(j, what));
 }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  if (from.empty()) return;
-  std::string out;
-  size_t start = 0;
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, start)) {
-    out.append(s, start, at - start).append(to);
-    start = at + from.size();
-  }
-  s = out.append(s, start);
-}
-
 bool ascii(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
 }
@@ -120,36 +109,16 @@ std::string to_byte_alphabet(std::string_view bytes) {
 // The bytes of a vocabulary string in the byte alphabet; characters outside it (an added
 // token's text) pass through as they are.
 std::string from_byte_alphabet(std::string_view s) {
-  static const std::vector<int16_t> inverse = [] {
-    std::vector<int16_t> m(512, -1);
-    for (int b = 0; b < 256; ++b) m[gpt2_byte_to_unicode()[b]] = static_cast<int16_t>(b);
-    return m;
-  }();
   std::string out;
   for (size_t i = 0; i < s.size();) {
     const tessera::detail::Utf8Char c = tessera::detail::next_utf8(s, i);
-    if (c.cp < inverse.size() && inverse[c.cp] >= 0)
-      out += static_cast<char>(inverse[c.cp]);
+    if (const int b = gpt2_unicode_to_byte(c.cp); b >= 0)
+      out += static_cast<char>(b);
     else
       out.append(s.substr(i, c.len));
     i += c.len;
   }
   return out;
-}
-
-// "<0x41>" -> 0x41, else -1.
-int byte_token(std::string_view s) {
-  if (s.size() != 6 || !s.starts_with("<0x") || s[5] != '>') return -1;
-  int value = 0;
-  for (const char c : s.substr(3, 2)) {
-    const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                  : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
-                  : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
-                                                              : -1;
-    if (d < 0) return -1;
-    value = value * 16 + d;
-  }
-  return value;
 }
 
 }  // namespace
@@ -183,7 +152,7 @@ std::string normalize(const std::vector<NormalizerStep>& steps, std::string text
         if (!text.empty()) text = s.text + text;
         break;
       case NormalizerStep::Kind::kReplace:
-        replace_all(text, s.text, s.content);
+        text = tessera::detail::replace_all(text, s.text, s.content);
         break;
       default:
         text = unicode_normalize(s.kind, text);
@@ -267,7 +236,7 @@ std::vector<std::string> pre_tokenize(const std::vector<PreTokenizerStep>& steps
           break;
         }
         case PreTokenizerStep::Kind::kMetaspace: {
-          replace_all(piece, " ", s.replacement);
+          piece = tessera::detail::replace_all(piece, " ", s.replacement);
           const bool prepend = s.prepend == PreTokenizerStep::Prepend::kAlways ||
                                (s.prepend == PreTokenizerStep::Prepend::kFirst && first);
           if (prepend && !piece.starts_with(s.replacement)) piece = s.replacement + piece;
@@ -343,13 +312,14 @@ std::string decode(const std::vector<DecoderStep>& steps, std::vector<std::strin
         for (std::string& t : tokens) t = from_byte_alphabet(t);
         break;
       case DecoderStep::Kind::kReplace:
-        for (std::string& t : tokens) replace_all(t, s.text, s.content);
+        for (std::string& t : tokens) t = tessera::detail::replace_all(t, s.text, s.content);
         break;
       case DecoderStep::Kind::kByteFallback:
         // Raw bytes, even where a run is not valid UTF-8 (the library writes U+FFFD there): a
         // stream printing token by token needs a character's bytes as they come.
         for (std::string& t : tokens)
-          if (const int b = byte_token(t); b >= 0) t = std::string(1, static_cast<char>(b));
+          if (const int b = tessera::detail::byte_token_value(t); b >= 0)
+            t = std::string(1, static_cast<char>(b));
         break;
       case DecoderStep::Kind::kFuse: {
         std::string all;
@@ -367,7 +337,7 @@ std::string decode(const std::vector<DecoderStep>& steps, std::vector<std::strin
         break;
       case DecoderStep::Kind::kMetaspace:
         for (size_t i = 0; i < tokens.size(); ++i) {
-          replace_all(tokens[i], s.text, " ");
+          tokens[i] = tessera::detail::replace_all(tokens[i], s.text, " ");
           if (i == 0 && at_start && s.strip_first && tokens[i].starts_with(' '))
             tokens[i].erase(0, 1);
         }

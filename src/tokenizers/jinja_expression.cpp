@@ -11,6 +11,7 @@
 
 #include "tessera/core/error.h"
 #include "tokenizers/jinja_expression.h"
+#include "tokenizers/utf8.h"
 
 namespace tessera::tokenizers::jinja {
 
@@ -471,12 +472,6 @@ class Eval {
     parts.push_back(s.substr(start));
     return parts;
   }
-  static std::string replace_text(std::string s, const std::string& from, const std::string& to) {
-    if (from.empty()) return s;
-    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-      s.replace(at, from.size(), to);
-    return s;
-  }
   static std::string capitalize(const std::string& s, bool every_word) {
     std::string r = s;
     bool start = true;
@@ -503,7 +498,8 @@ class Eval {
       if (m == "rstrip") return strip_chars(s, first, false, true);
       if (m == "split") return split_text(s, first);
       if (m == "replace" && a.size() == 2 && a[0].is_string() && a[1].is_string()) {
-        std::string r = replace_text(s, a[0].get<std::string>(), a[1].get<std::string>());
+        std::string r =
+            tessera::detail::replace_all(s, a[0].get<std::string>(), a[1].get<std::string>());
         if (r.size() > kMaxText) return value_error("a string beyond 64 MiB in: " + src_);
         return r;
       }

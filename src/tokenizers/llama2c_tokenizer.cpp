@@ -15,21 +15,6 @@ constexpr std::string_view kOp = "Llama2cTokenizer";
 // run.c starts its best score at -1e10, so pieces scored at or below it never merge.
 constexpr float kNoMergeScore = -1e10f;
 
-// The byte of an exact "<0xXX>" piece, or -1.
-int byte_piece_value(std::string_view s) {
-  if (s.size() != 6 || !s.starts_with("<0x") || s[5] != '>') return -1;
-  int v = 0;
-  for (char ch : s.substr(3, 2)) {
-    const int d = (ch >= '0' && ch <= '9')   ? ch - '0'
-                  : (ch >= 'A' && ch <= 'F') ? ch - 'A' + 10
-                  : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10
-                                             : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
-}
-
 }  // namespace
 
 Llama2cTokenizer::Llama2cTokenizer(const std::string& path) {
@@ -69,7 +54,7 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path) {
   byte_ids_.fill(-1);
   byte_of_.assign(pieces_.size(), -1);
   for (int32_t id = 0; id < static_cast<int32_t>(pieces_.size()); ++id) {
-    const int b = byte_piece_value(pieces_[id]);
+    const int b = detail::byte_token_value(pieces_[id]);
     if (b >= 0 && id >= 3) {
       byte_of_[id] = static_cast<int16_t>(b);
       if (byte_ids_[b] < 0) byte_ids_[b] = id;

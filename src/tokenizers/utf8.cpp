@@ -57,4 +57,29 @@ std::string hex_byte(uint8_t b) {
   return {'0', 'x', kDigits[b >> 4], kDigits[b & 15]};
 }
 
+int byte_token_value(std::string_view s) {
+  if (s.size() != 6 || !s.starts_with("<0x") || s[5] != '>') return -1;
+  int v = 0;
+  for (char ch : s.substr(3, 2)) {
+    const int d = (ch >= '0' && ch <= '9')   ? ch - '0'
+                  : (ch >= 'A' && ch <= 'F') ? ch - 'A' + 10
+                  : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10
+                                             : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(s);
+  std::string out;
+  size_t start = 0;
+  for (size_t at = s.find(from); at != std::string_view::npos; at = s.find(from, start)) {
+    out.append(s.substr(start, at - start)).append(to);
+    start = at + from.size();
+  }
+  return out.append(s.substr(start));
+}
+
 }  // namespace tessera::detail

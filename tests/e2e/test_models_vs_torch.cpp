@@ -18,6 +18,7 @@
 #include "tessera/tessera.h"
 #include "tessera/train/trainer.h"
 #include "testing/shared_data.h"
+#include "testing/small_models.h"
 #include "testing/temp_dir.h"
 #include "testing/torch_reference.h"
 
@@ -155,11 +156,7 @@ TEST_F(ModelsVsTorch, AttentionBiasesLogitsLossGradsAndTraining) {
     (all ? c.attention_bias : c.qkv_bias) = true;
     manual_seed(all ? 26 : 25);
     models::Llama model(c);
-    {
-      autograd::NoGradGuard no_grad;
-      for (auto& [name, p] : model.named_parameters())
-        if (name.ends_with(".bias")) p.copy_(randn(p.sizes()) * 0.1);
-    }
+    testing::draw_biases(model, 0.1);
     EXPECT_EQ(model.named_parameters().contains("model.layers.0.self_attn.o_proj.bias"), all);
     check_against_torch(model, "llama", c.to_json());
   }

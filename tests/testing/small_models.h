@@ -8,6 +8,8 @@
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/models/gpt2.h"
 #include "tessera/models/llama.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
 
 namespace tessera::testing {
 
@@ -42,6 +44,14 @@ inline std::shared_ptr<models::CausalLM> small_mixtral(int64_t max_seq_len = 80)
   for (auto& [name, p] : model->named_parameters())
     if (name.ends_with("block_sparse_moe.gate.weight")) p.mul_(20.0);
   return model;
+}
+
+// Draws every bias of model from N(0, scale^2) (models initialise them to zero, where a bias
+// left out of a computation would go unnoticed).
+inline void draw_biases(nn::Module& model, double scale) {
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, p] : model.named_parameters())
+    if (name.ends_with(".bias")) p.copy_(randn(p.sizes()) * scale);
 }
 
 inline std::shared_ptr<models::CausalLM> small_gpt2(int64_t block_size = 80, int64_t n_embd = 40) {

@@ -20,6 +20,7 @@
 #include "tessera/tessera.h"
 #include "testing/expect_error.h"
 #include "testing/shared_data.h"
+#include "testing/small_models.h"
 #include "testing/temp_dir.h"
 
 namespace tessera {
@@ -160,11 +161,7 @@ TEST(LoadModel, HuggingFaceQwen2Config) {
   c.qkv_bias = true;
   manual_seed(6);
   models::Llama model(c);
-  {
-    autograd::NoGradGuard no_grad;
-    for (auto& [name, p] : model.named_parameters())
-      if (name.ends_with(".bias")) p.copy_(randn(p.sizes()));
-  }
+  testing::draw_biases(model, 1.0);
   io::save_safetensors(dir.file("model.safetensors"), model.state_dict());
   write(dir.file("config.json"),
         R"({"model_type": "qwen2", "vocab_size": 40, "hidden_size": 32, "num_hidden_layers": 2,

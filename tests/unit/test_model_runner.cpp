@@ -68,6 +68,14 @@ void check_runner(models::CausalLM& model, infer::KVCache& cache, const infer::B
   }
 }
 
+// check_runner through a paged cache of `blocks` blocks of 16 positions, in order.
+void check_paged_runner(models::CausalLM& model, int64_t blocks, int64_t prefill, int64_t total) {
+  infer::PagedKVCache paged(ModelRunner(model).kv_spec(), blocks, 16);
+  infer::BlockTable table;
+  ASSERT_TRUE(paged.reserve(table, total));
+  check_runner(model, paged, table, prefill, total);
+}
+
 TEST(ModelRunner, LlamaGqaMatchesModelForwardStaticAndPaged) {
   auto model = small_llama();
   infer::StaticKVCache fixed(ModelRunner(*model).kv_spec(), 70);
@@ -79,13 +87,7 @@ TEST(ModelRunner, LlamaGqaMatchesModelForwardStaticAndPaged) {
   check_runner(*model, paged, table, 17, 70);
 }
 
-TEST(ModelRunner, MixtralMatchesModelForward) {
-  auto model = small_mixtral();
-  infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 6, 16);
-  infer::BlockTable table;
-  ASSERT_TRUE(paged.reserve(table, 70));
-  check_runner(*model, paged, table, 29, 70);
-}
+TEST(ModelRunner, MixtralMatchesModelForward) { check_paged_runner(*small_mixtral(), 6, 29, 70); }
 
 // Qwen2's q/k/v biases go into the fused projection's bias.
 TEST(ModelRunner, AttentionBiasesMatchModelForward) {
@@ -93,24 +95,11 @@ TEST(ModelRunner, AttentionBiasesMatchModelForward) {
   c.attention_bias = true;
   manual_seed(14);
   auto model = std::make_shared<models::Llama>(c);
-  {
-    autograd::NoGradGuard no_grad;
-    for (auto& [name, p] : model->named_parameters())
-      if (name.ends_with(".bias")) p.copy_(randn(p.sizes()) * 0.5);
-  }
-  infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 6, 16);
-  infer::BlockTable table;
-  ASSERT_TRUE(paged.reserve(table, 60));
-  check_runner(*model, paged, table, 21, 60);
+  testing::draw_biases(*model, 0.5);
+  check_paged_runner(*model, 6, 21, 60);
 }
 
-TEST(ModelRunner, Gpt2MatchesModelForward) {
-  auto model = small_gpt2();
-  infer::PagedKVCache paged(ModelRunner(*model).kv_spec(), 6, 16);
-  infer::BlockTable table;
-  ASSERT_TRUE(paged.reserve(table, 80));
-  check_runner(*model, paged, table, 40, 80);
-}
+TEST(ModelRunner, Gpt2MatchesModelForward) { check_paged_runner(*small_gpt2(), 6, 40, 80); }
 
 // Logits of the same step for sequence a, computed with a alone and next to b.
 TEST(ModelRunner, BatchedLogitsAreBitIdenticalToAlone) {

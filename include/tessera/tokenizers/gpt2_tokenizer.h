@@ -21,6 +21,8 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text);
 
 // GPT-2's reversible byte -> printable character table (encoder.json keys are written in it).
 const std::array<char32_t, 256>& gpt2_byte_to_unicode();
+// Its inverse: the byte a character of that alphabet stands for, or -1 for other characters.
+int gpt2_unicode_to_byte(char32_t cp);
 
 class GPT2Tokenizer : public Tokenizer {
  public:
