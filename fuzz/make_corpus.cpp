@@ -379,6 +379,24 @@ void gbnf_seeds() {
 
 }  // namespace
 
+void tool_call_seeds() {
+  const std::pair<const char*, const char*> seeds[] = {
+      {"hermes",
+       "Let me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+       "{\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>{\"name\": \"b\"}"},
+      {"llama3_json",
+       "<|python_tag|>{\"name\": \"a\", \"parameters\": {\"k\": [1, "
+       "\"}\"]}}; {\"name\": \"b\", \"arguments\": \"{}\"}"},
+      {"mistral",
+       "Sure[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}][TOOL_CALLS]"
+       "get_time[ARGS]{\"tz\": \"UTC\"}"},
+      {"pythonic",
+       "<|python_start|>[f(a='x\\'y', b=[1, (2, .5)], c={'k': None}, d=True), "
+       "m.g()]<|python_end|>"},
+  };
+  for (const auto& [name, text] : seeds) seed("fuzz_tool_call_parser", name, text);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
@@ -397,5 +415,6 @@ int main(int argc, char** argv) {
   regex_seeds();
   gbnf_seeds();
   lora_adapter_seeds();
+  tool_call_seeds();
   return 0;
 }

@@ -31,6 +31,8 @@ Command add_serve_command(CLI::App& app) {
     std::string model, tokenizer, data_dir, host = "127.0.0.1", api_key;
     std::vector<std::string> model_names;
     std::string chat_template;
+    bool auto_tool_choice = false;
+    std::string tool_call_parser;
     std::string device = "cpu";
     int port = 8000, threads = 0;
     int64_t max_batch = 32, kv_blocks = 0, block_size = 16, max_batched_tokens = 2048;
@@ -74,6 +76,16 @@ Command add_serve_command(CLI::App& app) {
                   "A Jinja chat template file (or a tokenizer_config.json) for chat requests "
                   "(default: the model folder's tokenizer_config.json chat_template, else the "
                   "plain \"<role>: <content>\" template)");
+  CLI::Option* parser = cmd->add_option(
+      "--tool-call-parser", o->tool_call_parser,
+      "The model's tool-call format for --enable-auto-tool-choice: hermes (Qwen2.5, Qwen3, "
+      "Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral, Mixtral, NeMo) or pythonic "
+      "(Llama 3.2 1B/3B, Llama 4)");
+  cmd->add_flag("--enable-auto-tool-choice", o->auto_tool_choice,
+                "Let chat requests with tools leave tool_choice \"auto\" (its default): the model "
+                "decides whether to call, and its calls come back as tool_calls")
+      ->needs(parser);
+  parser->needs("--enable-auto-tool-choice");
   cmd->add_option("--max-batch", o->max_batch, "Sequences decoded together at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -143,6 +155,9 @@ Command add_serve_command(CLI::App& app) {
             // Checked before the model loads: a typo fails at once.
             const infer::SpeculativeConfig speculative =
                 infer::SpeculativeConfig::parse(o->speculative_config, "serve");
+            std::optional<serve::ToolCallFormat> tool_call_parser;
+            if (o->auto_tool_choice)
+              tool_call_parser = serve::tool_call_format(o->tool_call_parser);
             LoadedModel loaded = load_model(o->model);
             loaded.model->to(device);
             std::shared_ptr<tokenizers::Tokenizer> tokenizer =
@@ -184,6 +199,7 @@ Command add_serve_command(CLI::App& app) {
                                                                 ? source.string()
                                                                 : source.parent_path().string());
             sc.max_concurrent_requests = o->max_concurrent;
+            sc.tool_call_parser = tool_call_parser;
 
             serve::Server server(engine, sc);
             const int port = server.bind();

@@ -229,7 +229,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   if (const Json* u = f.get("user"); u && !u->is_string())
     throw bad("user", std::string("'user' must be a string, got ") + type_name(*u));
   r.params.json_grammar = output_grammar(f);
-  if (endpoint == Endpoint::ChatCompletions) parse_tools(f, r);
+  if (endpoint == Endpoint::ChatCompletions) parse_tools(f, limits, r);
 
   const char* prompt_param = endpoint == Endpoint::Completions ? "prompt" : "messages";
   if (endpoint == Endpoint::Completions) {

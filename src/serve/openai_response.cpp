@@ -78,29 +78,30 @@ Json tool_calls_json(const CompletionState& s, const Choice& c, bool chunk, bool
   if (chunk && s.tool_choice == ToolChoice::Named) {
     Json call = {{"index", 0}, {"function", {{"arguments", c.text}}}};
     if (first) {
-      call["id"] = tool_call_id(s, c, 0);
+      call["id"] = new_tool_call_id(s.tool_choice, s.tool_format);
       call["type"] = "function";
       call["function"]["name"] = s.tool_name;
     }
     calls.push_back(std::move(call));
     return calls;
   }
-  for (size_t k = 0; k < c.tool_calls.size(); ++k) {
-    const ToolCall& t = c.tool_calls[k];
+  for (const ToolCall& t : c.tool_calls) {
     Json call = {{"id", t.id},
                  {"type", "function"},
                  {"function", {{"name", t.name}, {"arguments", t.arguments}}}};
-    if (chunk) call["index"] = k;
+    if (chunk) call["index"] = t.index;
     calls.push_back(std::move(call));
   }
   return calls;
 }
 
 Json choice_json(Endpoint ep, const CompletionState& s, const Choice& c, bool chunk, bool first) {
-  // OpenAI's finish reason when the model called tools of its own choice ("required").
-  const bool called = s.tool_choice == ToolChoice::Required && !c.tool_calls.empty();
+  // OpenAI's finish reason when the model called tools of its own choice ("required", "auto").
+  const bool ended = c.finish_reason == infer::FinishReason::Stop ||
+                     c.finish_reason == infer::FinishReason::Length;
   Json j = {{"index", c.index},
-            {"finish_reason", called ? Json("tool_calls") : finish_json(c.finish_reason)},
+            {"finish_reason",
+             c.called_tools && ended ? Json("tool_calls") : finish_json(c.finish_reason)},
             {"token_ids", c.token_ids}};
   if (ep == Endpoint::Completions) {
     j["text"] = c.text;
@@ -108,8 +109,11 @@ Json choice_json(Endpoint ep, const CompletionState& s, const Choice& c, bool ch
     return j;
   }
   j["logprobs"] = s.logprobs ? chat_logprobs(c) : Json(nullptr);
-  const bool tools = !c.tool_calls.empty() || (chunk && s.tool_choice == ToolChoice::Named);
-  Json body = {{"content", tools ? Json(nullptr) : Json(c.text)}};
+  // A named function's stream chunks carry its arguments, not content.
+  const bool named_chunk = chunk && s.tool_choice == ToolChoice::Named;
+  const bool tools = !c.tool_calls.empty() || named_chunk;
+  Json body = {
+      {"content", named_chunk || (tools && c.text.empty()) ? Json(nullptr) : Json(c.text)}};
   if (tools) body["tool_calls"] = tool_calls_json(s, c, chunk, first);
   if (!chunk || first) body["role"] = "assistant";
   j[chunk ? "delta" : "message"] = std::move(body);

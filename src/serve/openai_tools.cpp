@@ -1,6 +1,7 @@
 // Chat tool calling: tools and tool_choice into the request's JSON grammar, the generated JSON
 // back into OpenAI's tool_calls, and earlier tool calls of a conversation into prompt text.
 #include <algorithm>
+#include <random>
 #include <regex>
 #include <set>
 
@@ -49,7 +50,7 @@ std::vector<ParsedTool> parse_tool_list(const Json& tools) {
 
 }  // namespace
 
-void parse_tools(const Fields& f, CompletionRequest& r) {
+void parse_tools(const Fields& f, const ModelLimits& limits, CompletionRequest& r) {
   const Json* tools = f.get("tools");
   const Json* choice = f.get("tool_choice");
   const bool parallel = f.boolean("parallel_tool_calls", true);
@@ -61,6 +62,16 @@ void parse_tools(const Fields& f, CompletionRequest& r) {
   const std::vector<ParsedTool> list = parse_tool_list(*tools);
   const Json c = choice ? *choice : Json("auto");
   if (c == "none") return;
+  if (c == "auto") {
+    if (!limits.tool_call_parser)
+      throw bad("tool_choice",
+                "tool_choice \"auto\" (the default with tools) needs the server started with "
+                "--enable-auto-tool-choice and a --tool-call-parser for the model's format: use "
+                "\"required\", a named function or \"none\"");
+    r.tool_choice = ToolChoice::Auto;  // the model writes its calls as its template taught it
+    r.tool_format = *limits.tool_call_parser;
+    return;
+  }
   if (r.params.json_grammar)
     throw bad("tool_choice",
               "'tool_choice' and response_format (or structured_outputs, guided_json, "
@@ -73,11 +84,6 @@ void parse_tools(const Fields& f, CompletionRequest& r) {
     r.tool_choice = ToolChoice::Required;
     return;
   }
-  if (c == "auto")
-    throw bad("tool_choice",
-              "tool_choice \"auto\" needs a tool-call parser for the model's own format, which "
-              "tessera does not have (vLLM's --enable-auto-tool-choice): use \"required\", a "
-              "named function or \"none\"");
   if (!c.is_object() || c.value("type", Json()) != "function" || !c.contains("function") ||
       !c["function"].is_object() || !c["function"].contains("name") ||
       !c["function"]["name"].is_string())
@@ -111,16 +117,41 @@ std::string assistant_tool_calls_text(const Json& tool_calls) {
   return dump(calls);
 }
 
-std::string tool_call_id(const CompletionState& s, const Choice& c, size_t k) {
-  return "call_" + s.id + "_" + std::to_string(c.index) + "_" + std::to_string(k);
+std::string new_tool_call_id(ToolChoice choice, ToolCallFormat format) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const bool mistral = choice == ToolChoice::Auto && format == ToolCallFormat::Mistral;
+  std::string id = mistral ? "" : "call_";
+  std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[pick(rng)];
+  return id;
 }
 
+namespace {
+
+ToolCall new_call(const CompletionState& s, std::string name, std::string arguments, size_t index) {
+  return {new_tool_call_id(s.tool_choice, s.tool_format), std::move(name), std::move(arguments),
+          static_cast<int64_t>(index)};
+}
+
+}  // namespace
+
 void extract_tool_calls(const CompletionState& s, Choice& c) {
+  if (s.tool_choice == ToolChoice::Auto) {
+    ToolCallSplit split = split_tool_calls(s.tool_format, c.text, /*finished=*/true);
+    for (ParsedToolCall& call : split.calls)
+      c.tool_calls.push_back(
+          new_call(s, std::move(call.name), std::move(call.arguments), c.tool_calls.size()));
+    c.called_tools = !c.tool_calls.empty();
+    c.text = std::move(split.content);
+    return;
+  }
   if (s.tool_choice == ToolChoice::None || c.finish_reason != infer::FinishReason::Stop) return;
   const Json v = Json::parse(c.text, nullptr, false);
   if (v.is_discarded()) return;
   if (s.tool_choice == ToolChoice::Named) {
-    c.tool_calls = {{tool_call_id(s, c, 0), s.tool_name, c.text}};  // as streamed
+    c.tool_calls = {new_call(s, s.tool_name, c.text, 0)};  // as streamed
   } else {
     // The grammar's shape, unless a stop string cut the text into other JSON.
     const auto is_call = [](const Json& call) {
@@ -129,10 +160,23 @@ void extract_tool_calls(const CompletionState& s, Choice& c) {
     };
     if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), is_call)) return;
     for (const Json& call : v)
-      c.tool_calls.push_back({tool_call_id(s, c, c.tool_calls.size()),
-                              call["name"].get<std::string>(), dump(call["parameters"])});
+      c.tool_calls.push_back(new_call(s, call["name"].get<std::string>(), dump(call["parameters"]),
+                                      c.tool_calls.size()));
+    c.called_tools = true;
   }
   c.text.clear();
+}
+
+void ToolCallStream::advance(const CompletionState& s, Choice& c, bool finished) {
+  text_ += c.text;
+  ToolCallSplit split = split_tool_calls(s.tool_format, text_, finished);
+  c.text = split.content.substr(std::min(content_sent_, split.content.size()));
+  content_sent_ = std::max(content_sent_, split.content.size());
+  c.tool_calls.clear();
+  for (; calls_sent_ < split.calls.size(); ++calls_sent_)
+    c.tool_calls.push_back(new_call(s, std::move(split.calls[calls_sent_].name),
+                                    std::move(split.calls[calls_sent_].arguments), calls_sent_));
+  c.called_tools = c.called_tools || !c.tool_calls.empty();
 }
 
 }  // namespace tessera::serve

@@ -117,6 +117,7 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   state.prompt_tokens = static_cast<int64_t>(r.prompt.size());
   state.tool_choice = r.tool_choice;
   state.tool_name = r.tool_name;
+  state.tool_format = r.tool_format;
   state.choices.resize(choices);
   for (size_t c = 0; c < choices; ++c) state.choices[c].index = static_cast<int64_t>(c);
   // The first token's text depends on the prompt's last one (a leading space after BOS).
@@ -150,8 +151,9 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   res.set_chunked_content_provider(
       "text/event-stream",
       [channel, state, progress, ep, include_usage = r.include_usage, cancel, slot, registered,
-       tok = tokenizer, first = std::vector<char>(choices, 1),
-       open = choices](size_t, httplib::DataSink& sink) mutable {
+       tok = tokenizer, first = std::vector<char>(choices, 1), open = choices,
+       tool_streams = std::vector<ToolCallStream>(choices)](size_t,
+                                                            httplib::DataSink& sink) mutable {
         for (const RequestChannel::Output& o : channel->take(kPollInterval)) {
           if (!o.out.error.empty()) {  // an error event then [DONE], as vLLM streams one
             cancel();
@@ -166,6 +168,8 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
           const bool done = apply(state, progress, o, *tok, /*accumulate=*/whole);
           if (whole && !done) continue;
           if (whole) extract_tool_calls(state, state.choices[o.choice]);
+          if (state.tool_choice == ToolChoice::Auto)
+            tool_streams[o.choice].advance(state, state.choices[o.choice], done);
           if (!done && o.out.text.empty() && o.out.new_tokens.empty()) continue;
           std::string events = stream_event(ep, state, o.choice, first[o.choice]);
           first[o.choice] = 0;

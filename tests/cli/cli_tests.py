@@ -445,6 +445,13 @@ def bad_arguments_fail_clearly(ctx):
          "[serve] expected the speculative config to be JSON"),
         (["generate", "--model", ctx.path("nothing"), "--speculative-config",
           '{"method": "ngram"}'], "[generate] expected the speculative config to set method"),
+        (["serve", "--model", ctx.path("nothing"), "--enable-auto-tool-choice"],
+         "--enable-auto-tool-choice requires --tool-call-parser"),
+        (["serve", "--model", ctx.path("nothing"), "--tool-call-parser", "hermes"],
+         "--tool-call-parser requires --enable-auto-tool-choice"),
+        (["serve", "--model", ctx.path("nothing"), "--enable-auto-tool-choice",
+          "--tool-call-parser", "qwen"],
+         "unknown tool-call parser 'qwen' (known: hermes, llama3_json, mistral, pythonic)"),
         # "\udcff" reaches the program as the byte 0xFF (not UTF-8).
         (["train", "--data", ctx.text(), "--out", ctx.path("x"), "--sample-prompt", "\udcff"],
          "expected UTF-8 text in --sample-prompt, got invalid UTF-8 byte at index 0: 0xFF"),

@@ -10,8 +10,8 @@
 // completions, the rest of the context for chat; max_completion_tokens on chat is an alias
 // that wins), temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
 // frequency_penalty, seed, stop (a string or up to 4), stop_token_ids, ignore_eos, stream,
-// stream_options.include_usage, tools with tool_choice "none", "required" or a named function
-// (ToolChoice below; parallel_tool_calls false makes "required" call one), n (1..128) and
+// stream_options.include_usage, tools with tool_choice "none", "auto", "required" or a named
+// function (ToolChoice below; parallel_tool_calls false makes "required" call one), n (1..128) and
 // best_of (n..128, not with stream: the n of best_of
 // samples with the highest cumulative logprob), user, logit_bias ({"token id": -100..100}),
 // response_format ({"type": "text"}; "json_object": the output is one JSON object; "json_schema"
@@ -31,6 +31,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,7 @@
 
 #include "tessera/infer/generate.h"
 #include "tessera/infer/logprobs.h"
+#include "tessera/serve/tool_call_parser.h"
 #include "tessera/tokenizers/jinja_template.h"
 #include "tessera/tokenizers/tokenizer.h"
 
@@ -83,18 +85,21 @@ struct ModelLimits {
   std::vector<std::string> served_names;              // what "model" may name; empty: anything
   std::map<std::string, int32_t> lora_ids;  // LoRA adapters "model" may name -> Engine ids
   std::shared_ptr<const ChatTemplate> chat_template;  // null: the plain template
+  std::optional<ToolCallFormat> tool_call_parser;     // null: tool_choice "auto" is a 400
 };
 
 // Chat tool calling: with tools and tool_choice "required" the output is a JSON array of
 // {"name", "parameters"} (the grammar's), with a named function its arguments; either becomes
-// message.tool_calls. "auto" needs a model-specific tool-call parser, which there is not: a 400,
-// as vLLM without --enable-auto-tool-choice.
-enum class ToolChoice { None, Named, Required };
+// message.tool_calls. With "auto" (the default when there are tools) the model writes calls in
+// its own format, split out by the server's tool-call parser (ModelLimits::tool_call_parser,
+// vLLM's --enable-auto-tool-choice); without one it is a 400, as in vLLM.
+enum class ToolChoice { None, Auto, Named, Required };
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::Completions;
   ToolChoice tool_choice = ToolChoice::None;
   std::string tool_name;  // Named: the function
+  ToolCallFormat tool_format = ToolCallFormat::Hermes;  // Auto: the model's
   std::vector<int32_t> prompt;
   infer::GenerationParams params;  // params.logprobs: what the engine computes
   bool stream = false;
@@ -126,6 +131,7 @@ std::vector<LogprobEntry> logprob_entries(const std::vector<infer::TokenLogprob>
 
 struct ToolCall {
   std::string id, name, arguments;  // arguments: JSON text
+  int64_t index = 0;                // among the choice's calls (stream chunks carry it)
 };
 
 // One choice of a response or of a stream chunk.
@@ -139,6 +145,7 @@ struct Choice {
   double cumulative_logprob = 0.0;  // for best_of
   std::vector<infer::TokenLogprob> prompt_logprobs;  // echo: the engine's, for prompt tokens 1..
   std::vector<ToolCall> tool_calls;                  // when the text held them (extract_tool_calls)
+  bool called_tools = false;  // the model called tools of its choice: finish reason "tool_calls"
 };
 
 // What a finished (or streaming) request has produced.
@@ -152,14 +159,30 @@ struct CompletionState {
   int64_t cached_tokens = 0;  // prompt tokens the engine took from its prefix cache
   ToolChoice tool_choice = ToolChoice::None;  // the request's
   std::string tool_name;
+  ToolCallFormat tool_format = ToolCallFormat::Hermes;
 };
 
-// The id of call k of choice c: stable across a stream's chunks.
-std::string tool_call_id(const CompletionState& s, const Choice& c, size_t k);
+// A new tool call id: "call_" and 24 random letters and digits (OpenAI's shape), or 9 of them for
+// Mistral's format (its chat templates refuse other ids when the conversation comes back).
+std::string new_tool_call_id(ToolChoice choice, ToolCallFormat format);
 // Turns a finished choice's text into its tool calls (tool_choice Named: the text is the
-// arguments; Required: a JSON array of {"name", "parameters"}) and clears the text; a text cut
-// short (not such JSON) stays the content, without tool calls.
+// arguments; Required: a JSON array of {"name", "parameters"}; Auto: the model's format, the
+// rest of the text staying the content) and clears the text they came from; a text cut short
+// (not such JSON) stays the content, without tool calls.
 void extract_tool_calls(const CompletionState& s, Choice& c);
+
+// A streamed choice under tool_choice "auto": its text split as it grows, each chunk carrying
+// the content and the calls the split adds (calls whole, once they have closed).
+class ToolCallStream {
+ public:
+  // Appends c.text (this chunk's) to the text so far and replaces it and c.tool_calls by what
+  // the split of the text adds; finished: the choice has ended.
+  void advance(const CompletionState& s, Choice& c, bool finished);
+
+ private:
+  std::string text_;
+  size_t content_sent_ = 0, calls_sent_ = 0;
+};
 
 // Puts the prompt before each choice's text and, when s renders logprobs, the prompt tokens'
 // entries before the choice's (the first with a null logprob), as OpenAI's echo does.

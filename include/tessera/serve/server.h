@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct ServerConfig {
   int64_t max_concurrent_requests = 64;
   // The model's Hugging Face chat template (serve::load_chat_template); null: the plain one.
   std::shared_ptr<const ChatTemplate> chat_template;
+  // The model's tool-call format (vLLM's --enable-auto-tool-choice --tool-call-parser): chat
+  // requests with tools may then leave tool_choice "auto", and the model's calls come back as
+  // tool_calls; null: "auto" is a 400.
+  std::optional<ToolCallFormat> tool_call_parser;
 };
 
 struct ShutdownSummary {
