@@ -34,8 +34,8 @@ struct Options {
   int threads = 0;
 };
 
-infer::GenerationParams generation_params(const Options& o,
-                                          const tokenizers::Tokenizer& tokenizer) {
+infer::GenerationParams generation_params(const Options& o, const tokenizers::Tokenizer& tokenizer,
+                                          const infer::GenerationConfig& model_config) {
   infer::GenerationParams params;
   params.sampling.temperature = o.temperature;
   params.sampling.top_k = o.top_k;
@@ -43,6 +43,7 @@ infer::GenerationParams generation_params(const Options& o,
   params.sampling.seed = o.seed;
   params.stopping.max_tokens = o.max_new_tokens;
   params.stopping.stop_token_ids = text_end_ids(tokenizer);
+  for (int32_t id : model_config.eos_token_ids) params.stopping.stop_token_ids.push_back(id);
   return params;
 }
 
@@ -93,7 +94,7 @@ int run_generate(const Options& o) {
   std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
   std::fflush(stdout);
 
-  const infer::GenerationParams params = generation_params(o, *tokenizer);
+  const infer::GenerationParams params = generation_params(o, *tokenizer, loaded.generation);
   const std::vector<int32_t>& ends = params.stopping.stop_token_ids;
   infer::GenerateOptions options;
   options.tokenizer = tokenizer.get();

@@ -33,6 +33,7 @@ Command add_serve_command(CLI::App& app) {
     std::string chat_template;
     bool auto_tool_choice = false;
     std::string tool_call_parser;
+    std::string generation_config = "auto";
     std::string device = "cpu";
     int port = 8000, threads = 0;
     int64_t max_batch = 32, kv_blocks = 0, block_size = 16, max_batched_tokens = 2048;
@@ -76,6 +77,13 @@ Command add_serve_command(CLI::App& app) {
                   "A Jinja chat template file (or a tokenizer_config.json) for chat requests "
                   "(default: the model folder's tokenizer_config.json chat_template, else the "
                   "plain \"<role>: <content>\" template)");
+  cmd->add_option(
+         "--generation-config", o->generation_config,
+         "Where request defaults come from: auto (the model folder's "
+         "generation_config.json: its temperature, top_p, top_k, min_p, "
+         "repetition_penalty and max_new_tokens for requests that set none, its "
+         "eos_token_id ending replies), vllm (none of it), or a folder holding such a file")
+      ->capture_default_str();
   CLI::Option* parser = cmd->add_option(
       "--tool-call-parser", o->tool_call_parser,
       "The model's tool-call format for --enable-auto-tool-choice: hermes (Qwen2.5, Qwen3, "
@@ -155,6 +163,15 @@ Command add_serve_command(CLI::App& app) {
             // Checked before the model loads: a typo fails at once.
             const infer::SpeculativeConfig speculative =
                 infer::SpeculativeConfig::parse(o->speculative_config, "serve");
+            infer::GenerationConfig generation;  // "vllm": none
+            if (o->generation_config != "auto" && o->generation_config != "vllm") {
+              const std::filesystem::path folder(o->generation_config);
+              TESSERA_CHECK(std::filesystem::exists(folder / "generation_config.json"), ValueError,
+                            "[serve] expected --generation-config auto, vllm or a folder holding "
+                            "generation_config.json, got '",
+                            o->generation_config, "'");
+              generation = infer::read_generation_config(folder);
+            }
             std::optional<serve::ToolCallFormat> tool_call_parser;
             if (o->auto_tool_choice)
               tool_call_parser = serve::tool_call_format(o->tool_call_parser);
@@ -200,6 +217,11 @@ Command add_serve_command(CLI::App& app) {
                                                                 : source.parent_path().string());
             sc.max_concurrent_requests = o->max_concurrent;
             sc.tool_call_parser = tool_call_parser;
+            sc.generation_config = o->generation_config == "auto" ? loaded.generation : generation;
+            if (const std::string d = sc.generation_config.describe_sampling(); !d.empty())
+              std::fprintf(stderr,
+                           "tessera serve: request defaults from generation_config.json: %s\n",
+                           d.c_str());
 
             serve::Server server(engine, sc);
             const int port = server.bind();

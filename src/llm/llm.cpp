@@ -157,6 +157,8 @@ std::unique_ptr<RequestStream> LLM::submit(std::vector<int32_t> prompt,
   for (int64_t i = 0; i < params.n; ++i) {
     infer::GenerationParams g = params.generation_params(tokenizer_.get(), i);
     g.lora_id = lora_id;
+    if (!params.ignore_eos)  // the model's other reply ends (generation_config.json)
+      for (int32_t id : loaded_.generation.eos_token_ids) g.stopping.stop_token_ids.push_back(id);
     stream->ids_.push_back(engine_->submit(
         prompt, g, [state, i](const infer::RequestOutput& out) { return state->push(i, out); }));
   }

@@ -67,6 +67,9 @@ LoadedModel load_model(const std::string& path, bool weights) {
   loaded.model = std::move(files.model);
   loaded.spec = model_spec(*loaded.model);
   loaded.source = std::move(files.source);
+  const fs::path source(loaded.source);
+  loaded.generation =
+      infer::read_generation_config(fs::is_directory(source) ? source : source.parent_path());
   if (files.config.empty()) {
     // A .bin: llm.c's GPT-2 uses the GPT-2 vocabulary; llama2.c files name no tokenizer.
     if (loaded.spec.arch == "gpt2") loaded.tokenizer = TokenizerRef{"gpt2", "", ""};

@@ -262,15 +262,19 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   infer::StoppingCriteria& stopping = r.params.stopping;
   const int64_t default_max =
       endpoint == Endpoint::ChatCompletions ? room : std::min<int64_t>(16, room);
-  stopping.max_tokens = max_tokens.value_or(default_max);
+  const infer::GenerationConfig& model = limits.generation;  // the defaults its authors chose
+  stopping.max_tokens =
+      max_tokens.value_or(std::min(default_max, model.max_new_tokens.value_or(default_max)));
 
   infer::SamplingParams& sp = r.params.sampling;
-  sp.temperature = f.number("temperature", 0.0, 2.0, 1.0);
-  sp.top_p = f.number("top_p", 0.0, 1.0, 1.0);
+  sp.temperature = f.number("temperature", 0.0, 2.0, model.temperature.value_or(1.0));
+  sp.top_p = f.number("top_p", 0.0, 1.0, model.top_p.value_or(1.0));
   if (sp.top_p == 0.0) throw bad("top_p", "'top_p' must be in (0, 1], got 0");
-  sp.top_k = std::max<int64_t>(0, f.integer("top_k", -1, limits.vocab_size).value_or(0));
-  sp.min_p = f.number("min_p", 0.0, 1.0, 0.0);
-  sp.repetition_penalty = f.number("repetition_penalty", 1e-6, 100.0, 1.0);
+  sp.top_k = std::max<int64_t>(
+      0, f.integer("top_k", -1, limits.vocab_size).value_or(model.top_k.value_or(0)));
+  sp.min_p = f.number("min_p", 0.0, 1.0, model.min_p.value_or(0.0));
+  sp.repetition_penalty =
+      f.number("repetition_penalty", 1e-6, 100.0, model.repetition_penalty.value_or(1.0));
   sp.presence_penalty = f.number("presence_penalty", -2.0, 2.0, 0.0);
   sp.frequency_penalty = f.number("frequency_penalty", -2.0, 2.0, 0.0);
   if (auto seed = f.integer("seed", INT64_MIN, INT64_MAX)) sp.seed = static_cast<uint64_t>(*seed);
@@ -298,6 +302,8 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   if (!f.boolean("ignore_eos", false)) {
     if (auto eos = tokenizer.eos_id()) stopping.stop_token_ids.push_back(*eos);
     if (auto bos = tokenizer.bos_id()) stopping.stop_token_ids.push_back(*bos);
+    for (int32_t id : model.eos_token_ids)
+      if (id < limits.vocab_size) stopping.stop_token_ids.push_back(id);
   }
   r.stream = f.boolean("stream", false);
   if (const Json* so = f.get("stream_options")) {

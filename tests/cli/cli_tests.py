@@ -452,6 +452,9 @@ def bad_arguments_fail_clearly(ctx):
         (["serve", "--model", ctx.path("nothing"), "--enable-auto-tool-choice",
           "--tool-call-parser", "qwen"],
          "unknown tool-call parser 'qwen' (known: hermes, llama3_json, mistral, pythonic)"),
+        (["serve", "--model", ctx.path("nothing"), "--generation-config", ctx.path("nothing")],
+         "[serve] expected --generation-config auto, vllm or a folder holding "
+         "generation_config.json"),
         # "\udcff" reaches the program as the byte 0xFF (not UTF-8).
         (["train", "--data", ctx.text(), "--out", ctx.path("x"), "--sample-prompt", "\udcff"],
          "expected UTF-8 text in --sample-prompt, got invalid UTF-8 byte at index 0: 0xFF"),

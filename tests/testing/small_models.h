@@ -3,9 +3,13 @@
 // LLaMA with RoPE scaling, a GPT-2 and a Mixtral (the LLaMA with a mixture of experts), each
 // from a fixed seed, so two calls build equal weights.
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
 
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/io/safetensors.h"
 #include "tessera/models/gpt2.h"
 #include "tessera/models/llama.h"
 #include "tessera/ops/creation.h"
@@ -52,6 +56,28 @@ inline void draw_biases(nn::Module& model, double scale) {
   autograd::NoGradGuard no_grad;
   for (auto& [name, p] : model.named_parameters())
     if (name.ends_with(".bias")) p.copy_(randn(p.sizes()) * scale);
+}
+
+// A Hugging Face Llama folder in dir: model.safetensors (a random 1-layer model of width 16) and
+// its config.json; returns the weights' path.
+inline std::string save_hf_llama(const std::filesystem::path& dir, int64_t vocab_size,
+                                 int64_t max_seq_len = 32) {
+  models::LlamaConfig c;
+  c.vocab_size = vocab_size;
+  c.dim = 16;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.hidden_dim = 32;
+  c.max_seq_len = max_seq_len;
+  const std::string weights = (dir / "model.safetensors").string();
+  io::save_safetensors(weights, models::Llama(c).state_dict());
+  std::ofstream((dir / "config.json").string())
+      << R"({"model_type": "llama", "vocab_size": )" << vocab_size
+      << R"(, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "intermediate_size": 32, "max_position_embeddings": )"
+      << max_seq_len << "}";
+  return weights;
 }
 
 inline std::shared_ptr<models::CausalLM> small_gpt2(int64_t block_size = 80, int64_t n_embd = 40) {

@@ -9,11 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.h"
-#include "tessera/io/safetensors.h"
 #include "tessera/llm/model_files.h"
-#include "tessera/models/llama.h"
 #include "tessera/tokenizers/hf_tokenizer.h"
 #include "testing/expect_error.h"
+#include "testing/small_models.h"
 #include "testing/temp_dir.h"
 
 namespace tessera::tokenizers {
@@ -132,19 +131,7 @@ TEST(HuggingFaceTokenizer, MakeTokenizerFindsTheFileOrItsFolder) {
 TEST(HuggingFaceTokenizer, ModelFolderLoadsWithItsTokenizerJson) {
   testing::TempDir dir;
   write(dir, metaspace_tokenizer());
-  models::LlamaConfig c;
-  c.vocab_size = 270;
-  c.dim = 16;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 32;
-  c.max_seq_len = 32;
-  io::save_safetensors(dir.file("model.safetensors"), models::Llama(c).state_dict());
-  std::ofstream(dir.file("config.json"))
-      << R"({"model_type": "llama", "vocab_size": 270, "hidden_size": 16, "num_hidden_layers": 1,
-             "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32})";
-  const llm::LoadedModel loaded = llm::load_model(dir.file("model.safetensors"));
+  const llm::LoadedModel loaded = llm::load_model(testing::save_hf_llama(dir.path, 270));
   ASSERT_TRUE(loaded.tokenizer.has_value());
   const auto tok = llm::model_tokenizer(loaded, "", "", "test");
   EXPECT_EQ(tok->name(), "HuggingFaceTokenizer");

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/generator.h"
+#include "tessera/infer/generation_config.h"
 #include "tessera/models/transformer.h"
 #include "tessera/tokenizers/tokenizer.h"
 
@@ -65,6 +66,8 @@ struct LoadedModel {
   std::optional<TokenizerRef> tokenizer;  // what the model was trained with, when known
   nlohmann::json run_config;              // config.json / the checkpoint's config, when present
   std::string source;                     // the file or folder the weights came from
+  // The model folder's generation_config.json (empty when it has none).
+  infer::GenerationConfig generation;
 };
 
 // Loads a model from any of the forms listed above (a run folder: its newest checkpoint).

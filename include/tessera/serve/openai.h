@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "tessera/infer/generate.h"
+#include "tessera/infer/generation_config.h"
 #include "tessera/infer/logprobs.h"
 #include "tessera/serve/tool_call_parser.h"
 #include "tessera/tokenizers/jinja_template.h"
@@ -86,6 +87,9 @@ struct ModelLimits {
   std::map<std::string, int32_t> lora_ids;  // LoRA adapters "model" may name -> Engine ids
   std::shared_ptr<const ChatTemplate> chat_template;  // null: the plain template
   std::optional<ToolCallFormat> tool_call_parser;     // null: tool_choice "auto" is a 400
+  // The model's generation_config.json: its sampling settings are the defaults of requests that
+  // set none, its eos_token_ids end replies as the tokenizer's EOS does.
+  infer::GenerationConfig generation;
 };
 
 // Chat tool calling: with tools and tool_choice "required" the output is a JSON array of
