@@ -83,6 +83,16 @@ Command add_train_command(CLI::App& app) {
       "Face's Mixtral; 0: none)",
       model)
       ->check(CLI::NonNegativeNumber);
+  add("--head-dim", o->head_dim,
+      "LLaMA attention head size when not --n-embd / --n-head (Qwen3's 128 over widths of "
+      "1024 to 5120)",
+      model)
+      ->check(CLI::PositiveNumber);
+  given->emplace_back(
+      cmd->add_flag("--qk-norm", o->qk_norm,
+                    "LLaMA as Qwen3: RMS-norm each query and key head before the rotary embedding")
+          ->group(model),
+      "qk_norm");
   add("--dropout", o->dropout, "GPT-2 dropout probability", model)
       ->check(CLI::Range(0.0, 0.95))
       ->capture_default_str();

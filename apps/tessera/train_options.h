@@ -21,6 +21,10 @@ struct TrainOptions {
   // per token (0: the preset's, else 2), the load-balancing loss's weight (< 0: the preset's).
   int64_t n_experts = 0, experts_per_token = 0;
   double router_aux_loss_coef = -1;
+  // LLaMA heads as Qwen3's: a head size apart from n_embd / n_head (0: that, or the preset's),
+  // and RMS norms of each query and key head (or the preset's).
+  int64_t head_dim = 0;
+  bool qk_norm = false;
   // Data.
   std::string data, val_data, tokenizer, data_dir;
   double val_fraction = 0.1;
@@ -65,12 +69,12 @@ struct TrainOptions {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     TrainOptions, model, preset, n_layer, n_head, n_kv_head, n_embd, seq_len, dropout, n_experts,
-    experts_per_token, router_aux_loss_coef, data, val_data, tokenizer, data_dir, val_fraction,
-    batch_size, grad_accum, max_steps, warmup_steps, lr, min_lr, weight_decay, grad_clip,
-    time_limit, eval_every, eval_steps, sample_every, sample_tokens, sample_prompt, save_every,
-    keep, out, resume, init_from, seed, dtype, device, activation_checkpointing, threads, profile,
-    dp, zero_stage, dist_timeout, bucket_mb, tp, pp, vpp, sp, pp_layers, pp_schedule, lora_rank,
-    lora_alpha, lora_dropout, lora_targets)
+    experts_per_token, router_aux_loss_coef, head_dim, qk_norm, data, val_data, tokenizer, data_dir,
+    val_fraction, batch_size, grad_accum, max_steps, warmup_steps, lr, min_lr, weight_decay,
+    grad_clip, time_limit, eval_every, eval_steps, sample_every, sample_tokens, sample_prompt,
+    save_every, keep, out, resume, init_from, seed, dtype, device, activation_checkpointing,
+    threads, profile, dp, zero_stage, dist_timeout, bucket_mb, tp, pp, vpp, sp, pp_layers,
+    pp_schedule, lora_rank, lora_alpha, lora_dropout, lora_targets)
 
 // Runs `tessera train`; explicit_keys names the options given on the command line (JSON keys),
 // which override a resumed run's saved options. Returns the exit code.

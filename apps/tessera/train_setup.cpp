@@ -73,6 +73,9 @@ ModelSpec spec_from_options(const TrainOptions& o, int64_t vocab_size) {
                   ValueError,
                   "[train] expected --n-experts, --experts-per-token and --router-aux-loss-coef "
                   "only with --model llama (a Mixtral), got --model gpt2");
+    TESSERA_CHECK(o.head_dim == 0 && !o.qk_norm, ValueError,
+                  "[train] expected --head-dim and --qk-norm only with --model llama, got "
+                  "--model gpt2");
     TESSERA_CHECK(
         o.n_kv_head == 0, ValueError,
         "[train] expected --n-kv-head only with --model llama (GPT-2 has no grouped-query "
@@ -111,6 +114,8 @@ ModelSpec spec_from_options(const TrainOptions& o, int64_t vocab_size) {
     set(c.dim, o.n_embd);
     if (o.n_embd > 0 || o.preset.empty()) c.hidden_dim = llama2c_hidden_dim(c.dim);
     set(c.max_seq_len, o.seq_len);
+    set(c.explicit_head_dim, o.head_dim);
+    c.qk_norm = c.qk_norm || o.qk_norm;
     set(c.n_experts, o.n_experts);
     set(c.n_experts_per_token, o.experts_per_token);
     if (o.router_aux_loss_coef >= 0) c.router_aux_loss_coef = o.router_aux_loss_coef;

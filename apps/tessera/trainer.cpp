@@ -72,7 +72,7 @@ std::string fmt(const char* format, auto... args) {
 
 // Options that shape the model (fixed by --init-from's model file or a resumed checkpoint), and
 // those that fix how data becomes tokens (fixed by a resumed checkpoint too).
-constexpr std::array<const char*, 10> kModelKeys = {"model",
+constexpr std::array<const char*, 12> kModelKeys = {"model",
                                                     "preset",
                                                     "n_layer",
                                                     "n_head",
@@ -81,7 +81,9 @@ constexpr std::array<const char*, 10> kModelKeys = {"model",
                                                     "dropout",
                                                     "n_experts",
                                                     "experts_per_token",
-                                                    "router_aux_loss_coef"};
+                                                    "router_aux_loss_coef",
+                                                    "head_dim",
+                                                    "qk_norm"};
 constexpr std::array<const char*, 3> kTokenKeys = {"seq_len", "tokenizer", "data_dir"};
 // Options of one invocation, never taken from a checkpoint (a data-parallel checkpoint holds the
 // unsharded state, so any data-parallel layout may resume it).

@@ -56,8 +56,9 @@ DeviceRunner::DeviceRunner(const Layout& layout, Device device) : device_(device
   rope_cos_ = optional(layout.rope_cos, "rotary cos");
   rope_sin_ = optional(layout.rope_sin, "rotary sin");
   for (const Layout::Layer& l : layout.layers)
-    layers_.push_back(
-        {norm(l.norm1), norm(l.norm2), fused(l.qkv), fused(l.o), fused(l.fc1), fused(l.fc2)});
+    layers_.push_back({norm(l.norm1), norm(l.norm2), fused(l.qkv), fused(l.o), fused(l.fc1),
+                       fused(l.fc2), optional(l.q_norm.weight, "query norm"),
+                       optional(l.k_norm.weight, "key norm")});
   final_norm_ = norm(layout.final_norm);
   lm_head_ = weight(layout.lm_head, "lm_head");
   host_ = empty({0}, TensorOptions(kInt32));
@@ -234,9 +235,13 @@ Tensor DeviceRunner::logits(const StepBatch& batch, const KVCache& cache) {
     Tensor qk = qkv;
     int64_t qk_stride = qkv_width;
     if (cos.defined()) {
-      qk = rope(qkv.narrow(1, 0, q_width + kv_width).reshape({N, d_.n_heads + d_.n_kv_heads, D}),
-                cos, sin)
-               .contiguous();
+      Tensor heads =
+          qkv.narrow(1, 0, q_width + kv_width).reshape({N, d_.n_heads + d_.n_kv_heads, D});
+      if (L.q_norm.defined())  // each head normed over its D values, then rotated
+        heads = cat({rms_norm(heads.narrow(1, 0, d_.n_heads), L.q_norm, d_.eps),
+                     rms_norm(heads.narrow(1, d_.n_heads, d_.n_kv_heads), L.k_norm, d_.eps)},
+                    1);
+      qk = rope(heads, cos, sin).contiguous();
       qk_stride = q_width + kv_width;
     }
     Tensor attn = empty({N, q_width}, f32);

@@ -45,6 +45,7 @@ class DeviceRunner {
   struct Layer {
     Norm norm1, norm2;
     Linear qkv, o, fc1, fc2;
+    Tensor q_norm, k_norm;  // Qwen3's query and key head norms, or undefined
   };
   // Word offsets of the step's arrays in staged_ (int32 words; slots are int64 pairs).
   struct StepLayout {

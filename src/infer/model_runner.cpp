@@ -20,6 +20,7 @@ namespace tessera::infer {
 // expert's gate|up and down projections instead of fc1 and fc2.
 struct ModelRunner::Layer {
   Norm norm1, norm2;
+  Tensor q_norm, k_norm;  // Qwen3's, or undefined
   PackedLinearWeights qkv, o, fc1, fc2;
   PackedLinearWeights router;
   std::vector<PackedLinearWeights> expert_fc1, expert_fc2;
@@ -161,6 +162,8 @@ ModelRunner::ModelRunner(const models::CausalLM& model, DType weight_dtype) {
     Layer& L = layers_.emplace_back();
     L.norm1 = norm(l.norm1);
     L.norm2 = norm(l.norm2);
+    L.q_norm = opt_f32(l.q_norm.weight, "query norm");
+    L.k_norm = opt_f32(l.k_norm.weight, "key norm");
     L.qkv = packed(l.qkv);
     L.o = packed(l.o);
     auto size = [](const PackedLinearWeights& p) { return p.in * p.out; };
@@ -483,14 +486,16 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
   attn_args.block_size = cache.block_size();
   attn_args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   // q heads then k heads: adjacent in a fused row.
-  const RopeRowsArgs rope{.x = qkv,
-                          .ld = qkv_width,
-                          .rows = N,
-                          .positions = batch.positions.data(),
-                          .heads = d_.n_heads + d_.n_kv_heads,
-                          .head_dim = D,
-                          .cos = ptr(rope_cos_),
-                          .sin = ptr(rope_sin_)};
+  RopeRowsArgs rope{.x = qkv,
+                    .ld = qkv_width,
+                    .rows = N,
+                    .positions = batch.positions.data(),
+                    .heads = d_.n_heads + d_.n_kv_heads,
+                    .head_dim = D,
+                    .cos = ptr(rope_cos_),
+                    .sin = ptr(rope_sin_),
+                    .q_heads = d_.n_heads,
+                    .norm_eps = static_cast<float>(d_.eps)};
   const MlpActivationArgs activation{ff, ff_width, N, d_.hidden, d_.swiglu};
   const Device dev = cache.device();
 
@@ -499,6 +504,8 @@ void ModelRunner::run(const StepBatch& batch, const KVCache& cache, Workspace& w
     norm_rows(L.norm1, x, h, N, C, dev);
     linear_rows(dev, L.qkv, h, C, qkv, qkv_width, N);
     add_lora_rows(batch, l, kQkv, h, C, qkv, qkv_width, ws, dev);
+    rope.q_norm = ptr(L.q_norm);
+    rope.k_norm = ptr(L.k_norm);
     if (rope_cos_.defined()) call_kernel<rope_rows_kernel>(dev, rope);
     cache_args.k = qkv + q_width;
     cache_args.v = qkv + q_width + kv_width;

@@ -80,6 +80,8 @@ void llama_fields(C& c, F&& f) {
   f("tie_embeddings", c.tie_embeddings);
   f("qkv_bias", c.qkv_bias);
   f("attention_bias", c.attention_bias);
+  f("head_dim", c.explicit_head_dim);
+  f("qk_norm", c.qk_norm);
   f("n_experts", c.n_experts);
   f("n_experts_per_token", c.n_experts_per_token);
   f("router_aux_loss_coef", c.router_aux_loss_coef);
@@ -139,6 +141,15 @@ LlamaConfig llama_shape(const LlamaShape& s) {
   return c;
 }
 
+// Qwen3: heads of head_dim apart from the width, query and key norms, eps 1e-6.
+LlamaConfig qwen3_shape(const LlamaShape& s, int64_t head_dim) {
+  LlamaConfig c = llama_shape(s);
+  c.explicit_head_dim = head_dim;
+  c.qk_norm = true;
+  c.norm_eps = 1e-6;
+  return c;
+}
+
 const std::vector<std::pair<std::string, LlamaConfig>>& llama_presets() {
   const RopeScaling llama31{8.0, 1.0, 4.0, 8192};
   const RopeScaling llama32{32.0, 1.0, 4.0, 8192};
@@ -156,7 +167,12 @@ const std::vector<std::pair<std::string, LlamaConfig>>& llama_presets() {
       {"llama-test",
        llama_shape({96, 64, 2, 4, 2, 128, 64, 1e4, RopeScaling{4.0, 1.0, 4.0, 16}, false})},
       {"mixtral-8x7b", llama_shape({32000, 4096, 32, 32, 8, 14336, 32768, 1e6, {}, false, 8})},
-      {"mixtral-test", llama_shape({96, 64, 2, 4, 2, 96, 64, 1e4, {}, false, 4})}};
+      {"mixtral-test", llama_shape({96, 64, 2, 4, 2, 96, 64, 1e4, {}, false, 4})},
+      {"qwen3-0.6b",
+       qwen3_shape({151936, 1024, 28, 16, 8, 3072, 40960, 1e6, {}, true}, /*head_dim=*/128)},
+      {"qwen3-8b",
+       qwen3_shape({151936, 4096, 36, 32, 8, 12288, 40960, 1e6, {}, false}, /*head_dim=*/128)},
+      {"qwen3-test", qwen3_shape({96, 64, 2, 4, 2, 128, 64, 1e6, {}, true}, /*head_dim=*/24)}};
   return presets;
 }
 
@@ -234,9 +250,12 @@ void LlamaConfig::validate() const {
                 "hidden_dim, max_seq_len, got ",
                 vocab_size, ", ", dim, ", ", n_layers, ", ", n_heads, ", ", n_kv_heads, ", ",
                 hidden_dim, ", ", max_seq_len);
-  TESSERA_CHECK(dim % n_heads == 0 && head_dim() % 2 == 0, ValueError,
-                "[LlamaConfig] expected dim divisible by n_heads into an even head dim, got dim ",
-                dim, " and n_heads ", n_heads);
+  TESSERA_CHECK(explicit_head_dim >= 0 && (explicit_head_dim > 0 || dim % n_heads == 0) &&
+                    head_dim() % 2 == 0,
+                ValueError,
+                "[LlamaConfig] expected dim divisible by n_heads into an even head dim (or an "
+                "even head_dim), got dim ",
+                dim, ", n_heads ", n_heads, " and head_dim ", explicit_head_dim);
   TESSERA_CHECK(n_heads % n_kv_heads == 0, ValueError,
                 "[LlamaConfig] expected n_heads divisible by n_kv_heads, got ", n_heads, " and ",
                 n_kv_heads);

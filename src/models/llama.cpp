@@ -28,12 +28,22 @@ LlamaAttention::LlamaAttention(const LlamaConfig& config)
   k_proj = register_module("k_proj", linear(config.dim, n_kv_heads * head_dim, qkv_bias));
   v_proj = register_module("v_proj", linear(config.dim, n_kv_heads * head_dim, qkv_bias));
   o_proj = register_module("o_proj", linear(n_heads * head_dim, config.dim, config.attention_bias));
+  if (config.qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<nn::RMSNorm>(head_dim, config.norm_eps));
+    k_norm = register_module("k_norm", std::make_shared<nn::RMSNorm>(head_dim, config.norm_eps));
+  }
 }
 
 Tensor LlamaAttention::forward(const Tensor& x_in, const Tensor& cos, const Tensor& sin) {
   const Tensor x = tp ? detail::enter_column_region(x_in, tp, sequence_parallel) : x_in;
-  Tensor q = rope(split_heads((*q_proj)(x), n_heads), cos, sin);
-  Tensor k = rope(split_heads((*k_proj)(x), n_kv_heads), cos, sin);
+  Tensor q = split_heads((*q_proj)(x), n_heads);
+  Tensor k = split_heads((*k_proj)(x), n_kv_heads);
+  if (q_norm) {  // over each head's features, before the rotation
+    q = (*q_norm)(q);
+    k = (*k_norm)(k);
+  }
+  q = rope(q, cos, sin);
+  k = rope(k, cos, sin);
   Tensor v = split_heads((*v_proj)(x), n_kv_heads);
   return (*o_proj)(merge_heads(causal_attention(q, k, v)));
 }
@@ -216,6 +226,11 @@ void Llama::shard_layers(const std::shared_ptr<dist::ProcessGroup>& group, bool 
                 "[Llama.shard_tensor_parallel] expected a dense model (tensor parallelism of a "
                 "mixture of experts is not implemented), got ",
                 config.n_experts, " experts");
+  // Each rank norms its own heads with the shared weights, whose gradients would need a sum over
+  // the group that ParallelGradients does not take.
+  TESSERA_CHECK(!config.qk_norm, NotImplementedError,
+                "[Llama.shard_tensor_parallel] expected no query/key norms (tensor parallelism of "
+                "Qwen3's qk_norm is not implemented)");
   TESSERA_CHECK(config.n_heads % n == 0 && config.n_kv_heads % n == 0, ValueError,
                 "[Llama.shard_tensor_parallel] expected n_heads and n_kv_heads divisible by the "
                 "group size ",
@@ -261,6 +276,7 @@ InferenceLayout Llama::inference_layout() const {
   out.dim = config.dim;
   out.n_heads = config.n_heads;
   out.n_kv_heads = config.n_kv_heads;
+  out.head_dim = config.head_dim();
   out.hidden = config.hidden_dim;
   out.max_seq_len = config.max_seq_len;
   out.experts_per_token = config.mixture_of_experts() ? config.n_experts_per_token : 0;
@@ -291,6 +307,10 @@ InferenceLayout Llama::inference_layout() const {
                          {a.k_proj.get(), "self_attn.k_proj"},
                          {a.v_proj.get(), "self_attn.v_proj"}});
     layer.o = weights({{a.o_proj.get(), "self_attn.o_proj"}});
+    if (a.q_norm) {
+      layer.q_norm = {a.q_norm->weight, Tensor()};
+      layer.k_norm = {a.k_norm->weight, Tensor()};
+    }
     if (b.mlp) {
       layer.fc1 = weights(
           {{b.mlp->gate_proj.get(), "mlp.gate_proj"}, {b.mlp->up_proj.get(), "mlp.up_proj"}});

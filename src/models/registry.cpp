@@ -68,16 +68,16 @@ std::string llama_from_hf(const std::string& hf_json) {
   const int64_t window = get_or<int64_t>(j, "sliding_window", 0);
   if (window > 0 && get_or<bool>(j, "use_sliding_window", true))
     c.max_seq_len = std::min(c.max_seq_len, window);
+  // Qwen3 and Mistral NeMo size heads apart from the width; the default is dim / n_heads.
   const int64_t head_dim = get_or<int64_t>(j, "head_dim", 0);
-  TESSERA_CHECK(head_dim == 0 || head_dim * c.n_heads == c.dim, ValueError,
-                "[load_model] expected head_dim = hidden_size / num_attention_heads (",
-                c.n_heads > 0 ? c.dim / c.n_heads : 0, "), got head_dim ", head_dim,
-                " (a decoupled head size is not implemented)");
+  if (head_dim * c.n_heads != c.dim) c.explicit_head_dim = head_dim;
   c.norm_eps = get_or<double>(j, "rms_norm_eps", c.norm_eps);
   c.rope_theta = get_or<double>(j, "rope_theta", c.rope_theta);
   c.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
   // Qwen2 is LLaMA with biases on q, k and v; Hugging Face Llama's attention_bias adds o's.
-  c.qkv_bias = get_or<std::string>(j, "model_type", "") == "qwen2";
+  const std::string type = get_or<std::string>(j, "model_type", "");
+  c.qkv_bias = type == "qwen2";
+  c.qk_norm = type == "qwen3";  // Qwen3: Qwen2 without the biases, query and key heads normed
   c.attention_bias = get_or<bool>(j, "attention_bias", false);
   TESSERA_CHECK(!get_or<bool>(j, "mlp_bias", false), ValueError,
                 "[load_model] expected mlp_bias false (MLP biases are not implemented)");
@@ -143,8 +143,9 @@ const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> families = {
       family<GPT2, GPT2Config>("gpt2", {"gpt2"}, "n_embd", "transformer.wte.weight", {"c_attn"},
                                &gpt2_from_hf),
-      family<Llama, LlamaConfig>("llama", {"llama", "mistral", "mixtral", "qwen2"}, "n_layers",
-                                 "model.embed_tokens.weight", {"q_proj", "v_proj"}, &llama_from_hf),
+      family<Llama, LlamaConfig>("llama", {"llama", "mistral", "mixtral", "qwen2", "qwen3"},
+                                 "n_layers", "model.embed_tokens.weight", {"q_proj", "v_proj"},
+                                 &llama_from_hf),
   };
   return families;
 }

@@ -572,6 +572,29 @@ def mixtral_train(ctx):
     check("expected activation checkpointing off" in stderr, stderr)
 
 
+def qwen3_train(ctx):
+    # LLaMA with Qwen3's heads (24 wide over a width of 64, normed before the rotation): trains,
+    # its checkpoint holds Hugging Face's names, it generates and serves through the runner.
+    qwen3 = ["--model", "llama", "--n-embd", 64, "--n-head", 4, "--n-kv-head", 2,
+             "--head-dim", 24, "--qk-norm"]
+    ctx.train("qwen3", "--max-steps", 30, "--eval-every", 10, *qwen3)
+    check_loss_falls(ctx.path("qwen3"), 30)
+    with open(ctx.path("qwen3/config.json")) as f:
+        model = json.load(f)["model"]
+    check(model["head_dim"] == 24 and model["qk_norm"], f"config: {model}")
+    weights = safetensors_entries(ctx.path("qwen3/ckpt_000030/model.safetensors"))
+    check(weights["model.layers.0.self_attn.k_norm.weight"][0] == [24]
+          and weights["model.layers.0.self_attn.q_proj.weight"][0] == [96, 64],
+          {k: v[0] for k, v in weights.items() if "layers.0.self_attn" in k})
+    stdout, _ = ctx.run("generate", "--model", ctx.path("qwen3"), "--prompt", "The",
+                        "--temperature", 0, "--max-new-tokens", 20, "--threads", 1)
+    check(stdout.startswith("The") and len(stdout) > 10, f"generate printed {stdout!r}")
+    _, stderr = ctx.train("bad", "--qk-norm", ok=False)
+    check("expected --head-dim and --qk-norm only with --model llama" in stderr, stderr)
+    _, stderr = ctx.train("bad", *qwen3[:-3], "--head-dim", 7, ok=False)
+    check("even head_dim" in stderr, stderr)
+
+
 SCENARIOS = {f.__name__: f for f in [
     train_loss_falls, bfloat16_and_llama_train, profile_and_checkpointing,
     resume_matches_uninterrupted, resume_takes_new_hyperparameters,
@@ -581,7 +604,7 @@ SCENARIOS = {f.__name__: f for f in [
     time_limit_stops_and_saves,
     bad_arguments_fail_clearly, init_from_continues, interrupt_stops_and_saves,
     train_on_token_file, sigkill_resume_matches_uninterrupted, corrupt_checkpoint_is_refused,
-    lora_fine_tune, mixtral_train]}
+    lora_fine_tune, mixtral_train, qwen3_train]}
 
 
 def main(scenarios=SCENARIOS):

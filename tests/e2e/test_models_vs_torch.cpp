@@ -162,6 +162,28 @@ TEST_F(ModelsVsTorch, AttentionBiasesLogitsLossGradsAndTraining) {
   }
 }
 
+// Qwen3: heads of 24 over a width of 64 (4 x 24 = 96 wide q), each query and key head RMS-normed
+// (weights drawn away from 1) before the rotation; and a decoupled head size alone (NeMo's).
+TEST_F(ModelsVsTorch, Qwen3HeadNormsAndDecoupledHeadsLogitsLossGradsAndTraining) {
+  for (const bool qk_norm : {true, false}) {
+    models::LlamaConfig c = llama_config();
+    c.explicit_head_dim = 24;
+    c.qk_norm = qk_norm;
+    manual_seed(qk_norm ? 27 : 28);
+    models::Llama model(c);
+    {
+      autograd::NoGradGuard no_grad;
+      for (auto& [name, p] : model.named_parameters())
+        if (name.ends_with("_norm.weight") && name.find("self_attn") != std::string::npos)
+          p.copy_(1.0 + randn(p.sizes()) * 0.3);
+    }
+    EXPECT_EQ(model.named_parameters().at("model.layers.0.self_attn.q_proj.weight").size(0),
+              c.n_heads * 24);
+    EXPECT_EQ(model.named_parameters().contains("model.layers.0.self_attn.k_norm.weight"), qk_norm);
+    check_against_torch(model, "llama", c.to_json());
+  }
+}
+
 TEST_F(ModelsVsTorch, Gpt2LogitsLossGradsAndTraining) {
   const models::GPT2Config c = gpt2_config();
   manual_seed(20);

@@ -138,19 +138,28 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def llama_head_dim(c):
+    return c.get("head_dim") or c["dim"] // c["n_heads"]
+
+
 class LlamaAttention(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.h, self.kv = c["n_heads"], c["n_kv_heads"]
-        d = c["dim"] // self.h
+        d = llama_head_dim(c)
         qkv_bias = c.get("qkv_bias", False) or c.get("attention_bias", False)
         self.q_proj = nn.Linear(c["dim"], self.h * d, bias=qkv_bias)
         self.k_proj = nn.Linear(c["dim"], self.kv * d, bias=qkv_bias)
         self.v_proj = nn.Linear(c["dim"], self.kv * d, bias=qkv_bias)
         self.o_proj = nn.Linear(self.h * d, c["dim"], bias=c.get("attention_bias", False))
+        if c.get("qk_norm", False):  # Qwen3Attention's q_norm / k_norm over each head
+            self.q_norm = RMSNorm(d, c["norm_eps"])
+            self.k_norm = RMSNorm(d, c["norm_eps"])
 
     def forward(self, x, cos, sin):
         q, k = heads(self.q_proj(x), self.h), heads(self.k_proj(x), self.kv)
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         return self.o_proj(merge(causal_attention(q, k, heads(self.v_proj(x), self.kv))))
 
@@ -247,7 +256,7 @@ class Llama(nn.Module):
 
     def forward(self, idx):
         c = self.c
-        inv = rope_inv_freq(c["dim"] // c["n_heads"], c["rope_theta"], c["rope_scaling"])
+        inv = rope_inv_freq(llama_head_dim(c), c["rope_theta"], c["rope_scaling"])
         angles = torch.outer(torch.arange(idx.size(1), dtype=torch.float64), inv)
         cos = torch.cat((angles.cos(), angles.cos()), -1).float()
         sin = torch.cat((angles.sin(), angles.sin()), -1).float()

@@ -1,7 +1,8 @@
 #pragma once
 // Small randomly initialised models for tests of the inference runner (CPU and CUDA): a GQA
-// LLaMA with RoPE scaling, a GPT-2 and a Mixtral (the LLaMA with a mixture of experts), each
-// from a fixed seed, so two calls build equal weights.
+// LLaMA with RoPE scaling, a GPT-2, a Mixtral (the LLaMA with a mixture of experts) and a Qwen3
+// (decoupled head size, query/key norms), each from a fixed seed, so two calls build equal
+// weights.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,21 @@ inline std::shared_ptr<models::CausalLM> small_mixtral(int64_t max_seq_len = 80)
   autograd::NoGradGuard no_grad;
   for (auto& [name, p] : model->named_parameters())
     if (name.ends_with("block_sparse_moe.gate.weight")) p.mul_(20.0);
+  return model;
+}
+
+// small_llama shaped as Qwen3: heads of 12 over the width of 48 (6 x 12 = 72 wide q), each query
+// and key head RMS-normed before the rotation, with norm weights drawn away from 1.
+inline std::shared_ptr<models::CausalLM> small_qwen3(int64_t max_seq_len = 80) {
+  models::LlamaConfig c = small_llama_config(max_seq_len);
+  c.explicit_head_dim = 12;
+  c.qk_norm = true;
+  manual_seed(15);
+  auto model = std::make_shared<models::Llama>(c);
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, p] : model->named_parameters())
+    if (name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight"))
+      p.copy_(1.0 + randn(p.sizes()) * 0.3);
   return model;
 }
 

@@ -43,7 +43,7 @@ std::vector<int32_t> sampled_greedy(std::span<const float> logits, int64_t V) {
 std::vector<int32_t> to_vector(std::span<const int32_t> v) { return {v.begin(), v.end()}; }
 
 TEST(GreedyTokens, DeviceRunnerOnTheCpuMatchesTheHostSampler) {
-  for (auto model : {small_gpt2(), small_llama()}) {
+  for (auto model : {small_gpt2(), small_llama(), testing::small_qwen3()}) {
     SCOPED_TRACE(model->type_name());
     testing::RunnerPair runners(*model);
     auto& [cpu, device, cpu_cache, device_cache, schedule, batch] = runners;

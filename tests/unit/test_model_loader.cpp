@@ -173,6 +173,37 @@ TEST(LoadModel, HuggingFaceQwen2Config) {
   EXPECT_TRUE(dynamic_cast<const models::Llama&>(*loaded).config.qkv_bias);
 }
 
+// A Qwen3 folder (Qwen3-0.6B's keys): heads of head_dim 16 over a width of 32, query and key
+// norms under Hugging Face's names, tied embeddings.
+TEST(LoadModel, HuggingFaceQwen3Config) {
+  testing::TempDir dir;
+  models::LlamaConfig c = llama_config();
+  c.explicit_head_dim = 16;
+  c.qk_norm = true;
+  c.tie_embeddings = true;
+  manual_seed(7);
+  models::Llama model(c);
+  {
+    autograd::NoGradGuard no_grad;
+    for (auto& [name, p] : model.named_parameters())
+      if (name.ends_with("_norm.weight")) p.copy_(1.0 + randn(p.sizes()) * 0.3);
+  }
+  io::save_safetensors(dir.file("model.safetensors"), model.state_dict());
+  write(dir.file("config.json"),
+        R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 40,
+            "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+            "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+            "rope_scaling": null, "attention_bias": false, "use_sliding_window": false,
+            "sliding_window": null, "max_window_layers": 28, "tie_word_embeddings": true})");
+  auto loaded = infer::load_model(dir.file("model.safetensors"));
+  expect_same_logits(model, *loaded);
+  const models::LlamaConfig& got = dynamic_cast<const models::Llama&>(*loaded).config;
+  EXPECT_TRUE(got.qk_norm);
+  EXPECT_EQ(got.head_dim(), 16);
+  EXPECT_TRUE(loaded->state_dict().contains("model.layers.1.self_attn.k_norm.weight"));
+}
+
 // Names and shapes of a model's parameters.
 std::vector<std::pair<std::string, Shape>> shapes_of(const models::CausalLM& model) {
   std::vector<std::pair<std::string, Shape>> out;
@@ -269,7 +300,7 @@ TEST(LoadModel, RejectsWhatItCannotRead) {
                        "expected a model config");
   EXPECT_TESSERA_ERROR(
       infer::make_model_from_config(R"({"model_type": "bert"})"), ValueError,
-      "expected model_type one of gpt2, llama, mistral, mixtral, qwen2, got 'bert'");
+      "expected model_type one of gpt2, llama, mistral, mixtral, qwen2, qwen3, got 'bert'");
 }
 
 }  // namespace

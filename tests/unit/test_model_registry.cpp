@@ -69,10 +69,15 @@ TEST(ModelRegistry, ReadsHuggingFaceConfigs) {
   EXPECT_EQ(with(R"(, "sliding_window": 16)").max_seq_len, 16);
   EXPECT_EQ(with(R"(, "sliding_window": 16, "use_sliding_window": false)").max_seq_len, 32);
   EXPECT_EQ(with(R"(, "sliding_window": null)").max_seq_len, 32);
-  EXPECT_EQ(with(R"(, "head_dim": 16)").dim, 64);
-  // A decoupled head size, or a wrongly typed value, is a clear error (not a shape mismatch at
-  // load, or nlohmann's type_error).
-  EXPECT_TESSERA_ERROR(with(R"(, "head_dim": 32)"), ValueError, "expected head_dim");
+  EXPECT_EQ(with(R"(, "head_dim": 16)").explicit_head_dim, 0) << "dim / n_heads: implied";
+  // A decoupled head size (Qwen3, Mistral NeMo), and Qwen3's query/key norms.
+  const LlamaConfig nemo = with(R"(, "head_dim": 32)");
+  EXPECT_EQ(nemo.head_dim(), 32);
+  EXPECT_EQ(nemo.dim, 64);
+  EXPECT_FALSE(nemo.qk_norm);
+  EXPECT_TRUE(with(R"(, "model_type": "qwen3")").qk_norm);
+  EXPECT_TESSERA_ERROR(with(R"(, "head_dim": 15)"), ValueError, "even head_dim");
+  // A wrongly typed value is a clear error (not nlohmann's type_error).
   EXPECT_TESSERA_ERROR(LlamaConfig::from_json(llama->config_from_hf(R"({"vocab_size": "100"})")),
                        ValueError, "expected config key 'vocab_size' to be a number");
 }

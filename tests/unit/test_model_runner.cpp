@@ -99,6 +99,11 @@ TEST(ModelRunner, AttentionBiasesMatchModelForward) {
   check_paged_runner(*model, 6, 21, 60);
 }
 
+// Qwen3's decoupled head size and per-head query/key norms (fused into the rotation).
+TEST(ModelRunner, Qwen3MatchesModelForward) {
+  check_paged_runner(*testing::small_qwen3(), 6, 21, 60);
+}
+
 TEST(ModelRunner, Gpt2MatchesModelForward) { check_paged_runner(*small_gpt2(), 6, 40, 80); }
 
 // Logits of the same step for sequence a, computed with a alone and next to b.

@@ -62,6 +62,12 @@ struct LlamaConfig {
   // Face LlamaConfig's attention_bias).
   bool qkv_bias = false;
   bool attention_bias = false;
+  // Each attention head's size when it is not dim / n_heads (0: it is). Qwen3 and Mistral NeMo
+  // decouple it: NeMo has 32 heads of 128 over a width of 5120.
+  int64_t explicit_head_dim = 0;
+  // Qwen3's RMSNorm of each query and key head (over head_dim, one weight shared by the heads)
+  // before the rotary embedding.
+  bool qk_norm = false;
   // Mixtral's sparse mixture of experts: with n_experts > 0 each layer's MLP is n_experts SwiGLU
   // experts of hidden_dim units, of which a router picks n_experts_per_token per token. Training
   // adds router_aux_loss_coef times the load-balancing loss (Hugging Face's
@@ -73,14 +79,15 @@ struct LlamaConfig {
   // Presets: "llama2-7b", "llama2-13b", "llama3-8b", "llama3.1-8b", "llama3.2-1b",
   // "tinyllama-1.1b", llama2.c's "stories260K", "stories15M", "stories42M", "stories110M", and
   // "llama-test" (2 layers, dim 64, 4 heads / 2 KV heads, Llama-3 scaling; for tests), and the
-  // mixtures of experts "mixtral-8x7b" and "mixtral-test" (llama-test's shape, 4 experts, top 2).
+  // mixtures of experts "mixtral-8x7b" and "mixtral-test" (llama-test's shape, 4 experts, top 2),
+  // and Qwen3's "qwen3-0.6b", "qwen3-8b" and "qwen3-test" (llama-test's shape, heads of 24).
   static LlamaConfig from_name(std::string_view name);
   static std::vector<std::string> names();
-  // ValueError unless sizes are positive, dim % n_heads == 0, the head dim is even and
-  // n_heads % n_kv_heads == 0; with experts, 1 <= n_experts_per_token <= n_experts and
-  // router_aux_loss_coef >= 0.
+  // ValueError unless sizes are positive, dim % n_heads == 0 (or an explicit head dim), the
+  // head dim is even and n_heads % n_kv_heads == 0; with experts, 1 <= n_experts_per_token <=
+  // n_experts and router_aux_loss_coef >= 0.
   void validate() const;
-  int64_t head_dim() const { return dim / n_heads; }
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
   bool mixture_of_experts() const { return n_experts > 0; }
   // As GPT2Config; rope_scaling is null or an object with the RopeScaling fields.
   std::string to_json() const;

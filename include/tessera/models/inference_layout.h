@@ -37,11 +37,15 @@ struct InferenceLayout {
     // probabilities renormalised over those. Empty in a dense model.
     Linear router;
     std::vector<Expert> experts;
+    // RMSNorm weights [head_dim] of each query and key head before the rotation (Qwen3's);
+    // undefined: none.
+    NormWeights q_norm, k_norm;
   };
 
   Norm norm = Norm::kLayerNorm;
   Mlp mlp = Mlp::kGeluTanh;
   int64_t dim = 0, n_heads = 0, n_kv_heads = 0, hidden = 0, max_seq_len = 0;
+  int64_t head_dim = 0;           // 0: dim / n_heads
   int64_t experts_per_token = 0;  // of a mixture of experts
   double eps = 1e-5;
   Tensor token_embedding;     // [vocab, dim]
@@ -65,7 +69,7 @@ struct InferenceLayout {
             .dim = dim,
             .n_heads = n_heads,
             .n_kv_heads = n_kv_heads,
-            .head_dim = dim / n_heads,
+            .head_dim = head_dim > 0 ? head_dim : dim / n_heads,
             .hidden = hidden,
             .experts_per_token = experts_per_token};
   }

@@ -30,6 +30,7 @@ class LlamaAttention : public nn::Module {
 
   int64_t n_heads, n_kv_heads, head_dim;  // this rank's heads under tensor parallelism
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+  std::shared_ptr<nn::RMSNorm> q_norm, k_norm;  // config.qk_norm (Qwen3's); null otherwise
   // Tensor parallelism: x enters the q, k, v region once (see Llama::shard_tensor_parallel).
   std::shared_ptr<dist::ProcessGroup> tp;
   bool sequence_parallel = false;

@@ -60,7 +60,9 @@ struct NormRowsArgs {
 TESSERA_DECLARE_KERNEL(norm_rows_kernel, void(const NormRowsArgs& args));
 
 // Rotates, in place, the first `heads` heads of each row (q heads then k heads of a fused QKV
-// row): pairs (x[i], x[i + D/2]) by the angles of the row's position.
+// row): pairs (x[i], x[i + D/2]) by the angles of the row's position. With q_norm, each head is
+// first RMS-normed over its D values (Qwen3's query and key norms): the first q_heads with
+// q_norm's weights, the rest with k_norm's.
 struct RopeRowsArgs {
   float* x = nullptr;
   int64_t ld = 0, rows = 0;
@@ -68,6 +70,10 @@ struct RopeRowsArgs {
   int64_t heads = 0, head_dim = 0;
   const float* cos = nullptr;  // [max positions, head_dim / 2]
   const float* sin = nullptr;
+  const float* q_norm = nullptr;  // [head_dim], or null: no norms
+  const float* k_norm = nullptr;
+  int64_t q_heads = 0;
+  float norm_eps = 1e-6f;
 };
 TESSERA_DECLARE_KERNEL(rope_rows_kernel, void(const RopeRowsArgs& args));
 

@@ -53,6 +53,13 @@ void rope_rows(const RopeRowsArgs& a) {
     for (int64_t h = 0; h < a.heads; ++h) {
       float* x0 = a.x + n * a.ld + h * D;
       float* x1 = x0 + half;
+      if (a.q_norm) {
+        const float* w = h < a.q_heads ? a.q_norm : a.k_norm;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < D; ++i) ss += x0[i] * x0[i];
+        const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(D) + a.norm_eps);
+        for (int64_t i = 0; i < D; ++i) x0[i] = x0[i] * rstd * w[i];
+      }
       for (int64_t i = 0; i < half; ++i) {
         const float xa = x0[i], xb = x1[i];
         x0[i] = xa * cos[i] - xb * sin[i];
