@@ -394,7 +394,10 @@ void tool_call_seeds() {
        "<|python_start|>[f(a='x\\'y', b=[1, (2, .5)], c={'k': None}, d=True), "
        "m.g()]<|python_end|>"},
   };
-  for (const auto& [name, text] : seeds) seed("fuzz_tool_call_parser", name, text);
+  for (const auto& [name, text] : seeds) seed("fuzz_output_parsers", name, text);
+  seed(
+      "fuzz_output_parsers", "qwen3_thinking",
+      "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>{\"name\": \"w\"}</tool_call>");
 }
 
 int main(int argc, char** argv) {

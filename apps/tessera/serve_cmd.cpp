@@ -32,7 +32,7 @@ Command add_serve_command(CLI::App& app) {
     std::vector<std::string> model_names;
     std::string chat_template;
     bool auto_tool_choice = false;
-    std::string tool_call_parser;
+    std::string tool_call_parser, reasoning_parser;
     std::string generation_config = "auto";
     std::string device = "cpu";
     int port = 8000, threads = 0;
@@ -77,6 +77,10 @@ Command add_serve_command(CLI::App& app) {
                   "A Jinja chat template file (or a tokenizer_config.json) for chat requests "
                   "(default: the model folder's tokenizer_config.json chat_template, else the "
                   "plain \"<role>: <content>\" template)");
+  cmd->add_option("--reasoning-parser", o->reasoning_parser,
+                  "How the model marks its thinking: deepseek_r1 (DeepSeek-R1 and its distills) or "
+                  "qwen3 (Qwen3, QwQ); chat replies then carry it as reasoning_content apart from "
+                  "the content (default: it stays in the content)");
   cmd->add_option(
          "--generation-config", o->generation_config,
          "Where request defaults come from: auto (the model folder's "
@@ -172,6 +176,9 @@ Command add_serve_command(CLI::App& app) {
                             o->generation_config, "'");
               generation = infer::read_generation_config(folder);
             }
+            std::optional<serve::ReasoningFormat> reasoning_parser;
+            if (!o->reasoning_parser.empty())
+              reasoning_parser = serve::reasoning_format(o->reasoning_parser);
             std::optional<serve::ToolCallFormat> tool_call_parser;
             if (o->auto_tool_choice)
               tool_call_parser = serve::tool_call_format(o->tool_call_parser);
@@ -217,6 +224,7 @@ Command add_serve_command(CLI::App& app) {
                                                                 : source.parent_path().string());
             sc.max_concurrent_requests = o->max_concurrent;
             sc.tool_call_parser = tool_call_parser;
+            sc.reasoning_parser = reasoning_parser;
             sc.generation_config = o->generation_config == "auto" ? loaded.generation : generation;
             if (const std::string d = sc.generation_config.describe_sampling(); !d.empty())
               std::fprintf(stderr,

@@ -66,7 +66,23 @@ Json template_message(const Json& m, Json content_text) {
   return out;
 }
 
-std::string chat_prompt(const Json& messages, const ModelLimits& limits, const Json* tools) {
+// What a request adds to its chat template's variables (vLLM's chat_template_kwargs, such as
+// Qwen3's {"enable_thinking": false}): an object, without the variables the server sets.
+const Json* template_kwargs(const Fields& f) {
+  const Json* kw = f.get("chat_template_kwargs");
+  if (!kw) return nullptr;
+  if (!kw->is_object())
+    throw bad("chat_template_kwargs",
+              std::string("'chat_template_kwargs' must be an object, got ") + type_name(*kw));
+  for (const char* reserved : {"messages", "tools"})
+    if (kw->contains(reserved))
+      throw bad("chat_template_kwargs", std::string("'chat_template_kwargs' cannot set '") +
+                                            reserved + "': send it as the request's own field");
+  return kw;
+}
+
+std::string chat_prompt(const Json& messages, const ModelLimits& limits, const Json* tools,
+                        const Json* kwargs) {
   if (!messages.is_array() || messages.empty())
     throw bad("messages", "'messages' must be a non-empty array");
   std::vector<tokenizers::ChatMessage> parsed;  // for the plain template
@@ -92,10 +108,10 @@ std::string chat_prompt(const Json& messages, const ModelLimits& limits, const J
   }
   if (!limits.chat_template) return tokenizers::plain_chat_prompt(parsed);
   const ChatTemplate& t = *limits.chat_template;
-  Json variables = {{"messages", msgs},
-                    {"bos_token", t.bos_token},
-                    {"eos_token", t.eos_token},
-                    {"add_generation_prompt", true}};
+  Json variables = {
+      {"bos_token", t.bos_token}, {"eos_token", t.eos_token}, {"add_generation_prompt", true}};
+  if (kwargs) variables.update(*kwargs);
+  variables["messages"] = std::move(msgs);
   if (tools) variables["tools"] = *tools;
   // raise_exception: the template refuses these messages.
   return invalid_as_400("messages", "the chat template rejected the messages: ", [&] {
@@ -105,8 +121,8 @@ std::string chat_prompt(const Json& messages, const ModelLimits& limits, const J
 
 // A chat's prompt tokens: see ChatTemplate for how BOS is handled.
 std::vector<int32_t> chat_tokens(const Json& messages, const tokenizers::Tokenizer& tok,
-                                 const ModelLimits& limits, const Json* tools = nullptr) {
-  const std::string text = chat_prompt(messages, limits, tools);
+                                 const ModelLimits& limits, const Json* tools, const Json* kwargs) {
+  const std::string text = chat_prompt(messages, limits, tools, kwargs);
   if (!limits.chat_template) return encode(tok, text, "messages");
   const ChatTemplate& t = *limits.chat_template;
   // Wherever the template writes the special tokens' texts ("</s><s>[INST]" between turns),
@@ -157,7 +173,7 @@ const std::set<std::string>& known_fields(Endpoint ep) {
     s.erase("prompt");
     s.erase("echo");
     s.insert({"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-              "parallel_tool_calls"});
+              "parallel_tool_calls", "chat_template_kwargs"});
     return s;
   }();
   return ep == Endpoint::Completions ? completions : chat;
@@ -239,7 +255,9 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   } else {
     const Json* m = f.get("messages");
     if (!m) throw bad("messages", "'messages' is required");
-    r.prompt = chat_tokens(*m, tokenizer, limits, f.get("tools"));
+    r.prompt = chat_tokens(*m, tokenizer, limits, f.get("tools"), template_kwargs(f));
+    // The thinking is split off unless a grammar shapes the whole output.
+    if (!r.params.json_grammar) r.reasoning = limits.reasoning_parser;
   }
   const int64_t P = static_cast<int64_t>(r.prompt.size());
   if (P == 0) throw bad(prompt_param, "the prompt is empty (and the tokenizer has no BOS token)");
@@ -331,8 +349,12 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
 
 std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& tokenizer,
                           const ModelLimits& limits) {
-  static const std::set<std::string> known{"model", "prompt", "messages", "add_special_tokens",
-                                           "add_generation_prompt"};
+  static const std::set<std::string> known{"model",
+                                           "prompt",
+                                           "messages",
+                                           "add_special_tokens",
+                                           "add_generation_prompt",
+                                           "chat_template_kwargs"};
   const Json j = parse_object(body, known);
   const Fields f(j);
   served_model(f, limits);
@@ -347,7 +369,7 @@ std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& to
   // Messages tokenize exactly as a chat request's prompt does.
   const std::vector<int32_t> ids =
       prompt ? encode(tokenizer, prompt->get<std::string>(), "prompt", special)
-             : chat_tokens(*messages, tokenizer, limits);
+             : chat_tokens(*messages, tokenizer, limits, nullptr, template_kwargs(f));
   return dump(Json{{"tokens", ids},
                    {"count", static_cast<int64_t>(ids.size())},
                    {"max_model_len", limits.max_model_len}});

@@ -112,8 +112,11 @@ Json choice_json(Endpoint ep, const CompletionState& s, const Choice& c, bool ch
   // A named function's stream chunks carry its arguments, not content.
   const bool named_chunk = chunk && s.tool_choice == ToolChoice::Named;
   const bool tools = !c.tool_calls.empty() || named_chunk;
-  Json body = {
-      {"content", named_chunk || (tools && c.text.empty()) ? Json(nullptr) : Json(c.text)}};
+  // A chunk of thinking alone carries no content; a message always says whether it thought.
+  const bool no_content = named_chunk || ((tools || !c.reasoning.empty()) && c.text.empty());
+  Json body = {{"content", no_content ? Json(nullptr) : Json(c.text)}};
+  if (s.reasoning && (!chunk || !c.reasoning.empty()))
+    body["reasoning_content"] = c.reasoning.empty() ? Json(nullptr) : Json(c.reasoning);
   if (tools) body["tool_calls"] = tool_calls_json(s, c, chunk, first);
   if (!chunk || first) body["role"] = "assistant";
   j[chunk ? "delta" : "message"] = std::move(body);
@@ -140,7 +143,7 @@ void echo_prompt(CompletionState& s, const CompletionRequest& r,
     c.text = r.echo_text + c.text;
     if (!s.logprobs) continue;
     std::vector<LogprobEntry> prompt = {
-        {.token = tokenizer.token_to_string(r.prompt.front(), -1), .none = true}};
+        {.token = tokenizer.token_to_string(r.prompt.front(), -1), .top = {}, .none = true}};
     for (LogprobEntry& e : logprob_entries(c.prompt_logprobs, tokenizer, r.prompt.front()))
       prompt.push_back(std::move(e));
     c.logprobs.insert(c.logprobs.begin(), prompt.begin(), prompt.end());

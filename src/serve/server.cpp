@@ -47,6 +47,7 @@ Server::Server(std::shared_ptr<infer::AsyncEngine> engine, ServerConfig config)
   }
   s.limits.chat_template = s.config.chat_template;
   s.limits.tool_call_parser = s.config.tool_call_parser;
+  s.limits.reasoning_parser = s.config.reasoning_parser;
   s.limits.generation = s.config.generation_config;
   // Each stream holds a worker thread until it ends: one per allowed request, plus a few for
   // the cheap endpoints (and to answer 429 when the limit is reached).

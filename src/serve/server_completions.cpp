@@ -118,6 +118,7 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   state.tool_choice = r.tool_choice;
   state.tool_name = r.tool_name;
   state.tool_format = r.tool_format;
+  state.reasoning = r.reasoning;
   state.choices.resize(choices);
   for (size_t c = 0; c < choices; ++c) state.choices[c].index = static_cast<int64_t>(c);
   // The first token's text depends on the prompt's last one (a leading space after BOS).
@@ -138,7 +139,10 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
                                       "server_error", "shutting_down"));
     if (r.best_of > r.n) keep_best(state, progress, static_cast<size_t>(r.n));
     if (r.echo) echo_prompt(state, r, *tokenizer);
-    for (Choice& c : state.choices) extract_tool_calls(state, c);
+    for (Choice& c : state.choices) {
+      extract_reasoning(state, c);
+      extract_tool_calls(state, c);
+    }
     return send_json(res, 200, response_json(ep, state));
   }
 
@@ -152,6 +156,7 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
       "text/event-stream",
       [channel, state, progress, ep, include_usage = r.include_usage, cancel, slot, registered,
        tok = tokenizer, first = std::vector<char>(choices, 1), open = choices,
+       reasoning_streams = std::vector<ReasoningStream>(choices),
        tool_streams = std::vector<ToolCallStream>(choices)](size_t,
                                                             httplib::DataSink& sink) mutable {
         for (const RequestChannel::Output& o : channel->take(kPollInterval)) {
@@ -168,8 +173,9 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
           const bool done = apply(state, progress, o, *tok, /*accumulate=*/whole);
           if (whole && !done) continue;
           if (whole) extract_tool_calls(state, state.choices[o.choice]);
-          if (state.tool_choice == ToolChoice::Auto)
-            tool_streams[o.choice].advance(state, state.choices[o.choice], done);
+          Choice& c = state.choices[o.choice];
+          if (state.reasoning) reasoning_streams[o.choice].advance(state, c, done);
+          if (state.tool_choice == ToolChoice::Auto) tool_streams[o.choice].advance(state, c, done);
           if (!done && o.out.text.empty() && o.out.new_tokens.empty()) continue;
           std::string events = stream_event(ep, state, o.choice, first[o.choice]);
           first[o.choice] = 0;

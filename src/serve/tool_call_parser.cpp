@@ -5,6 +5,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "serve/output_markers.h"
 #include "serve/python_call_list.h"
 #include "tessera/core/error.h"
 
@@ -13,23 +14,11 @@ namespace tessera::serve {
 namespace {
 
 using OrderedJson = nlohmann::ordered_json;
+using detail::marker_start_held;
+using detail::skip_space;
 constexpr size_t npos = std::string_view::npos;
 
-bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)); }
-
-size_t skip_space(std::string_view s, size_t i) {
-  while (i < s.size() && is_space(s[i])) ++i;
-  return i;
-}
-
 bool blank(std::string_view s) { return skip_space(s, 0) == s.size(); }
-
-// The longest end of text that could be the start of marker: held back from streamed content.
-size_t marker_start_held(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n)
-    if (marker.starts_with(text.substr(text.size() - n))) return n;
-  return 0;
-}
 
 // Where the JSON object or array starting at s[begin] closes (one past it); npos while open.
 // Brackets are counted, not matched: the JSON parser judges the text once it has closed.

@@ -452,6 +452,8 @@ def bad_arguments_fail_clearly(ctx):
         (["serve", "--model", ctx.path("nothing"), "--enable-auto-tool-choice",
           "--tool-call-parser", "qwen"],
          "unknown tool-call parser 'qwen' (known: hermes, llama3_json, mistral, pythonic)"),
+        (["serve", "--model", ctx.path("nothing"), "--reasoning-parser", "o1"],
+         "unknown reasoning parser 'o1' (known: deepseek_r1, qwen3)"),
         (["serve", "--model", ctx.path("nothing"), "--generation-config", ctx.path("nothing")],
          "[serve] expected --generation-config auto, vllm or a folder holding "
          "generation_config.json"),

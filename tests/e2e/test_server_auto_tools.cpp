@@ -7,6 +7,7 @@
 // answer stays content; the conversation with the call and its result is a valid next request.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tessera/autograd/grad_mode.h"
@@ -71,16 +72,39 @@ const Json kWeatherTool = {{"type", "function"},
                                {"properties", {{"city", {{"type", "string"}}}}},
                                {"required", {"city"}}}}}}};
 
+using Replies = std::vector<std::pair<std::string, std::string_view>>;
+
+// A server of a model trained to write each reply after its question, with the hermes tool-call
+// parser and the given server settings.
 struct ToolServer {
+  explicit ToolServer(const Replies& replies = {{"weather in paris?", kCallReply},
+                                                {"hi", kPlainReply}},
+                      serve::ServerConfig config = {})
+      : model(trained(*tok, replies)),
+        ts(*model, tok, {.max_num_seqs = 4}, with_hermes(std::move(config))) {}
+
+  // The model trained on replies, once per test binary (training takes seconds under the
+  // sanitizers).
+  static std::shared_ptr<models::CausalLM> trained(const tokenizers::Tokenizer& tok,
+                                                   const Replies& replies) {
+    static std::map<Replies, std::shared_ptr<models::CausalLM>> cache;
+    auto& model = cache[replies];
+    if (!model) {
+      model = testing::small_gpt2(/*block_size=*/160, /*n_embd=*/48);
+      memorise(*model, tok, replies);
+    }
+    return model;
+  }
+
+  static serve::ServerConfig with_hermes(serve::ServerConfig c) {
+    c.tool_call_parser = serve::ToolCallFormat::Hermes;
+    return c;
+  }
+
   std::shared_ptr<tokenizers::CharTokenizer> tok =
       std::make_shared<tokenizers::CharTokenizer>("abcdefghijklmnopqrstuvwxyz {}[]\":,<>/_.!?#\n");
-  std::shared_ptr<models::CausalLM> model = [this] {
-    auto m = testing::small_gpt2(/*block_size=*/160, /*n_embd=*/48);
-    memorise(*m, *tok, {{"weather in paris?", kCallReply}, {"hi", kPlainReply}});
-    return m;
-  }();
-  testing::TestServer ts{
-      *model, tok, {.max_num_seqs = 4}, {.tool_call_parser = serve::ToolCallFormat::Hermes}};
+  std::shared_ptr<models::CausalLM> model;
+  testing::TestServer ts;
 
   Json request(const std::string& question, bool stream = false) const {
     return {{"messages", {{{"role", "user"}, {"content", question}}}},
@@ -159,6 +183,107 @@ TEST(ServerAutoTools, StreamsSendTheContentAsItComesAndEachCallWhole) {
     if (d["content"].is_string()) text += d["content"];
   }
   EXPECT_EQ(text, kPlainReply);
+}
+
+// A Qwen3-style model that thinks before calling and before answering, and answers one question
+// without thinking, served with --reasoning-parser qwen3 beside the tool-call parser.
+constexpr std::string_view kThinkingCall =
+    "<think>a tool call.</think><tool_call>{\"name\": \"get_weather\", \"arguments\": "
+    "{\"city\": \"paris\"}}</tool_call>";
+constexpr std::string_view kThinkingReply = "<think>greet back.</think>\n\nhello!";
+
+struct ReasoningServer : ToolServer {
+  ReasoningServer()
+      : ToolServer({{"weather in paris?", kThinkingCall},
+                    {"hi", kThinkingReply},
+                    {"no thinking", "plain answer"}},
+                   {.reasoning_parser = serve::ReasoningFormat::Qwen3}) {}
+};
+
+TEST(ServerReasoning, ThinkingComesApartFromTheAnswerAndTheCalls) {
+  ReasoningServer s;
+  auto [status, called] = post_json(s.ts, "/v1/chat/completions", s.request("weather in paris?"));
+  ASSERT_EQ(status, 200) << called.dump();
+  const Json& m = called["choices"][0]["message"];
+  EXPECT_EQ(called["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(m["reasoning_content"], "a tool call.");
+  EXPECT_TRUE(m["content"].is_null()) << m.dump();
+  ASSERT_EQ(m["tool_calls"].size(), 1u) << m.dump();
+  expect_weather_call(m["tool_calls"][0]);
+
+  auto [status2, thought] = post_json(s.ts, "/v1/chat/completions", s.request("hi"));
+  ASSERT_EQ(status2, 200) << thought.dump();
+  EXPECT_EQ(thought["choices"][0]["message"]["reasoning_content"], "greet back.");
+  EXPECT_EQ(thought["choices"][0]["message"]["content"], "\n\nhello!");
+
+  auto [status3, plain] = post_json(s.ts, "/v1/chat/completions", s.request("no thinking"));
+  ASSERT_EQ(status3, 200) << plain.dump();
+  EXPECT_TRUE(plain["choices"][0]["message"]["reasoning_content"].is_null()) << plain.dump();
+  EXPECT_EQ(plain["choices"][0]["message"]["content"], "plain answer");
+
+  // Streamed: the thinking in reasoning_content deltas (no content beside it), then the answer.
+  const testing::StreamResult r = testing::stream_completion(
+      s.ts.port, s.request("hi", /*stream=*/true), {}, "/v1/chat/completions");
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  std::string reasoning, content;
+  for (const Json& d : r.deltas) {
+    if (d.contains("reasoning_content")) {
+      reasoning += d["reasoning_content"].get<std::string>();
+      EXPECT_TRUE(d["content"].is_null()) << d.dump();
+    } else if (d["content"].is_string()) {
+      content += d["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(reasoning, "greet back.");
+  EXPECT_EQ(content, "\n\nhello!");
+  const testing::StreamResult call = testing::stream_completion(
+      s.ts.port, s.request("weather in paris?", /*stream=*/true), {}, "/v1/chat/completions");
+  ASSERT_TRUE(call.error.empty()) << call.error;
+  EXPECT_EQ(call.finish_reason, "tool_calls");
+  size_t calls = 0;
+  for (const Json& d : call.deltas) {
+    if (d.contains("tool_calls")) expect_weather_call(d["tool_calls"][calls++]);
+    if (d["content"].is_string()) EXPECT_EQ(d["content"], "") << "no markup leaks: " << d.dump();
+  }
+  EXPECT_EQ(calls, 1u);
+}
+
+// chat_template_kwargs reach the model's chat template (Qwen3's enable_thinking); the variables
+// the server sets are not theirs to change.
+TEST(ServerReasoning, ChatTemplateKwargsReachTheTemplate) {
+  // 70 characters: every id the model may sample prints.
+  auto tok = std::make_shared<tokenizers::CharTokenizer>(
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789<>/ \n!?#");
+  auto model = testing::small_gpt2();
+  auto chat_template = std::make_shared<serve::ChatTemplate>(serve::ChatTemplate{
+      tokenizers::JinjaTemplate("{% for m in messages %}{{ m.content }}\n{% endfor %}"
+                                "{% if enable_thinking is defined and not enable_thinking %}"
+                                "<think></think>{% endif %}"),
+      "", ""});
+  testing::TestServer ts(*model, tok, {.max_num_seqs = 2}, {.chat_template = chat_template});
+  const Json messages = {{{"role", "user"}, {"content", "hi"}}};
+  auto tokenized = [&](const Json& extra) {
+    Json body = {{"messages", messages}};
+    body.update(extra);
+    auto [status, reply] = post_json(ts, "/tokenize", body);
+    EXPECT_EQ(status, 200) << reply.dump();
+    return tok->decode(reply["tokens"].get<std::vector<int32_t>>());
+  };
+  EXPECT_EQ(tokenized(Json::object()), "hi\n");
+  EXPECT_EQ(tokenized({{"chat_template_kwargs", {{"enable_thinking", false}}}}),
+            "hi\n<think></think>");
+  auto [status, reply] = post_json(ts, "/v1/chat/completions",
+                                   {{"messages", messages},
+                                    {"max_tokens", 2},
+                                    {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  EXPECT_EQ(status, 200) << reply.dump();
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], 18);
+  for (const Json& bad : {Json(3), Json({{"messages", Json::array()}})}) {
+    auto [code, error] = post_json(ts, "/v1/chat/completions",
+                                   {{"messages", messages}, {"chat_template_kwargs", bad}});
+    EXPECT_EQ(code, 400) << error.dump();
+    EXPECT_EQ(error["error"]["param"], "chat_template_kwargs");
+  }
 }
 
 TEST(ServerAutoTools, MistralCallIdsAreNineLettersOrDigits) {

@@ -40,6 +40,7 @@
 #include "tessera/infer/generate.h"
 #include "tessera/infer/generation_config.h"
 #include "tessera/infer/logprobs.h"
+#include "tessera/serve/reasoning_parser.h"
 #include "tessera/serve/tool_call_parser.h"
 #include "tessera/tokenizers/jinja_template.h"
 #include "tessera/tokenizers/tokenizer.h"
@@ -87,6 +88,7 @@ struct ModelLimits {
   std::map<std::string, int32_t> lora_ids;  // LoRA adapters "model" may name -> Engine ids
   std::shared_ptr<const ChatTemplate> chat_template;  // null: the plain template
   std::optional<ToolCallFormat> tool_call_parser;     // null: tool_choice "auto" is a 400
+  std::optional<ReasoningFormat> reasoning_parser;    // null: thinking stays in the content
   // The model's generation_config.json: its sampling settings are the defaults of requests that
   // set none, its eos_token_ids end replies as the tokenizer's EOS does.
   infer::GenerationConfig generation;
@@ -104,6 +106,8 @@ struct CompletionRequest {
   ToolChoice tool_choice = ToolChoice::None;
   std::string tool_name;  // Named: the function
   ToolCallFormat tool_format = ToolCallFormat::Hermes;  // Auto: the model's
+  // Chat without a grammar on a server with a reasoning parser: how the thinking is split off.
+  std::optional<ReasoningFormat> reasoning;
   std::vector<int32_t> prompt;
   infer::GenerationParams params;  // params.logprobs: what the engine computes
   bool stream = false;
@@ -150,6 +154,7 @@ struct Choice {
   std::vector<infer::TokenLogprob> prompt_logprobs;  // echo: the engine's, for prompt tokens 1..
   std::vector<ToolCall> tool_calls;                  // when the text held them (extract_tool_calls)
   bool called_tools = false;  // the model called tools of its choice: finish reason "tool_calls"
+  std::string reasoning;      // the thinking split off the text (extract_reasoning), or its chunk
 };
 
 // What a finished (or streaming) request has produced.
@@ -164,6 +169,7 @@ struct CompletionState {
   ToolChoice tool_choice = ToolChoice::None;  // the request's
   std::string tool_name;
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
+  std::optional<ReasoningFormat> reasoning;  // the request's: messages carry reasoning_content
 };
 
 // A new tool call id: "call_" and 24 random letters and digits (OpenAI's shape), or 9 of them for
@@ -174,6 +180,23 @@ std::string new_tool_call_id(ToolChoice choice, ToolCallFormat format);
 // rest of the text staying the content) and clears the text they came from; a text cut short
 // (not such JSON) stays the content, without tool calls.
 void extract_tool_calls(const CompletionState& s, Choice& c);
+
+// Splits a finished choice's thinking off its text (s.reasoning) into c.reasoning, leaving the
+// answer in c.text (for extract_tool_calls next).
+void extract_reasoning(const CompletionState& s, Choice& c);
+
+// A streamed choice of a reasoning request: its text split as it grows, each chunk carrying the
+// reasoning and the answer the split adds (the answer then goes on to a ToolCallStream).
+class ReasoningStream {
+ public:
+  // Appends c.text (this chunk's) to the text so far and replaces it and c.reasoning by what the
+  // split of the text adds; finished: the choice has ended.
+  void advance(const CompletionState& s, Choice& c, bool finished);
+
+ private:
+  std::string text_;
+  size_t reasoning_sent_ = 0, content_sent_ = 0;
+};
 
 // A streamed choice under tool_choice "auto": its text split as it grows, each chunk carrying
 // the content and the calls the split adds (calls whole, once they have closed).

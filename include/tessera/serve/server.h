@@ -56,6 +56,9 @@ struct ServerConfig {
   // requests with tools may then leave tool_choice "auto", and the model's calls come back as
   // tool_calls; null: "auto" is a 400.
   std::optional<ToolCallFormat> tool_call_parser;
+  // How the model marks its thinking (vLLM's --reasoning-parser): chat messages then carry it as
+  // reasoning_content apart from the content; null: it stays in the content.
+  std::optional<ReasoningFormat> reasoning_parser;
   // The model's generation_config.json (vLLM's --generation-config auto): the sampling defaults
   // of requests that set none, and more ids that end a reply.
   infer::GenerationConfig generation_config;

@@ -1,16 +1,24 @@
-// Tool-call parsers: input = a model's output, split in each of the four formats. The split of
-// the whole text is what a stream of it ends with, and every stream step only appends to content
-// and calls (checked at a few prefixes per input, not all: quadratic in the length); each call's
-// arguments are a JSON object's text. Nothing may throw: model output is never the client's error.
+// The parsers of a model's output (tool calls in each of the four formats, reasoning in both):
+// input = the output. The split of the whole text is what a stream of it ends with, and every
+// stream step only appends (checked at a few prefixes per input, not all: quadratic in the
+// length); each call's arguments are a JSON object's text. Nothing may throw: model output is
+// never the client's error.
 #include <nlohmann/json.hpp>
 
 #include "fuzz_util.h"
+#include "tessera/serve/reasoning_parser.h"
 #include "tessera/serve/tool_call_parser.h"
 
 namespace {
 
 using tessera::serve::ToolCallFormat;
 using tessera::serve::ToolCallSplit;
+
+bool extends(const tessera::serve::ReasoningSplit& longer,
+             const tessera::serve::ReasoningSplit& shorter) {
+  return longer.reasoning.starts_with(shorter.reasoning) &&
+         longer.content.starts_with(shorter.content);
+}
 
 bool extends(const ToolCallSplit& longer, const ToolCallSplit& shorter) {
   if (!longer.content.starts_with(shorter.content) || longer.calls.size() < shorter.calls.size())
@@ -37,6 +45,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const ToolCallSplit s = serve::split_tool_calls(f, text.substr(0, n), /*finished=*/false);
       if (!extends(s, prev)) fuzz::fail("a stream step took back content or a call", text);
       if (!extends(whole, s)) fuzz::fail("a stream step is not a prefix of the whole", text);
+      prev = s;
+    }
+  }
+  for (serve::ReasoningFormat f :
+       {serve::ReasoningFormat::DeepSeekR1, serve::ReasoningFormat::Qwen3}) {
+    const serve::ReasoningSplit whole = serve::split_reasoning(f, text, /*finished=*/true);
+    serve::ReasoningSplit prev;
+    for (size_t n : {size / 4, size / 2, size - size / 4, size}) {
+      const serve::ReasoningSplit s = serve::split_reasoning(f, text.substr(0, n), false);
+      if (!extends(s, prev)) fuzz::fail("a reasoning step took back text", text);
+      if (!extends(whole, s)) fuzz::fail("a reasoning step is not a prefix of the whole", text);
       prev = s;
     }
   }
