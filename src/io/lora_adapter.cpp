@@ -57,6 +57,10 @@ nn::LoraConfig parse_lora_config(const std::string& json) {
                   " (not applied by Tessera; merge those weights into the base model), got ",
                   j[key].dump());
   nn::LoraConfig c;
+  // A number too large for an integer parses as a float, which get<int64_t> would convert with
+  // undefined behaviour (found by fuzz_lora_adapter).
+  TESSERA_CHECK(j.contains("r") && j["r"].is_number_integer(), ValueError, kOp,
+                " expected r to be an integer, got ", j.contains("r") ? j["r"].dump() : "none");
   try {
     c.r = j.at("r").get<int64_t>();
     c.lora_alpha = j.value("lora_alpha", static_cast<double>(c.r));

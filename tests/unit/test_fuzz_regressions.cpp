@@ -11,6 +11,7 @@
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/infer/structured_output.h"
 #include "tessera/io/importers.h"
+#include "tessera/io/lora_adapter.h"
 #include "tessera/ops/creation.h"
 #include "tessera/serve/openai.h"
 #include "tessera/tokenizers/char_tokenizer.h"
@@ -88,6 +89,14 @@ TEST(FuzzRegressions, SentencePieceModelWithEmptyPieceIsAValueError) {
   std::ofstream(path, std::ios::binary)
       << first_part(read_bytes(corpus_file("fuzz_sentencepiece_tokenizer", "crash-empty-piece")));
   EXPECT_TESSERA_ERROR(tokenizers::SentencePieceTokenizer{path}, ValueError, "zero-length key");
+}
+
+// A LoRA rank too large for an integer (a float to JSON) was converted to int64 with undefined
+// behaviour: it is now a ValueError naming r.
+TEST(FuzzRegressions, LoraRankBeyondIntegersIsAValueError) {
+  const std::string config =
+      first_part(read_bytes(corpus_file("fuzz_lora_adapter", "crash-huge-rank")));
+  EXPECT_TESSERA_ERROR(io::parse_lora_config(config), ValueError, "expected r to be an integer");
 }
 
 // A chat content part whose "type" is a number made parse_request throw nlohmann's type_error

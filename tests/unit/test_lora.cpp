@@ -214,7 +214,9 @@ TEST(Lora, LoadRefusesAdaptersItWouldNotApplyFaithfully) {
   EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": 5, "r": 2})"), ValueError, "LORA");
   EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": "LORA", "r": 8})"), ValueError, "rank 8");
   EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": "LORA", "r": "two"})"), ValueError,
-                       "PEFT's types");
+                       "expected r to be an integer");
+  EXPECT_TESSERA_ERROR(with_config(R"({"peft_type": "LORA", "r": 2, "lora_alpha": "x"})"),
+                       ValueError, "PEFT's types");
   EXPECT_TESSERA_ERROR(with_config("not json"), ValueError, "JSON object");
   // PEFT's usual "off" values are accepted.
   const auto ok = with_config(
