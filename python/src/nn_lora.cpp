@@ -17,10 +17,11 @@ void init_nn_lora(py::module_& nn_m) {
       .def(py::init([](int64_t r, double lora_alpha, double lora_dropout,
                        const std::variant<std::string, std::vector<std::string>>& target_modules,
                        bool use_rslora) {
-             nn::LoraConfig c{.r = r,
-                              .lora_alpha = lora_alpha,
-                              .lora_dropout = lora_dropout,
-                              .use_rslora = use_rslora};
+             nn::LoraConfig c;
+             c.r = r;
+             c.lora_alpha = lora_alpha;
+             c.lora_dropout = lora_dropout;
+             c.use_rslora = use_rslora;
              if (const auto* regex = std::get_if<std::string>(&target_modules))
                c.target_regex = *regex;
              else

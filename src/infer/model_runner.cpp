@@ -269,15 +269,16 @@ void ModelRunner::mixture_rows(const Layer& L, const float* h, float* x, int64_t
   grow(ws.router, N * E);
   linear_rows(device, L.router, h, C, ws.router.data(), E, N);
   // Each row's K most probable experts (the lowest index first among equals, as topk) and their
-  // probabilities renormalised over the K: exp(s_e - max) / sum over the chosen, since the
-  // softmax's own denominator cancels.
+  // probabilities exp(s_e - max) / sum over all experts, or renormalised over the K: / sum over
+  // the chosen, since the softmax's own denominator cancels.
   ws.expert_of.resize(N * K);
   ws.expert_weight.resize(N * K);
   ws.expert_count.assign(E + 1, 0);
   for (int64_t n = 0; n < N; ++n) {
     float* s = ws.router.data() + n * E;
     const float top = *std::max_element(s, s + E);
-    for (int64_t e = 0; e < E; ++e) s[e] = std::exp(s[e] - top);
+    float all = 0.0f;
+    for (int64_t e = 0; e < E; ++e) all += s[e] = std::exp(s[e] - top);
     float chosen = 0.0f;
     for (int64_t k = 0; k < K; ++k) {
       int64_t best = -1;
@@ -289,7 +290,8 @@ void ModelRunner::mixture_rows(const Layer& L, const float* h, float* x, int64_t
       s[best] = -1.0f;  // taken
       ++ws.expert_count[best + 1];
     }
-    for (int64_t k = 0; k < K; ++k) ws.expert_weight[n * K + k] /= chosen;
+    const float denominator = d_.renormalize_experts ? chosen : all;
+    for (int64_t k = 0; k < K; ++k) ws.expert_weight[n * K + k] /= denominator;
   }
   // The picks grouped by expert, rows in order within each (a counting sort).
   for (int64_t e = 0; e < E; ++e) ws.expert_count[e + 1] += ws.expert_count[e];

@@ -85,6 +85,8 @@ void llama_fields(C& c, F&& f) {
   f("n_experts", c.n_experts);
   f("n_experts_per_token", c.n_experts_per_token);
   f("router_aux_loss_coef", c.router_aux_loss_coef);
+  f("norm_topk_prob", c.norm_topk_prob);
+  f("qwen_moe", c.qwen_moe);
 }
 
 template <class C, class F>

@@ -182,14 +182,13 @@ InferenceLayout GPT2::inference_layout() const {
     auto linear = [&](const nn::Linear& l, const char* name) {
       return InferenceLayout::Linear{{l.weight}, {l.bias}, {prefix + name}};
     };
-    out.layers.push_back({norm(*b.ln_1),
-                          norm(*b.ln_2),
-                          linear(*b.attn->c_attn, "attn.c_attn"),
-                          linear(*b.attn->c_proj, "attn.c_proj"),
-                          linear(*b.mlp->c_fc, "mlp.c_fc"),
-                          linear(*b.mlp->c_proj, "mlp.c_proj"),
-                          {},
-                          {}});
+    InferenceLayout::Layer& layer = out.layers.emplace_back();
+    layer.norm1 = norm(*b.ln_1);
+    layer.norm2 = norm(*b.ln_2);
+    layer.qkv = linear(*b.attn->c_attn, "attn.c_attn");
+    layer.o = linear(*b.attn->c_proj, "attn.c_proj");
+    layer.fc1 = linear(*b.mlp->c_fc, "mlp.c_fc");
+    layer.fc2 = linear(*b.mlp->c_proj, "mlp.c_proj");
   }
   out.final_norm = norm(*transformer->ln_f);
   out.lm_head = lm_head->weight;

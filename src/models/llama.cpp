@@ -68,11 +68,17 @@ MixtralExpert::MixtralExpert(const LlamaConfig& config) {
 Tensor MixtralExpert::forward(const Tensor& x) { return (*w2)(swiglu((*w1)(x), (*w3)(x))); }
 
 MixtralSparseMoe::MixtralSparseMoe(const LlamaConfig& config)
-    : n_experts(config.n_experts), top_k(config.n_experts_per_token) {
+    : n_experts(config.n_experts),
+      top_k(config.n_experts_per_token),
+      norm_topk_prob(config.norm_topk_prob) {
   gate = register_module("gate", linear(config.dim, n_experts));
   experts = register_module("experts", std::make_shared<nn::ModuleList>());
-  for (int64_t e = 0; e < n_experts; ++e)
-    experts->push_back(std::make_shared<MixtralExpert>(config));
+  for (int64_t e = 0; e < n_experts; ++e) {
+    if (config.qwen_moe)
+      experts->push_back(std::make_shared<LlamaMLP>(config));
+    else
+      experts->push_back(std::make_shared<MixtralExpert>(config));
+  }
 }
 
 Tensor MixtralSparseMoe::forward(const Tensor& x) {
@@ -83,7 +89,9 @@ Tensor MixtralSparseMoe::forward(const Tensor& x) {
   const Tensor scores = (*gate)(flat);
   const Tensor probs = softmax(scores.dtype() == kFloat64 ? scores : scores.to(kFloat32), -1);
   auto [top_probs, top_ids] = topk(probs, top_k, -1);
-  const Tensor weights = (top_probs / sum(top_probs, {-1}, /*keepdim=*/true)).to(flat.dtype());
+  const Tensor weights =
+      (norm_topk_prob ? top_probs / sum(top_probs, {-1}, /*keepdim=*/true) : top_probs)
+          .to(flat.dtype());
 
   // The picks grouped by expert, rows in order within each (a counting sort read on the host),
   // so the rows are gathered once and every expert runs once over its own contiguous slice.
@@ -103,8 +111,8 @@ Tensor MixtralSparseMoe::forward(const Tensor& x) {
   for (int64_t e = 0; e < n_experts; ++e) {
     last_stats.picks[e] = first[e + 1] - first[e];
     if (last_stats.picks[e] > 0)
-      outputs.push_back((*experts->at<MixtralExpert>(e))(
-          gathered.narrow(0, first[e], last_stats.picks[e])));
+      outputs.push_back(
+          (*experts->at<nn::UnaryModule>(e))(gathered.narrow(0, first[e], last_stats.picks[e])));
   }
   // Back in (row, slot) order, weighted, and summed over each row's slots.
   const Tensor y = index_select(cat(outputs, 0), 0, tensor(place).to(flat.device()));
@@ -115,8 +123,8 @@ Tensor MixtralSparseMoe::forward(const Tensor& x) {
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config) {
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config));
   if (config.mixture_of_experts())
-    block_sparse_moe =
-        register_module("block_sparse_moe", std::make_shared<MixtralSparseMoe>(config));
+    block_sparse_moe = register_module(config.qwen_moe ? "mlp" : "block_sparse_moe",
+                                       std::make_shared<MixtralSparseMoe>(config));
   else
     mlp = register_module("mlp", std::make_shared<LlamaMLP>(config));
   input_layernorm = register_module("input_layernorm",
@@ -280,6 +288,7 @@ InferenceLayout Llama::inference_layout() const {
   out.hidden = config.hidden_dim;
   out.max_seq_len = config.max_seq_len;
   out.experts_per_token = config.mixture_of_experts() ? config.n_experts_per_token : 0;
+  out.renormalize_experts = config.norm_topk_prob;
   out.eps = config.norm_eps;
   out.token_embedding = model->embed_tokens->weight;
   out.rope_cos = model->rotary_emb->cos;
@@ -318,13 +327,22 @@ InferenceLayout Llama::inference_layout() const {
       continue;
     }
     const MixtralSparseMoe& moe = *b.block_sparse_moe;
-    layer.router = weights({{moe.gate.get(), "block_sparse_moe.gate"}});
+    const std::string block = config.qwen_moe ? "mlp." : "block_sparse_moe.";
+    layer.router = weights({{moe.gate.get(), (block + "gate").c_str()}});
     for (int64_t e = 0; e < moe.n_experts; ++e) {
-      const MixtralExpert& x = *moe.experts->at<MixtralExpert>(e);
-      const std::string name = tessera::detail::str("block_sparse_moe.experts.", e, ".");
-      layer.experts.push_back(
-          {weights({{x.w1.get(), (name + "w1").c_str()}, {x.w3.get(), (name + "w3").c_str()}}),
-           weights({{x.w2.get(), (name + "w2").c_str()}})});
+      const std::string name = tessera::detail::str(block, "experts.", e, ".");
+      auto expert = [&](const nn::Linear& gate, const nn::Linear& up, const nn::Linear& down,
+                        const char* g, const char* u, const char* d) {
+        layer.experts.push_back({weights({{&gate, (name + g).c_str()}, {&up, (name + u).c_str()}}),
+                                 weights({{&down, (name + d).c_str()}})});
+      };
+      if (config.qwen_moe) {
+        const LlamaMLP& x = *moe.experts->at<LlamaMLP>(e);
+        expert(*x.gate_proj, *x.up_proj, *x.down_proj, "gate_proj", "up_proj", "down_proj");
+      } else {
+        const MixtralExpert& x = *moe.experts->at<MixtralExpert>(e);
+        expert(*x.w1, *x.w3, *x.w2, "w1", "w3", "w2");
+      }
     }
   }
   out.final_norm = {model->norm->weight, Tensor()};

@@ -77,7 +77,8 @@ std::string llama_from_hf(const std::string& hf_json) {
   // Qwen2 is LLaMA with biases on q, k and v; Hugging Face Llama's attention_bias adds o's.
   const std::string type = get_or<std::string>(j, "model_type", "");
   c.qkv_bias = type == "qwen2";
-  c.qk_norm = type == "qwen3";  // Qwen3: Qwen2 without the biases, query and key heads normed
+  // Qwen3: Qwen2 without the biases, query and key heads normed.
+  c.qk_norm = type == "qwen3" || type == "qwen3_moe";
   c.attention_bias = get_or<bool>(j, "attention_bias", false);
   TESSERA_CHECK(!get_or<bool>(j, "mlp_bias", false), ValueError,
                 "[load_model] expected mlp_bias false (MLP biases are not implemented)");
@@ -85,6 +86,18 @@ std::string llama_from_hf(const std::string& hf_json) {
   c.n_experts = get_or<int64_t>(j, "num_local_experts", 0);
   c.n_experts_per_token = get_or<int64_t>(j, "num_experts_per_tok", c.n_experts_per_token);
   c.router_aux_loss_coef = get_or<double>(j, "router_aux_loss_coef", c.router_aux_loss_coef);
+  if (type == "qwen3_moe") {  // every layer a mixture of experts of moe_intermediate_size units
+    c.qwen_moe = true;
+    c.n_experts = get_or<int64_t>(j, "num_experts", 0);
+    c.hidden_dim = get_or<int64_t>(j, "moe_intermediate_size", c.hidden_dim);
+    c.norm_topk_prob = get_or<bool>(j, "norm_topk_prob", false);  // Qwen3MoeConfig's default
+    const bool dense_layers = get_or<int64_t>(j, "decoder_sparse_step", 1) != 1 ||
+                              (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() &&
+                               !j["mlp_only_layers"].empty());
+    TESSERA_CHECK(!dense_layers, NotImplementedError,
+                  "[load_model] expected every layer a mixture of experts (decoder_sparse_step 1, "
+                  "no mlp_only_layers): dense layers among sparse ones are not implemented");
+  }
   if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
     const Json& s = j["rope_scaling"];
     const std::string type =
@@ -143,9 +156,9 @@ const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> families = {
       family<GPT2, GPT2Config>("gpt2", {"gpt2"}, "n_embd", "transformer.wte.weight", {"c_attn"},
                                &gpt2_from_hf),
-      family<Llama, LlamaConfig>("llama", {"llama", "mistral", "mixtral", "qwen2", "qwen3"},
-                                 "n_layers", "model.embed_tokens.weight", {"q_proj", "v_proj"},
-                                 &llama_from_hf),
+      family<Llama, LlamaConfig>(
+          "llama", {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"}, "n_layers",
+          "model.embed_tokens.weight", {"q_proj", "v_proj"}, &llama_from_hf),
   };
   return families;
 }

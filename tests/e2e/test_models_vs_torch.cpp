@@ -184,6 +184,24 @@ TEST_F(ModelsVsTorch, Qwen3HeadNormsAndDecoupledHeadsLogitsLossGradsAndTraining)
   }
 }
 
+// Qwen3-MoE: Qwen3's heads, every MLP a mixture of 4 experts named as Hugging Face's
+// Qwen3MoeSparseMoeBlock (mlp.gate, mlp.experts.<j>.{gate,up,down}_proj), the chosen experts'
+// probabilities not renormalised (norm_topk_prob false), with the load-balancing loss.
+TEST_F(ModelsVsTorch, Qwen3MoeLogitsLossWithLoadBalancingGradsAndTraining) {
+  models::LlamaConfig c = testing::qwen3_moe_config(llama_config(), 24, 40);
+  c.router_aux_loss_coef = 0.02;
+  c.norm_topk_prob = false;
+  manual_seed(29);
+  models::Llama model(c);
+  {
+    autograd::NoGradGuard no_grad;
+    for (auto& [name, p] : model.named_parameters())
+      if (name.ends_with("mlp.gate.weight")) p.mul_(10.0);
+  }
+  EXPECT_TRUE(model.named_parameters().contains("model.layers.1.mlp.experts.3.down_proj.weight"));
+  check_against_torch(model, "llama", c.to_json());
+}
+
 TEST_F(ModelsVsTorch, Gpt2LogitsLossGradsAndTraining) {
   const models::GPT2Config c = gpt2_config();
   manual_seed(20);

@@ -189,11 +189,15 @@ class MixtralExpert(nn.Module):
 
 
 class MixtralSparseMoe(nn.Module):
+    """Mixtral's block, or Qwen3MoeSparseMoeBlock (experts named as LlamaMLP; norm_topk_prob)."""
+
     def __init__(self, c):
         super().__init__()
         self.top_k = c["n_experts_per_token"]
+        self.norm_topk_prob = c.get("norm_topk_prob", True)
         self.gate = nn.Linear(c["dim"], c["n_experts"], bias=False)
-        self.experts = nn.ModuleList([MixtralExpert(c) for _ in range(c["n_experts"])])
+        expert = LlamaMLP if c.get("qwen_moe", False) else MixtralExpert
+        self.experts = nn.ModuleList([expert(c) for _ in range(c["n_experts"])])
         self.router_logits = None
 
     def forward(self, x):
@@ -201,7 +205,9 @@ class MixtralSparseMoe(nn.Module):
         self.router_logits = self.gate(flat)
         probs = F.softmax(self.router_logits, dim=1, dtype=torch.float)
         weights, chosen = torch.topk(probs, self.top_k, dim=-1)
-        weights = (weights / weights.sum(dim=-1, keepdim=True)).to(flat.dtype)
+        if self.norm_topk_prob:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(flat.dtype)
         out = torch.zeros_like(flat)
         mask = F.one_hot(chosen, num_classes=len(self.experts)).permute(2, 1, 0)  # [E, k, N]
         for e, expert in enumerate(self.experts):
@@ -224,7 +230,9 @@ class LlamaDecoderLayer(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.self_attn = LlamaAttention(c)
-        if c.get("n_experts", 0) > 0:
+        if c.get("n_experts", 0) > 0 and c.get("qwen_moe", False):
+            self.mlp = MixtralSparseMoe(c)
+        elif c.get("n_experts", 0) > 0:
             self.block_sparse_moe = MixtralSparseMoe(c)
         else:
             self.mlp = LlamaMLP(c)
@@ -270,7 +278,9 @@ class Llama(nn.Module):
         c = self.c
         if c.get("n_experts", 0) == 0 or c["router_aux_loss_coef"] == 0:
             return 0.0
-        logits = [layer.block_sparse_moe.router_logits for layer in self.model.layers]
+        moes = [layer.block_sparse_moe if hasattr(layer, "block_sparse_moe") else layer.mlp
+                for layer in self.model.layers]
+        logits = [moe.router_logits for moe in moes]
         return c["router_aux_loss_coef"] * load_balancing_loss(
             logits, c["n_experts"], c["n_experts_per_token"])
 

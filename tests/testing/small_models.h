@@ -66,6 +66,33 @@ inline std::shared_ptr<models::CausalLM> small_qwen3(int64_t max_seq_len = 80) {
   return model;
 }
 
+// small_qwen3 whose MLPs are Qwen3-MoE's: 4 experts of 40 units under Hugging Face's names, 2
+// per token, weighted by their probabilities as they are (norm_topk_prob false). The router is
+// drawn 20x wider, as small_mixtral's.
+// c shaped as Qwen3-MoE: heads of head_dim with query/key norms, 4 experts of `hidden` units of
+// which 2 per token, under Qwen3-MoE's names.
+inline models::LlamaConfig qwen3_moe_config(models::LlamaConfig c, int64_t head_dim,
+                                            int64_t hidden) {
+  c.explicit_head_dim = head_dim;
+  c.qk_norm = true;
+  c.hidden_dim = hidden;
+  c.n_experts = 4;
+  c.n_experts_per_token = 2;
+  c.qwen_moe = true;
+  return c;
+}
+
+inline std::shared_ptr<models::CausalLM> small_qwen3_moe(int64_t max_seq_len = 80) {
+  models::LlamaConfig c = qwen3_moe_config(small_llama_config(max_seq_len), 12, 40);
+  c.norm_topk_prob = false;
+  manual_seed(16);
+  auto model = std::make_shared<models::Llama>(c);
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, p] : model->named_parameters())
+    if (name.ends_with("mlp.gate.weight")) p.mul_(20.0);
+  return model;
+}
+
 // Draws every bias of model from N(0, scale^2) (models initialise them to zero, where a bias
 // left out of a computation would go unnoticed).
 inline void draw_biases(nn::Module& model, double scale) {

@@ -204,6 +204,38 @@ TEST(LoadModel, HuggingFaceQwen3Config) {
   EXPECT_TRUE(loaded->state_dict().contains("model.layers.1.self_attn.k_norm.weight"));
 }
 
+// A Qwen3-MoE folder (Qwen3-30B-A3B's keys, scaled down): every layer's MLP a mixture under
+// Hugging Face's names, moe_intermediate_size units per expert; dense layers among sparse ones
+// are refused by name.
+TEST(LoadModel, HuggingFaceQwen3MoeConfig) {
+  testing::TempDir dir;
+  const models::LlamaConfig c = testing::qwen3_moe_config(llama_config(), 16, 24);
+  manual_seed(8);
+  models::Llama model(c);
+  io::save_safetensors(dir.file("model.safetensors"), model.state_dict());
+  const std::string config =
+      R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 40,
+          "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96,
+          "moe_intermediate_size": 24, "num_experts": 4, "num_experts_per_tok": 2,
+          "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+          "router_aux_loss_coef": 0.001, "output_router_logits": false,
+          "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+          "tie_word_embeddings": false})";
+  write(dir.file("config.json"), config);
+  auto loaded = infer::load_model(dir.file("model.safetensors"));
+  expect_same_logits(model, *loaded);
+  const models::LlamaConfig& got = dynamic_cast<const models::Llama&>(*loaded).config;
+  EXPECT_TRUE(got.qwen_moe && got.norm_topk_prob && got.qk_norm);
+  EXPECT_EQ(got.n_experts, 4);
+  EXPECT_EQ(got.hidden_dim, 24);
+  std::string dense = config;
+  dense.replace(dense.find(R"("mlp_only_layers": [])"), 21, R"("mlp_only_layers": [1])");
+  write(dir.file("config.json"), dense);
+  EXPECT_TESSERA_ERROR(infer::load_model(dir.file("model.safetensors")), NotImplementedError,
+                       "dense layers among sparse ones");
+}
+
 // Names and shapes of a model's parameters.
 std::vector<std::pair<std::string, Shape>> shapes_of(const models::CausalLM& model) {
   std::vector<std::pair<std::string, Shape>> out;
@@ -298,9 +330,9 @@ TEST(LoadModel, RejectsWhatItCannotRead) {
                        "expected a config.json");
   EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"lr": 1})"), ValueError,
                        "expected a model config");
-  EXPECT_TESSERA_ERROR(
-      infer::make_model_from_config(R"({"model_type": "bert"})"), ValueError,
-      "expected model_type one of gpt2, llama, mistral, mixtral, qwen2, qwen3, got 'bert'");
+  EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"model_type": "bert"})"), ValueError,
+                       "expected model_type one of gpt2, llama, mistral, mixtral, qwen2, qwen3, "
+                       "qwen3_moe, got 'bert'");
 }
 
 }  // namespace

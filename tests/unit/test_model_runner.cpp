@@ -104,6 +104,11 @@ TEST(ModelRunner, Qwen3MatchesModelForward) {
   check_paged_runner(*testing::small_qwen3(), 6, 21, 60);
 }
 
+// Qwen3-MoE: experts under the MLP's names, their probabilities not renormalised.
+TEST(ModelRunner, Qwen3MoeMatchesModelForward) {
+  check_paged_runner(*testing::small_qwen3_moe(), 6, 29, 70);
+}
+
 TEST(ModelRunner, Gpt2MatchesModelForward) { check_paged_runner(*small_gpt2(), 6, 40, 80); }
 
 // Logits of the same step for sequence a, computed with a alone and next to b.

@@ -75,6 +75,12 @@ struct LlamaConfig {
   int64_t n_experts = 0;
   int64_t n_experts_per_token = 2;
   double router_aux_loss_coef = 0.001;
+  // Whether the chosen experts' probabilities are renormalised to sum 1 (Mixtral's, and
+  // Hugging Face's norm_topk_prob) or weight the experts as they are.
+  bool norm_topk_prob = true;
+  // Qwen3-MoE's names: the mixture is the layer's "mlp" ({gate, experts.<j>.{gate,up,down}_proj})
+  // instead of Mixtral's "block_sparse_moe" ({gate, experts.<j>.{w1,w3,w2}}).
+  bool qwen_moe = false;
 
   // Presets: "llama2-7b", "llama2-13b", "llama3-8b", "llama3.1-8b", "llama3.2-1b",
   // "tinyllama-1.1b", llama2.c's "stories260K", "stories15M", "stories42M", "stories110M", and

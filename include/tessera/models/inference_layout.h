@@ -47,6 +47,7 @@ struct InferenceLayout {
   int64_t dim = 0, n_heads = 0, n_kv_heads = 0, hidden = 0, max_seq_len = 0;
   int64_t head_dim = 0;           // 0: dim / n_heads
   int64_t experts_per_token = 0;  // of a mixture of experts
+  bool renormalize_experts = true;  // the chosen experts' probabilities rescaled to sum 1
   double eps = 1e-5;
   Tensor token_embedding;     // [vocab, dim]
   Tensor position_embedding;  // learned [max_seq_len, dim], or undefined
@@ -61,6 +62,7 @@ struct InferenceLayout {
     double eps = 1e-5;
     int64_t dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, hidden = 0;
     int64_t experts_per_token = 0;
+    bool renormalize_experts = true;
   };
   Dims dims() const {
     return {.rms_norm = norm == Norm::kRMSNorm,
@@ -71,7 +73,8 @@ struct InferenceLayout {
             .n_kv_heads = n_kv_heads,
             .head_dim = head_dim > 0 ? head_dim : dim / n_heads,
             .hidden = hidden,
-            .experts_per_token = experts_per_token};
+            .experts_per_token = experts_per_token,
+            .renormalize_experts = renormalize_experts};
   }
 };
 

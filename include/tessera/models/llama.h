@@ -38,7 +38,7 @@ class LlamaAttention : public nn::Module {
 
 class LlamaMLP : public nn::UnaryModule {
  public:
-  explicit LlamaMLP(const LlamaConfig& config);
+  explicit LlamaMLP(const LlamaConfig& config);  // config.hidden_dim units
   Tensor forward(const Tensor& x) override;  // down(silu(gate(x)) * up(x))
   std::string type_name() const override { return "LlamaMLP"; }
 
@@ -59,9 +59,10 @@ class MixtralExpert : public nn::UnaryModule {
 };
 
 // Mixtral's sparse MLP: the router (gate) scores the experts of each token, the softmax (in at
-// least float32) of the scores is cut to its top n_experts_per_token, renormalised to sum 1,
-// and the token's output is the sum of those experts' outputs weighted so. Only the chosen
-// experts run, each once over all the rows that chose it.
+// least float32) of the scores is cut to its top n_experts_per_token, renormalised to sum 1
+// (unless config.norm_topk_prob is false), and the token's output is the sum of those experts'
+// outputs weighted so. Only the chosen experts run, each once over all the rows that chose it.
+// The experts are MixtralExperts, or LlamaMLPs under Qwen3-MoE's names (config.qwen_moe).
 class MixtralSparseMoe : public nn::UnaryModule {
  public:
   explicit MixtralSparseMoe(const LlamaConfig& config);
@@ -69,8 +70,9 @@ class MixtralSparseMoe : public nn::UnaryModule {
   std::string type_name() const override { return "MixtralSparseMoe"; }
 
   int64_t n_experts, top_k;
+  bool norm_topk_prob;
   std::shared_ptr<nn::Linear> gate;         // the router, [n_experts, dim]
-  std::shared_ptr<nn::ModuleList> experts;  // of MixtralExpert
+  std::shared_ptr<nn::ModuleList> experts;  // of MixtralExpert or LlamaMLP
 
   // What the load-balancing loss needs of the last forward: the sum over its tokens of the
   // router probabilities [n_experts] (differentiable), how many top-k picks each expert got,
