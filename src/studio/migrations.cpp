@@ -88,6 +88,11 @@ ALTER TABLE new_conversations RENAME TO conversations;
 ALTER TABLE new_messages RENAME TO messages;
 CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
 )sql",
+      // 5: a reasoning model's thinking (a service with --reasoning-parser), apart from its
+      // answer; empty for others.
+      R"sql(
+ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';
+)sql",
   };
   return m;
 }

@@ -114,9 +114,10 @@ struct Attached {
   const bool live;  // false: stopped before the request was sent
 };
 
-// Streams the service's answer into sink; returns the assistant message's stats.
+// Streams the service's answer into sink ({"delta"} events, and {"reasoning"} ones for a
+// reasoning model's thinking); returns the assistant message's stats.
 Json stream_reply(const Json& service, const Json& request, ChatStop& cancel,
-                  httplib::DataSink& sink, std::string& text) {
+                  httplib::DataSink& sink, std::string& text, std::string& reasoning) {
   httplib::Client c("127.0.0.1", static_cast<int>(service["port"].get<int64_t>()));
   c.set_read_timeout(600, 0);
   httplib::Request req;
@@ -140,14 +141,23 @@ Json stream_reply(const Json& service, const Json& request, ChatStop& cancel,
       const Json j = parse_json(event.substr(6));
       if (!j.is_object() || !j.contains("choices") || j["choices"].empty()) continue;
       const Json& ch = j["choices"][0];
-      const std::string delta = ch.value("delta", Json::object()).value("content", "");
-      if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
-      if (delta.empty()) continue;
+      const Json d = ch.value("delta", Json::object());
+      // null when absent: a thinking chunk carries "content": null.
+      const auto field = [&](const char* key) {
+        return d.contains(key) && d[key].is_string() ? d[key].get<std::string>() : "";
+      };
+      const std::string delta = field("content"), thought = field("reasoning_content");
+      if (ch.contains("finish_reason") && ch["finish_reason"].is_string())
+        finish = ch["finish_reason"];
+      if (delta.empty() && thought.empty()) continue;
       last = Clock::now();
       if (tokens++ == 0) first = last;
       text += delta;
+      reasoning += thought;
       const double ttft = std::chrono::duration<double>(first - start).count();
-      const std::string out = sse({{"delta", delta}, {"tokens", tokens}, {"ttft_s", ttft}});
+      Json relayed = {{"delta", delta}, {"tokens", tokens}, {"ttft_s", ttft}};
+      if (!thought.empty()) relayed["reasoning"] = thought;
+      const std::string out = sse(relayed);
       if (!sink.is_writable() || !sink.write(out.data(), out.size())) gone = true;
     }
     return !gone && !cancel.requested();
@@ -214,18 +224,19 @@ void chat(Studio::Impl& s, const httplib::Request& req, httplib::Response& res) 
       [&s, id, service, request, active](size_t, httplib::DataSink& sink) {
         // Outside httplib's exception handler: an escaping exception would end the studio, so
         // a failure (a malformed reply, a busy database) ends the stream with it instead.
-        std::string text;
+        std::string text, reasoning;
         Json message;
         try {
-          Json stats = stream_reply(service, request, *active->cancel, sink, text);
+          Json stats = stream_reply(service, request, *active->cancel, sink, text, reasoning);
           const int64_t mid = s.db.insert(
-              "INSERT INTO messages (conversation_id, role, content, stats_json) "
-              "VALUES (?, 'assistant', ?, ?)",
-              {id, text, stats.dump()});
+              "INSERT INTO messages (conversation_id, role, content, reasoning, stats_json) "
+              "VALUES (?, 'assistant', ?, ?, ?)",
+              {id, text, reasoning, stats.dump()});
           message = s.db.row("SELECT * FROM messages WHERE id = ?", {mid});
         } catch (const std::exception& e) {
           message = {{"role", "assistant"},
                      {"content", text},
+                     {"reasoning", reasoning},
                      {"stats", {{"error", std::string("the reply was not stored: ") + e.what()}}}};
         }
         // Before the done event: a client may send the next message as soon as it has it (the

@@ -262,6 +262,35 @@ TEST(StudioServices, ChatStreamsAndTheStopButtonCancelsTheRequestInTheEngine) {
   EXPECT_EQ(s.post("/api/services/" + std::to_string(sid) + "/stop").status, 200);
 }
 
+// A service started with a reasoning parser: its thinking arrives as "reasoning" events and is
+// kept apart from the answer in the stored message. stories260K never closes a thought, so under
+// deepseek_r1 (whose template opens it) everything it writes is thinking.
+TEST(StudioServices, AReasoningServicesThinkingIsKeptApartFromItsAnswer) {
+  STORIES_OR_SKIP(model, tokenizer);
+  TestStudio s(testing::fresh_dir("reasoning"));
+  const Json svc =
+      started_service(s, add_model(s, model, tokenizer), {"--reasoning-parser=deepseek_r1"});
+  auto conv =
+      s.post("/api/conversations",
+             {{"service_id", svc["id"]},
+              {"settings", {{"temperature", 0}, {"max_tokens", 12}, {"ignore_eos", true}}}});
+  ASSERT_EQ(conv.status, 201) << conv.body;
+  const int64_t cid = conv.body["id"];
+  const ChatStream reply = chat(s, cid, {{"content", "Once upon a time"}});
+  ASSERT_FALSE(reply.done.is_null());
+  std::string thought;
+  for (const Json& e : reply.events) thought += e.value("reasoning", "");
+  EXPECT_FALSE(thought.empty());
+  EXPECT_EQ(reply.done["reasoning"], thought);
+  EXPECT_EQ(reply.done["content"], "");
+  EXPECT_EQ(reply.done["stats"]["tokens"], 12);
+  const Json history = s.get("/api/conversations/" + std::to_string(cid)).body["messages"];
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[1]["reasoning"], thought);
+  EXPECT_EQ(history[0]["reasoning"], "") << "the user's message has none";
+  EXPECT_EQ(s.post("/api/services/" + svc["id"].dump() + "/stop").status, 200);
+}
+
 TEST(StudioServices, ARunIsFollowedWhileTesseraTrainWritesIt) {
   TESSERA_SHARED_DATA_OR_SKIP(text, "tinyshakespeare.txt");
   const std::string dir = testing::fresh_dir("live_run");

@@ -170,6 +170,25 @@ try {
   const metrics = await api('GET', `/services/${service.id}/metrics`);
   assert.equal(metrics.tessera_requests_running, 0, 'a stopped request still runs in the engine');
 
+  // A reasoning service (stories260K under --reasoning-parser deepseek_r1, whose template opens
+  // the thought, so all it writes is thinking) shows the thinking in its own block.
+  const thinker = await api('POST', '/services', { name: 'thinker', model_id: 1, args: ['--reasoning-parser=deepseek_r1'] });
+  await api('POST', `/services/${thinker.id}/start`);
+  await pick('[data-test=chat-service]', 'thinker');
+  await page.locator('[data-test=new-chat]').click();
+  await page.waitForFunction(() => document.querySelectorAll('[data-test=msg-stats]').length === 0);
+  await pick('[data-test=output]', 'Free text');  // a grammar-held reply is not split
+  await page.getByPlaceholder('Type a message…').fill('Once upon a time');
+  await page.locator('[data-test=send]').click();
+  await page.waitForFunction(() => {
+    const stats = document.querySelector('[data-test=msg-stats]');
+    return stats && !stats.textContent.includes('…');
+  });
+  assert.match(await page.locator('[data-test=msg-thinking]').innerText(), /^Thinking/);
+  const thought = (await api('GET', `/conversations/${(await api('GET', '/conversations'))[0].id}`)).messages[1];
+  assert.ok(thought.reasoning.length > 0 && thought.content === '', JSON.stringify(thought));
+  await api('POST', `/services/${thinker.id}/stop`);
+
   // Services page with the live metrics of the service that just answered.
   await go('services');
   await page.locator('[data-test=state-1]').click();
