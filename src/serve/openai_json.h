@@ -1,6 +1,7 @@
 #pragma once
 // JSON helpers shared by the OpenAI API sources (request parsing, responses, embeddings); not
 // public API.
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -75,6 +76,14 @@ class Fields {
  private:
   const Json& j_;
 };
+
+// What a stream has not sent yet of text that only grows (a split's content or reasoning), and
+// marks it sent.
+inline std::string unsent(const std::string& text, size_t& sent) {
+  std::string rest = text.substr(std::min(sent, text.size()));
+  sent = std::max(sent, text.size());
+  return rest;
+}
 
 // The token ids of a JSON array, each an integer in [0, vocab); a 400 naming param otherwise.
 std::vector<int32_t> token_ids(const Json& arr, const char* param, int64_t vocab);

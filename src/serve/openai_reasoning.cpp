@@ -1,7 +1,6 @@
 // Chat responses' reasoning_content: a finished choice's thinking split off its text, and a
 // streamed choice's as it grows.
-#include <algorithm>
-
+#include "serve/openai_json.h"
 #include "tessera/serve/openai.h"
 
 namespace tessera::serve {
@@ -16,10 +15,8 @@ void extract_reasoning(const CompletionState& s, Choice& c) {
 void ReasoningStream::advance(const CompletionState& s, Choice& c, bool finished) {
   text_ += c.text;
   const ReasoningSplit split = split_reasoning(*s.reasoning, text_, finished);
-  c.reasoning = split.reasoning.substr(std::min(reasoning_sent_, split.reasoning.size()));
-  c.text = split.content.substr(std::min(content_sent_, split.content.size()));
-  reasoning_sent_ = std::max(reasoning_sent_, split.reasoning.size());
-  content_sent_ = std::max(content_sent_, split.content.size());
+  c.reasoning = detail::unsent(split.reasoning, reasoning_sent_);
+  c.text = detail::unsent(split.content, content_sent_);
 }
 
 }  // namespace tessera::serve

@@ -170,8 +170,7 @@ void extract_tool_calls(const CompletionState& s, Choice& c) {
 void ToolCallStream::advance(const CompletionState& s, Choice& c, bool finished) {
   text_ += c.text;
   ToolCallSplit split = split_tool_calls(s.tool_format, text_, finished);
-  c.text = split.content.substr(std::min(content_sent_, split.content.size()));
-  content_sent_ = std::max(content_sent_, split.content.size());
+  c.text = unsent(split.content, content_sent_);
   c.tool_calls.clear();
   for (; calls_sent_ < split.calls.size(); ++calls_sent_)
     c.tool_calls.push_back(new_call(s, std::move(split.calls[calls_sent_].name),

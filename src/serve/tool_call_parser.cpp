@@ -98,7 +98,6 @@ class SplitBuilder {
     out_.content += leftover_;
     return std::move(out_);
   }
-  bool finished() const { return finished_; }
 
  private:
   std::string_view text_;
