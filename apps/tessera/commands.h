@@ -36,4 +36,13 @@ inline void add_weight_dtype_options(CLI::App* cmd, std::string& dtype, std::str
       ->capture_default_str();
 }
 
+// The --hf-overrides option of generate and serve (vLLM's): JSON merged into the model's config.
+inline void add_hf_overrides_option(CLI::App* cmd, std::string& overrides) {
+  cmd->add_option("--hf-overrides", overrides,
+                  "A JSON object merged into the model's config.json before it is built, e.g. "
+                  "'{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                  "\"original_max_position_embeddings\": 32768}}' for Qwen's long context "
+                  "(nested objects merge, null removes a key)");
+}
+
 }  // namespace tessera::cli

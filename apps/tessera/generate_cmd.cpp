@@ -27,7 +27,7 @@ namespace {
 struct Options {
   std::string model, tokenizer, data_dir, prompt, device = "cpu";
   std::string dtype = "auto", quantization = "none";  // the CPU runner's weights
-  std::string speculative_config, lora;
+  std::string speculative_config, lora, hf_overrides;
   int64_t max_new_tokens = 256, top_k = 0;
   double temperature = 1.0, top_p = 1.0;
   uint64_t seed = 1337;
@@ -80,7 +80,9 @@ int run_generate(const Options& o) {
       infer::SpeculativeConfig::parse(o.speculative_config, "generate");
   const std::optional<nn::LoraAdapter> lora =
       o.lora.empty() ? std::nullopt : std::optional(io::load_lora_adapter(o.lora));
-  LoadedModel loaded = load_model(o.model);
+  infer::LoadOptions load_options;
+  load_options.config_overrides = o.hf_overrides;
+  LoadedModel loaded = load_model(o.model, load_options);
   if (lora) nn::merge_lora(*loaded.model, *lora);
   loaded.model->to(device);
   std::shared_ptr<tokenizers::Tokenizer> tokenizer =
@@ -157,6 +159,7 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--data-dir", o->data_dir,
                   "Folder holding gpt2/encoder.json and gpt2/vocab.bpe (default: "
                   "$TESSERA_DATA_DIR)");
+  add_hf_overrides_option(cmd, o->hf_overrides);
   cmd->add_option("--prompt", o->prompt,
                   "Text to continue (default: start from the tokenizer's BOS, or a newline)");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate at most")

@@ -44,7 +44,8 @@ Command add_serve_command(CLI::App& app) {
     uint64_t seed = 0;
     bool prefix_caching = true;
     std::string kv_cache_dtype = "auto", dtype = "auto", quantization = "none";
-    std::string speculative_config;
+    std::string speculative_config, hf_overrides;
+    int64_t max_model_len = 0;
     std::vector<std::string> lora_modules;  // name=path
   };
   auto o = std::make_shared<Options>();
@@ -98,6 +99,11 @@ Command add_serve_command(CLI::App& app) {
                 "decides whether to call, and its calls come back as tool_calls")
       ->needs(parser);
   parser->needs("--enable-auto-tool-choice");
+  add_hf_overrides_option(cmd, o->hf_overrides);
+  cmd->add_option("--max-model-len", o->max_model_len,
+                  "The longest sequence, prompt and reply (default: the model's context; a "
+                  "long-context model's full length may need more cache than it is worth)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-batch", o->max_batch, "Sequences decoded together at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -182,7 +188,9 @@ Command add_serve_command(CLI::App& app) {
             std::optional<serve::ToolCallFormat> tool_call_parser;
             if (o->auto_tool_choice)
               tool_call_parser = serve::tool_call_format(o->tool_call_parser);
-            LoadedModel loaded = load_model(o->model);
+            infer::LoadOptions load_options;
+            load_options.config_overrides = o->hf_overrides;
+            LoadedModel loaded = load_model(o->model, load_options);
             loaded.model->to(device);
             std::shared_ptr<tokenizers::Tokenizer> tokenizer =
                 model_tokenizer(loaded, o->tokenizer, o->data_dir, "serve");
@@ -192,6 +200,7 @@ Command add_serve_command(CLI::App& app) {
             ec.num_blocks = o->kv_blocks;
             ec.kv_cache_memory_bytes = static_cast<int64_t>(o->kv_cache_memory);
             ec.max_num_seqs = o->max_batch;
+            ec.max_model_len = o->max_model_len;
             ec.max_num_batched_tokens = std::max(o->max_batched_tokens, o->max_batch);
             ec.seed = o->seed;
             ec.enable_prefix_caching = o->prefix_caching;

@@ -279,9 +279,12 @@ void bind_llm(py::module_& m) {
                        int64_t num_blocks, int64_t block_size, int64_t max_num_batched_tokens,
                        uint64_t seed, bool enable_prefix_caching, const std::string& kv_cache_dtype,
                        const std::string& dtype, const std::string& quantization,
-                       int64_t kv_cache_memory_bytes, const std::string& speculative_config) {
+                       int64_t kv_cache_memory_bytes, const std::string& speculative_config,
+                       const std::string& hf_overrides, int64_t max_model_len) {
              llm::LLMConfig c;
              c.model = model;
+             c.config_overrides = hf_overrides;
+             c.engine.max_model_len = max_model_len;
              c.tokenizer = tokenizer;
              c.data_dir = data_dir;
              c.device = device;
@@ -305,11 +308,11 @@ void bind_llm(py::module_& m) {
            py::arg("seed") = 0, py::arg("enable_prefix_caching") = true,
            py::arg("kv_cache_dtype") = "auto", py::arg("dtype") = "auto",
            py::arg("quantization") = "none", py::arg("kv_cache_memory_bytes") = 0,
-           py::arg("speculative_config") = "")
+           py::arg("speculative_config") = "", py::arg("hf_overrides") = "",
+           py::arg("max_model_len") = 0)
       .def_property_readonly("tokenizer", &LLM::shared_tokenizer)
       .def_property_readonly("source", [](const LLM& l) { return l.model().source; })
-      .def_property_readonly("max_model_len",
-                             [](const LLM& l) { return l.model().model->max_seq_len(); })
+      .def_property_readonly("max_model_len", [](const LLM& l) { return l.max_model_len(); })
       .def("stats", [](const LLM& l) { return stats_dict(l.stats()); })
       .def("encode", &LLM::encode, py::arg("prompt"))
       .def("lora", &LLM::lora, py::arg("path"), py::call_guard<py::gil_scoped_release>(),

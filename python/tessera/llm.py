@@ -125,12 +125,16 @@ class LLM:
     spec_accepted_tokens.
     enable_lora: accepted for vLLM's signature; any request may name a LoRARequest (CPU models),
     whose adapter is loaded on its first use.
+    hf_overrides: a dict merged into the model's config before it is built (vLLM's), e.g.
+    {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings":
+    32768}}. max_model_len: the longest sequence, prompt and output (None: the model's context).
     """
 
     def __init__(self, model, tokenizer=None, *, max_num_seqs=32, num_blocks=0, block_size=16,
                  max_num_batched_tokens=2048, seed=0, dtype=None, device="cpu", data_dir=None,
                  enable_prefix_caching=True, kv_cache_dtype="auto", quantization=None,
-                 kv_cache_memory_bytes=0, speculative_config=None, enable_lora=False):
+                 kv_cache_memory_bytes=0, speculative_config=None, enable_lora=False,
+                 hf_overrides=None, max_model_len=None):
         for name, value in (("auto", None), ("float32", _C.float32), ("bfloat16", _C.bfloat16)):
             if dtype is value or (value is not None and dtype == value):
                 dtype = name
@@ -143,7 +147,9 @@ class LLM:
                                   str(kv_cache_dtype), dtype, str(quantization or "none"),
                                   int(kv_cache_memory_bytes),
                                   "" if speculative_config is None else
-                                  json.dumps(speculative_config))
+                                  json.dumps(speculative_config),
+                                  "" if hf_overrides is None else json.dumps(hf_overrides),
+                                  int(max_model_len or 0))
         self._ids = itertools.count()
 
     def get_tokenizer(self) -> Tokenizer:

@@ -284,6 +284,22 @@ def test_kv_cache_memory_sizes_the_cache_in_bytes():
         LLM(model=str(MODEL), tokenizer=str(TOKENIZER), num_blocks=4, kv_cache_memory_bytes=block)
 
 
+def test_max_model_len_caps_sequences_and_hf_overrides_need_a_config():
+    engine = LLM(model=str(MODEL), tokenizer=str(TOKENIZER), max_model_len=40)
+    assert engine._engine.max_model_len == 40
+    out = engine.generate([[1, 461, 430]], SamplingParams(temperature=0.0, max_tokens=100,
+                                                          ignore_eos=True)).pop().outputs[0]
+    assert len(out.token_ids) <= 37 and (len(out.token_ids) == 37) == (out.finish_reason == "length")
+    with pytest.raises(ValueError, match="prompt of 1 to 39 tokens"):
+        engine.generate([[1] * 40])
+    with pytest.raises(ValueError, match=r"max_model_len in \[0, 512\]"):
+        LLM(model=str(MODEL), tokenizer=str(TOKENIZER), max_model_len=513)
+    # A llama2.c file has no config to override (Hugging Face folders and Tessera runs do: the
+    # C++ tests load them with overrides).
+    with pytest.raises(ValueError, match="a model with a config to apply overrides to"):
+        LLM(model=str(MODEL), tokenizer=str(TOKENIZER), hf_overrides={"max_seq_len": 64})
+
+
 def test_bfloat16_weights_follow_the_model_within_their_rounding():
     # The CPU runner's linear weights rounded to bfloat16 once (the arithmetic stays float32):
     # within 1% of the logits' scale (their 2^-9 rounding compounds over 5 layers and the

@@ -37,6 +37,10 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
       tokenizer_(std::move(tokenizer)),
       sampler_(runner_.vocab_size()) {
   config_.speculative.validate();
+  TESSERA_CHECK(config_.max_model_len >= 0 && config_.max_model_len <= runner_.max_seq_len(),
+                ValueError, "[Engine] expected max_model_len in [0, ", runner_.max_seq_len(),
+                "] (the model's context; 0: all of it), got ", config_.max_model_len);
+  if (config_.max_model_len == 0) config_.max_model_len = runner_.max_seq_len();
   if (config_.speculative.enabled() && config_.speculative.history_tokens > 0)
     history_ = std::make_unique<NgramHistory>(config_.speculative.history_tokens,
                                               config_.speculative.prompt_lookup_min);
@@ -53,7 +57,7 @@ Engine::Engine(const models::CausalLM& model, const EngineConfig& config,
                   "[Engine] expected kv_cache_memory_bytes to hold at least one block of ",
                   block_bytes, " bytes, got ", memory);
   } else if (config_.num_blocks == 0) {
-    const int64_t per_seq = (runner_.max_seq_len() + block_size - 1) / block_size;
+    const int64_t per_seq = (config_.max_model_len + block_size - 1) / block_size;
     config_.num_blocks = config_.max_num_seqs * per_seq;
   }
   cache_ = std::make_unique<PagedKVCache>(spec, config_.num_blocks, config_.block_size,
@@ -98,7 +102,7 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
   const int64_t P = static_cast<int64_t>(prompt.size());
   // The longest sequence: the model's context, and what the whole cache can hold.
   const int64_t capacity =
-      std::min(runner_.max_seq_len(), cache_->num_blocks() * cache_->block_size());
+      std::min(config_.max_model_len, cache_->num_blocks() * cache_->block_size());
   TESSERA_CHECK(P >= 1 && P < capacity, ValueError,
                 "[Engine.add_request] expected a prompt of 1 to ", capacity - 1,
                 " tokens (the context less one), got ", P);
@@ -167,8 +171,8 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, const GenerationParams&
 
 std::vector<float> Engine::embed(std::span<const int32_t> prompt) {
   const int64_t P = static_cast<int64_t>(prompt.size());
-  TESSERA_CHECK(P >= 1 && P <= runner_.max_seq_len(), ValueError,
-                "[Engine.embed] expected a prompt of 1 to ", runner_.max_seq_len(), " tokens, got ",
+  TESSERA_CHECK(P >= 1 && P <= config_.max_model_len, ValueError,
+                "[Engine.embed] expected a prompt of 1 to ", config_.max_model_len, " tokens, got ",
                 P);
   StaticKVCache cache(runner_.kv_spec(config_.kv_cache_dtype), P, runner_.device());
   StepBatch batch;
@@ -267,7 +271,7 @@ void Engine::sample_row(Request& r, int64_t row, std::span<const int32_t> runner
     out.logprobs.push_back(token_logprobs(logits.subspan(row * V, V), token, r.logprobs));
   if (stop_token || r.text.stopped() || (r.json && r.json->terminated()))
     out.finish_reason = FinishReason::Stop;
-  else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= runner_.max_seq_len())
+  else if (seq.num_output() >= seq.stopping.max_tokens || seq.num_tokens() >= config_.max_model_len)
     out.finish_reason = FinishReason::Length;
 }
 
@@ -312,7 +316,7 @@ void Engine::propose_drafts() {
     // Drafts past the last token the request may write, or past the context, would be wasted.
     const int64_t max_drafts =
         std::min({spec.num_speculative_tokens, seq.stopping.max_tokens - seq.num_output() - 1,
-                  runner_.max_seq_len() - seq.num_tokens()});
+                  config_.max_model_len - seq.num_tokens()});
     if (max_drafts <= 0) continue;
     int64_t wanted = spec.adaptive
                          ? draft_policy_.worth_running(r->draft_acceptance, threshold, max_drafts)

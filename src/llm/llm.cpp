@@ -115,7 +115,9 @@ void RequestStream::abort() {
 
 LLM::LLM(const LLMConfig& config) {
   const Device device = device_option(config.device, "LLM");
-  loaded_ = load_model(config.model);
+  infer::LoadOptions load_options;
+  load_options.config_overrides = config.config_overrides;
+  loaded_ = load_model(config.model, load_options);
   loaded_.model->to(device);
   tokenizer_ = config.tokenizer_object
                    ? config.tokenizer_object

@@ -61,8 +61,8 @@ bool ends_text(const tokenizers::Tokenizer& tokenizer, int32_t id) {
   return std::find(ends.begin(), ends.end(), id) != ends.end();
 }
 
-LoadedModel load_model(const std::string& path, bool weights) {
-  infer::LoadedModel files = infer::load_model_with_config(path, weights);
+LoadedModel load_model(const std::string& path, const infer::LoadOptions& options) {
+  infer::LoadedModel files = infer::load_model_with_config(path, options);
   LoadedModel loaded;
   loaded.model = std::move(files.model);
   loaded.spec = model_spec(*loaded.model);

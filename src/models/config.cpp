@@ -40,12 +40,17 @@ void read_fields(const Json& doc, const Fields& fields, std::string_view op,
       if (key != name) return;
       known = true;
       using T = std::decay_t<decltype(field)>;
-      const bool ok = std::is_same_v<T, bool> ? value.is_boolean()
+      constexpr bool is_bool = std::is_same_v<T, bool>;
+      constexpr bool is_string = std::is_same_v<T, std::string>;
+      const bool ok = is_bool                 ? value.is_boolean()
+                      : is_string             ? value.is_string()
                       : std::is_integral_v<T> ? value.is_number_integer()
                                               : value.is_number();
       TESSERA_CHECK(ok, ValueError, "[", op, "] expected a ",
-                    std::is_same_v<T, bool> ? "boolean" : "number", " for '", key, "', got ",
-                    value.dump());
+                    is_bool     ? "boolean"
+                    : is_string ? "string"
+                                : "number",
+                    " for '", key, "', got ", value.dump());
       field = value.template get<T>();
     });
     if (!extra_key.empty() && key == extra_key) known = true;
@@ -95,6 +100,13 @@ void scaling_fields(C& s, F&& f) {
   f("low_freq_factor", s.low_freq_factor);
   f("high_freq_factor", s.high_freq_factor);
   f("original_max_position_embeddings", s.original_max_position_embeddings);
+  f("rope_type", s.rope_type);
+  f("beta_fast", s.beta_fast);
+  f("beta_slow", s.beta_slow);
+  f("attention_factor", s.attention_factor);
+  f("mscale", s.mscale);
+  f("mscale_all_dim", s.mscale_all_dim);
+  f("truncate", s.truncate);
 }
 
 GPT2Config gpt2_shape(int64_t n_layer, int64_t n_head, int64_t n_embd) {
@@ -244,6 +256,34 @@ LlamaConfig LlamaConfig::from_name(std::string_view name) {
 
 std::vector<std::string> LlamaConfig::names() { return preset_names(llama_presets()); }
 
+namespace {
+
+void validate_rope_scaling(const RopeScaling& s) {
+  const std::string& type = s.rope_type;
+  TESSERA_CHECK(type == "llama3" || type == "linear" || type == "yarn", ValueError,
+                "[LlamaConfig] expected rope_scaling rope_type llama3, linear or yarn, got '", type,
+                "'");
+  TESSERA_CHECK(s.factor > 0.0 && s.original_max_position_embeddings > 0, ValueError,
+                "[LlamaConfig] expected rope_scaling with factor > 0 and "
+                "original_max_position_embeddings > 0, got factor ",
+                s.factor, " and original ", s.original_max_position_embeddings);
+  if (type == "llama3")
+    TESSERA_CHECK(s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor, ValueError,
+                  "[LlamaConfig] expected llama3 rope_scaling with 0 < low_freq_factor < "
+                  "high_freq_factor, got low ",
+                  s.low_freq_factor, ", high ", s.high_freq_factor);
+  if (type == "yarn")
+    TESSERA_CHECK(s.beta_fast > 0.0 && s.beta_slow > 0.0 && s.attention_factor >= 0.0 &&
+                      s.mscale >= 0.0 && s.mscale_all_dim >= 0.0,
+                  ValueError,
+                  "[LlamaConfig] expected yarn rope_scaling with beta_fast, beta_slow > 0 and "
+                  "attention_factor, mscale, mscale_all_dim >= 0 (0: unset), got beta_fast ",
+                  s.beta_fast, ", beta_slow ", s.beta_slow, ", attention_factor ",
+                  s.attention_factor, ", mscale ", s.mscale, ", mscale_all_dim ", s.mscale_all_dim);
+}
+
+}  // namespace
+
 void LlamaConfig::validate() const {
   TESSERA_CHECK(vocab_size > 0 && dim > 0 && n_layers > 0 && n_heads > 0 && n_kv_heads > 0 &&
                     hidden_dim > 0 && max_seq_len > 0,
@@ -272,17 +312,7 @@ void LlamaConfig::validate() const {
                 n_experts, " and ", n_experts_per_token);
   TESSERA_CHECK(router_aux_loss_coef >= 0.0, ValueError,
                 "[LlamaConfig] expected router_aux_loss_coef >= 0, got ", router_aux_loss_coef);
-  if (rope_scaling) {
-    const RopeScaling& s = *rope_scaling;
-    TESSERA_CHECK(s.factor > 0.0 && s.low_freq_factor > 0.0 &&
-                      s.high_freq_factor > s.low_freq_factor &&
-                      s.original_max_position_embeddings > 0,
-                  ValueError,
-                  "[LlamaConfig] expected rope_scaling with factor > 0, 0 < low_freq_factor < "
-                  "high_freq_factor and original_max_position_embeddings > 0, got factor ",
-                  s.factor, ", low ", s.low_freq_factor, ", high ", s.high_freq_factor,
-                  ", original ", s.original_max_position_embeddings);
-  }
+  if (rope_scaling) validate_rope_scaling(*rope_scaling);
 }
 
 std::string LlamaConfig::to_json() const {

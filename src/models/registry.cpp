@@ -1,6 +1,9 @@
 // The table of model families and the Hugging Face config readers of each.
 #include "tessera/models/registry.h"
 
+#include <algorithm>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.h"
@@ -53,6 +56,48 @@ std::string gpt2_from_hf(const std::string& hf_json) {
   return c.to_json();
 }
 
+// Hugging Face's rope_scaling object ("rope_type", or "type" in older configs). Like vLLM,
+// linear and YaRN scaling lengthen the context: to max_position_embeddings x factor for linear,
+// original_max_position_embeddings x factor for YaRN (Qwen's instructions add the object and
+// leave max_position_embeddings at the pretrained length).
+std::optional<RopeScaling> hf_rope_scaling(const Json& s, int64_t& max_seq_len) {
+  const std::string type = get_or<std::string>(s, "rope_type", get_or<std::string>(s, "type", ""));
+  if (type == "default") return std::nullopt;
+  TESSERA_CHECK(type != "dynamic", NotImplementedError,
+                "[load_model] rope_scaling of type dynamic (NTK scaling recomputed for each "
+                "sequence length, which a KV cache cannot follow) is not implemented; yarn is "
+                "the static alternative");
+  TESSERA_CHECK(type == "llama3" || type == "linear" || type == "yarn", NotImplementedError,
+                "[load_model] expected rope_scaling of type llama3, linear, yarn or default, got '",
+                type, "'");
+  RopeScaling r;
+  r.rope_type = type;
+  r.factor = get_or<double>(s, "factor", r.factor);
+  r.original_max_position_embeddings =
+      get_or<int64_t>(s, "original_max_position_embeddings",
+                      type == "llama3" ? r.original_max_position_embeddings : max_seq_len);
+  r.low_freq_factor = get_or<double>(s, "low_freq_factor", r.low_freq_factor);
+  r.high_freq_factor = get_or<double>(s, "high_freq_factor", r.high_freq_factor);
+  r.beta_fast = get_or<double>(s, "beta_fast", r.beta_fast);
+  r.beta_slow = get_or<double>(s, "beta_slow", r.beta_slow);
+  r.attention_factor = get_or<double>(s, "attention_factor", r.attention_factor);
+  r.mscale = get_or<double>(s, "mscale", r.mscale);
+  r.mscale_all_dim = get_or<double>(s, "mscale_all_dim", r.mscale_all_dim);
+  r.truncate = get_or<bool>(s, "truncate", r.truncate);
+  const auto scaled = [&](int64_t n) {
+    const double positions = static_cast<double>(n) * std::max(r.factor, 1.0);
+    TESSERA_CHECK(positions < 1e12, ValueError,
+                  "[load_model] expected a rope_scaling factor that lengthens the context to "
+                  "fewer than 1e12 positions, got factor ",
+                  r.factor, " over ", n);
+    return static_cast<int64_t>(positions);
+  };
+  if (type == "linear") max_seq_len = scaled(max_seq_len);
+  if (type == "yarn")
+    max_seq_len = std::max(max_seq_len, scaled(r.original_max_position_embeddings));
+  return r;
+}
+
 std::string llama_from_hf(const std::string& hf_json) {
   const Json j = Json::parse(hf_json);
   LlamaConfig c;
@@ -63,6 +108,12 @@ std::string llama_from_hf(const std::string& hf_json) {
   c.n_kv_heads = get_or<int64_t>(j, "num_key_value_heads", c.n_heads);
   c.hidden_dim = get_or<int64_t>(j, "intermediate_size", c.hidden_dim);
   c.max_seq_len = get_or<int64_t>(j, "max_position_embeddings", c.max_seq_len);
+  // Transformers 5 writes rope_theta and the scaling together as rope_parameters.
+  const char* rope_key = j.contains("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  if (j.contains(rope_key) && j[rope_key].is_object()) {
+    c.rope_theta = get_or<double>(j[rope_key], "rope_theta", c.rope_theta);
+    c.rope_scaling = hf_rope_scaling(j[rope_key], c.max_seq_len);
+  }
   // Sliding-window attention (Mistral v0.1: 4096 of 32768) equals full attention within the
   // window, which this model implements: the context is capped there so results stay exact.
   const int64_t window = get_or<int64_t>(j, "sliding_window", 0);
@@ -79,6 +130,12 @@ std::string llama_from_hf(const std::string& hf_json) {
   c.qkv_bias = type == "qwen2";
   // Qwen3: Qwen2 without the biases, query and key heads normed.
   c.qk_norm = type == "qwen3" || type == "qwen3_moe";
+  // Phi-3 and Phi-4 are LLaMA with fused qkv_proj / gate_up_proj weights (split as they load);
+  // Phi-4-mini rotates only part of each head.
+  TESSERA_CHECK(get_or<double>(j, "partial_rotary_factor", 1.0) == 1.0, NotImplementedError,
+                "[load_model] expected partial_rotary_factor 1 (rotary embedding over part of each "
+                "head, as Phi-4-mini's, is not implemented), got ",
+                get_or<double>(j, "partial_rotary_factor", 1.0));
   c.attention_bias = get_or<bool>(j, "attention_bias", false);
   TESSERA_CHECK(!get_or<bool>(j, "mlp_bias", false), ValueError,
                 "[load_model] expected mlp_bias false (MLP biases are not implemented)");
@@ -97,22 +154,6 @@ std::string llama_from_hf(const std::string& hf_json) {
     TESSERA_CHECK(!dense_layers, NotImplementedError,
                   "[load_model] expected every layer a mixture of experts (decoder_sparse_step 1, "
                   "no mlp_only_layers): dense layers among sparse ones are not implemented");
-  }
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const Json& s = j["rope_scaling"];
-    const std::string type =
-        get_or<std::string>(s, "rope_type", get_or<std::string>(s, "type", ""));
-    TESSERA_CHECK(type == "llama3", ValueError,
-                  "[load_model] expected rope_scaling of type llama3 (the only one implemented), "
-                  "got '",
-                  type, "'");
-    RopeScaling r;
-    r.factor = get_or<double>(s, "factor", r.factor);
-    r.low_freq_factor = get_or<double>(s, "low_freq_factor", r.low_freq_factor);
-    r.high_freq_factor = get_or<double>(s, "high_freq_factor", r.high_freq_factor);
-    r.original_max_position_embeddings =
-        get_or<int64_t>(s, "original_max_position_embeddings", r.original_max_position_embeddings);
-    c.rope_scaling = r;
   }
   c.validate();
   return c.to_json();
@@ -157,8 +198,8 @@ const std::vector<ModelFamily>& model_families() {
       family<GPT2, GPT2Config>("gpt2", {"gpt2"}, "n_embd", "transformer.wte.weight", {"c_attn"},
                                &gpt2_from_hf),
       family<Llama, LlamaConfig>(
-          "llama", {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"}, "n_layers",
-          "model.embed_tokens.weight", {"q_proj", "v_proj"}, &llama_from_hf),
+          "llama", {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "phi3"},
+          "n_layers", "model.embed_tokens.weight", {"q_proj", "v_proj"}, &llama_from_hf),
   };
   return families;
 }

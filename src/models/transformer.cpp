@@ -1,7 +1,6 @@
 #include "tessera/models/transformer.h"
 
 #include <cmath>
-#include <numbers>
 
 #include "tessera/autograd/checkpoint.h"
 #include "tessera/autograd/grad_mode.h"
@@ -51,37 +50,11 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   return matmul(att, repeat_kv(v));
 }
 
-std::vector<double> rope_inv_freq(int64_t head_dim, double theta,
-                                  const std::optional<RopeScaling>& scaling) {
-  TESSERA_CHECK(head_dim > 0 && head_dim % 2 == 0, ValueError,
-                "[rope_inv_freq] expected an even head_dim > 0, got ", head_dim);
-  std::vector<double> inv(head_dim / 2);
-  for (int64_t i = 0; i < head_dim / 2; ++i)
-    inv[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-  if (!scaling) return inv;
-  // Llama 3.1: keep short wavelengths, divide long ones by factor, interpolate in between.
-  const RopeScaling& s = *scaling;
-  const double context = static_cast<double>(s.original_max_position_embeddings);
-  const double low_freq_wavelen = context / s.low_freq_factor;
-  const double high_freq_wavelen = context / s.high_freq_factor;
-  for (double& f : inv) {
-    const double wavelen = 2.0 * std::numbers::pi / f;
-    if (wavelen < high_freq_wavelen) continue;
-    if (wavelen > low_freq_wavelen) {
-      f /= s.factor;
-    } else {
-      const double smooth =
-          (context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-      f = (1.0 - smooth) * f / s.factor + smooth * f;
-    }
-  }
-  return inv;
-}
-
 RotaryEmbedding::RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double theta,
                                  const std::optional<RopeScaling>& scaling)
     : head_dim(head_dim), max_seq_len(max_seq_len) {
   const std::vector<double> inv = rope_inv_freq(head_dim, theta, scaling);
+  const double attention_factor = rope_attention_factor(scaling);
   const int64_t half = head_dim / 2;
   Tensor c = empty({max_seq_len, half}), s = empty({max_seq_len, half});
   float* cp = c.data_ptr<float>();
@@ -90,8 +63,8 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double t
   for (int64_t t = 0; t < max_seq_len; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(t) * inv[i];
-      cp[t * half + i] = static_cast<float>(std::cos(angle));
-      sp[t * half + i] = static_cast<float>(std::sin(angle));
+      cp[t * half + i] = static_cast<float>(attention_factor * std::cos(angle));
+      sp[t * half + i] = static_cast<float>(attention_factor * std::sin(angle));
     }
   }
   cos = register_buffer("cos", c, /*persistent=*/false);

@@ -30,7 +30,7 @@ Server::Server(std::shared_ptr<infer::AsyncEngine> engine, ServerConfig config)
   s.tokenizer = s.engine->engine().tokenizer();
   const infer::Engine& e = s.engine->engine();
   s.limits.max_model_len =
-      std::min(e.runner().max_seq_len(), e.config().num_blocks * e.config().block_size);
+      std::min(e.config().max_model_len, e.config().num_blocks * e.config().block_size);
   s.limits.vocab_size = e.runner().vocab_size();
   TESSERA_CHECK(!s.config.model_names.empty(), ValueError,
                 "[Server] expected at least one served model name");

@@ -59,7 +59,9 @@ nlohmann::json inspect_model(const std::string& path) {
   if (path.empty() || !fs::exists(path))
     throw ValueError("[studio.models] expected an existing model file or folder, got '" + path +
                      "'");
-  const llm::LoadedModel loaded = llm::load_model(path, /*weights=*/false);
+  infer::LoadOptions header_only;
+  header_only.weights = false;
+  const llm::LoadedModel loaded = llm::load_model(path, header_only);
   int64_t parameters = 0;
   for (const Tensor& p : loaded.model->parameters()) parameters += p.numel();
   const std::string format = file_format(path);

@@ -576,7 +576,8 @@ def mixtral_train(ctx):
 
 def qwen3_train(ctx):
     # LLaMA with Qwen3's heads (24 wide over a width of 64, normed before the rotation): trains,
-    # its checkpoint holds Hugging Face's names, it generates and serves through the runner.
+    # its checkpoint holds Hugging Face's names, it generates through the runner, also with
+    # config overrides.
     qwen3 = ["--model", "llama", "--n-embd", 64, "--n-head", 4, "--n-kv-head", 2,
              "--head-dim", 24, "--qk-norm"]
     ctx.train("qwen3", "--max-steps", 30, "--eval-every", 10, *qwen3)
@@ -591,6 +592,16 @@ def qwen3_train(ctx):
     stdout, _ = ctx.run("generate", "--model", ctx.path("qwen3"), "--prompt", "The",
                         "--temperature", 0, "--max-new-tokens", 20, "--threads", 1)
     check(stdout.startswith("The") and len(stdout) > 10, f"generate printed {stdout!r}")
+    # --hf-overrides (vLLM's) merge into the run's LlamaConfig: YaRN's rope and a shorter context.
+    overrides = {"max_seq_len": 8, "rope_scaling": {
+        "rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4}}
+    _, stderr = ctx.run("generate", "--model", ctx.path("qwen3"), "--prompt", "The",
+                        "--temperature", 0, "--max-new-tokens", 20, "--threads", 1,
+                        "--hf-overrides", json.dumps(overrides))
+    check("the model's context of 8 is full" in stderr, stderr)
+    _, stderr = ctx.run("generate", "--model", ctx.path("qwen3"), "--hf-overrides",
+                        '{"rope_scaling": {"rope_type": "dynamic"}}', ok=False)
+    check("rope_type llama3, linear or yarn, got 'dynamic'" in stderr, stderr)
     _, stderr = ctx.train("bad", "--qk-norm", ok=False)
     check("expected --head-dim and --qk-norm only with --model llama" in stderr, stderr)
     _, stderr = ctx.train("bad", *qwen3[:-3], "--head-dim", 7, ok=False)

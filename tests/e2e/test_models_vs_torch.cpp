@@ -219,6 +219,17 @@ TEST_F(ModelsVsTorch, LlamaGqaLlama3RopeLogitsLossGradsAndTraining) {
   check_against_torch(model, "llama", c.to_json());
 }
 
+TEST_F(ModelsVsTorch, LlamaYarnRopeLogitsLossGradsAndTraining) {
+  models::LlamaConfig c = llama_config();
+  c.rope_theta = 10000.0;
+  // Head dim 16 over an original context of 2048: dimensions 0-2 kept, 3-5 on the ramp, 6-7
+  // divided by 4; cos and sin times 0.1 ln 4 + 1.
+  c.rope_scaling = testing::yarn_scaling(4.0, 2048);
+  manual_seed(24);
+  models::Llama model(c);
+  check_against_torch(model, "llama", c.to_json());
+}
+
 // LoRA on some of each model's layers (PEFT's layer written out in the reference): only the
 // lora_A / lora_B weights get gradients and train, the logits include their branches.
 void check_lora_against_torch(models::CausalLM& model, const std::string& kind,

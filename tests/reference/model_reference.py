@@ -109,18 +109,48 @@ class GPT2(nn.Module):
 # ---- LLaMA (Hugging Face's structure and names, half-split RoPE) ----
 
 def rope_inv_freq(head_dim, theta, scaling):
-    """theta^(-2i/D), rescaled as Hugging Face's rope_type "llama3" when scaling is given."""
+    """theta^(-2i/D), rescaled as Hugging Face's rope_type "llama3", "linear" or "yarn" when
+    scaling is given."""
     inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     if not scaling:
         return inv
+    kind, factor = scaling.get("rope_type", "llama3"), scaling["factor"]
     ctx = scaling["original_max_position_embeddings"]
-    low, high, factor = scaling["low_freq_factor"], scaling["high_freq_factor"], scaling["factor"]
+    if kind == "linear":
+        return inv / factor
+    if kind == "yarn":
+        # Dimension index turning n times over the original context (YaRN's correction range).
+        def turning(n):
+            return head_dim * math.log(ctx / (n * 2 * math.pi)) / (2 * math.log(theta))
+        low, high = turning(scaling["beta_fast"]), turning(scaling["beta_slow"])
+        if scaling["truncate"]:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, head_dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        return inv / factor * ramp + inv * (1 - ramp)
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
     wavelen = 2 * math.pi / inv
     scaled = torch.where(wavelen > ctx / low, inv / factor, inv)
     smooth = (ctx / wavelen - low) / (high - low)
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     medium = ~(wavelen < ctx / high) & ~(wavelen > ctx / low)
     return torch.where(medium, smoothed, scaled)
+
+
+def rope_attention_factor(scaling):
+    """YaRN's multiplier of cos and sin (1 otherwise)."""
+    if not scaling or scaling.get("rope_type", "llama3") != "yarn":
+        return 1.0
+    if scaling["attention_factor"] > 0:
+        return scaling["attention_factor"]
+
+    def mscale(m):
+        return 1.0 if scaling["factor"] <= 1 else 0.1 * m * math.log(scaling["factor"]) + 1.0
+    if scaling["mscale"] > 0 and scaling["mscale_all_dim"] > 0:
+        return mscale(scaling["mscale"]) / mscale(scaling["mscale_all_dim"])
+    return mscale(1.0)
 
 
 def rotate_half(x):
@@ -266,8 +296,9 @@ class Llama(nn.Module):
         c = self.c
         inv = rope_inv_freq(llama_head_dim(c), c["rope_theta"], c["rope_scaling"])
         angles = torch.outer(torch.arange(idx.size(1), dtype=torch.float64), inv)
-        cos = torch.cat((angles.cos(), angles.cos()), -1).float()
-        sin = torch.cat((angles.sin(), angles.sin()), -1).float()
+        mult = rope_attention_factor(c["rope_scaling"])
+        cos = (mult * torch.cat((angles.cos(), angles.cos()), -1)).float()
+        sin = (mult * torch.cat((angles.sin(), angles.sin()), -1)).float()
         x = self.model.embed_tokens(idx)
         for layer in self.model.layers:
             x = layer(x, cos, sin)

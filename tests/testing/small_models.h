@@ -18,6 +18,16 @@
 
 namespace tessera::testing {
 
+// YaRN rope scaling by factor over an original context (its other fields Hugging Face's
+// defaults).
+inline models::RopeScaling yarn_scaling(double factor, int64_t original_context) {
+  models::RopeScaling yarn;
+  yarn.rope_type = "yarn";
+  yarn.factor = factor;
+  yarn.original_max_position_embeddings = original_context;
+  return yarn;
+}
+
 inline models::LlamaConfig small_llama_config(int64_t max_seq_len) {
   models::LlamaConfig c;
   c.vocab_size = 61;

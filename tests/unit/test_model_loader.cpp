@@ -26,6 +26,8 @@
 namespace tessera {
 namespace {
 
+const infer::LoadOptions kHeaderOnly{.weights = false, .config_overrides = ""};
+
 models::GPT2Config gpt2_config() {
   models::GPT2Config c;
   c.vocab_size = 50;
@@ -204,6 +206,114 @@ TEST(LoadModel, HuggingFaceQwen3Config) {
   EXPECT_TRUE(loaded->state_dict().contains("model.layers.1.self_attn.k_norm.weight"));
 }
 
+// A Phi-3 / Phi-4 folder: LLaMA whose attention stores q, k and v as one qkv_proj ([q; k; v]
+// rows) and whose MLP stores gate and up as one gate_up_proj ([gate; up]: Phi3MLP chunks its
+// output into gate, then up); they split as they load. Partial rotary embeddings (Phi-4-mini)
+// and LongRoPE (the 128k Phi-3s) are refused by name.
+TEST(LoadModel, HuggingFacePhi3ConfigSplitsFusedProjections) {
+  testing::TempDir dir;
+  const models::LlamaConfig c = llama_config();  // 4 query heads, 2 KV heads: unequal parts
+  manual_seed(10);
+  models::Llama model(c);
+  nn::TensorDict fused;
+  for (const auto& [name, t] : model.state_dict()) {
+    const size_t at = name.find("self_attn.q_proj.weight");
+    const size_t mlp = name.find("mlp.gate_proj.weight");
+    if (at != std::string::npos) {
+      const std::string layer = name.substr(0, at) + "self_attn.";
+      fused.insert(layer + "qkv_proj.weight",
+                   cat({t, model.state_dict().at(layer + "k_proj.weight"),
+                        model.state_dict().at(layer + "v_proj.weight")},
+                       0));
+    } else if (mlp != std::string::npos) {
+      const std::string layer = name.substr(0, mlp) + "mlp.";
+      fused.insert(layer + "gate_up_proj.weight",
+                   cat({t, model.state_dict().at(layer + "up_proj.weight")}, 0));
+    } else if (name.find("k_proj") == std::string::npos &&
+               name.find("v_proj") == std::string::npos &&
+               name.find("up_proj") == std::string::npos) {
+      fused.insert(name, t);
+    }
+  }
+  io::save_safetensors(dir.file("model.safetensors"), fused);
+  const std::string config =
+      R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 40,
+          "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "intermediate_size": 48, "max_position_embeddings": 32,
+          "original_max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+          "rope_scaling": null, "sliding_window": 31, "hidden_act": "silu",
+          "tie_word_embeddings": false)";
+  write(dir.file("config.json"), config + "}");
+  auto loaded = infer::load_model(dir.file("model.safetensors"));
+  expect_same_logits(model, *loaded);
+  EXPECT_EQ(loaded->max_seq_len(), 31) << "the sliding window caps the context";
+
+  write(dir.file("config.json"), config + R"(, "partial_rotary_factor": 0.75})");
+  EXPECT_TESSERA_ERROR(infer::load_model(dir.file("model.safetensors")), NotImplementedError,
+                       "partial_rotary_factor 1");
+  write(dir.file("config.json"),
+        config +
+            R"(, "rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [2]}})");
+  EXPECT_TESSERA_ERROR(infer::load_model(dir.file("model.safetensors")), NotImplementedError,
+                       "got 'longrope'");
+  // A fused weight whose rows do not add up to its parts' is refused by name.
+  fused.insert_or_assign("model.layers.0.mlp.gate_up_proj.weight", randn({100, 32}));
+  io::save_safetensors(dir.file("model.safetensors"), fused);
+  write(dir.file("config.json"), config + "}");
+  EXPECT_TESSERA_ERROR(infer::load_model(dir.file("model.safetensors")), ValueError,
+                       "expected 'model.layers.0.mlp.gate_up_proj.weight' to have 96 rows");
+}
+
+// Overrides merge into the config before the model is built (vLLM's --hf-overrides): a Hugging
+// Face folder given YaRN's long context, a training run's LlamaConfig a shorter context; files
+// without a config and overrides that are not an object are refused.
+TEST(LoadModel, ConfigOverridesMergeIntoTheModelsConfig) {
+  testing::TempDir dir;
+  models::LlamaConfig c = llama_config();
+  manual_seed(9);
+  models::Llama plain(c);
+  io::save_safetensors(dir.file("model.safetensors"), plain.state_dict());
+  write(dir.file("config.json"),
+        R"({"model_type": "llama", "vocab_size": 40, "hidden_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 48,
+            "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+            "rope_scaling": null, "tie_word_embeddings": false})");
+  infer::LoadOptions options;
+  options.config_overrides =
+      R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                           "original_max_position_embeddings": 32}})";
+  const infer::LoadedModel loaded =
+      infer::load_model_with_config(dir.file("model.safetensors"), options);
+  const models::LlamaConfig& got = dynamic_cast<const models::Llama&>(*loaded.model).config;
+  ASSERT_TRUE(got.rope_scaling);
+  EXPECT_EQ(got.rope_scaling->rope_type, "yarn");
+  EXPECT_EQ(got.max_seq_len, 128);
+  EXPECT_TRUE(nlohmann::json::parse(loaded.config)["rope_scaling"].is_object());
+  models::LlamaConfig want_config = c;
+  want_config.rope_scaling = got.rope_scaling;
+  want_config.max_seq_len = 128;
+  models::Llama want(want_config);
+  want.load_state_dict(loaded.model->state_dict());
+  expect_same_logits(want, *loaded.model);
+
+  // A training run's config: the overrides reach its "model" entry.
+  io::TrainingObjects objects;
+  objects.model = &plain;
+  io::save_checkpoint(dir.file("run"),
+                      io::capture_checkpoint(1, objects, R"({"model": )" + c.to_json() + "}"));
+  options.config_overrides = R"({"max_seq_len": 16})";
+  EXPECT_EQ(infer::load_model_with_config(dir.file("run"), options).model->max_seq_len(), 16);
+
+  options.config_overrides = R"(["max_seq_len"])";
+  EXPECT_TESSERA_ERROR(infer::load_model_with_config(dir.file("run"), options), ValueError,
+                       "expected config overrides as a JSON object");
+  options.config_overrides = R"({"max_seq_len": 16})";
+  models::GPT2 gpt2(gpt2_config());
+  io::save_llmc_gpt2(dir.file("gpt2.bin"), gpt2);
+  EXPECT_TESSERA_ERROR(infer::load_model_with_config(dir.file("gpt2.bin"), options), ValueError,
+                       "expected a model with a config to apply overrides to");
+}
+
 // A Qwen3-MoE folder (Qwen3-30B-A3B's keys, scaled down): every layer's MLP a mixture under
 // Hugging Face's names, moe_intermediate_size units per expert; dense layers among sparse ones
 // are refused by name.
@@ -281,7 +391,7 @@ TEST(LoadModel, ArchitectureWithoutWeightsHasTheFullLoadsParameters) {
   for (const std::string& path :
        {dir.file("model.safetensors"), dir.file("gpt2.bin"), dir.file("run")}) {
     const auto full = infer::load_model_with_config(path);
-    const auto bare = infer::load_model_with_config(path, /*weights=*/false);
+    const auto bare = infer::load_model_with_config(path, kHeaderOnly);
     EXPECT_EQ(shapes_of(*bare.model), shapes_of(*full.model)) << path;
     EXPECT_EQ(bare.config, full.config) << path;
   }
@@ -302,14 +412,14 @@ TEST(LoadModel, ArchitectureWithoutWeightsHasTheFullLoadsParameters) {
   // Freed blocks and malloc's free memory go back: a new model gets fresh pages.
   cpu_allocator()->empty_cache();
   malloc_trim(0);
-  const auto bare = infer::load_model_with_config(big_path, false);
+  const auto bare = infer::load_model_with_config(big_path, kHeaderOnly);
   EXPECT_LT(resident_parameter_bytes(*bare.model), weight_bytes / 4)
       << "of " << weight_bytes << " bytes of weights";
   const auto full = infer::load_model_with_config(big_path);
   EXPECT_GT(resident_parameter_bytes(*full.model), weight_bytes / 2) << "a full load touches them";
 
   TESSERA_SHARED_DATA_OR_SKIP(stories, "stories260K.bin");
-  EXPECT_EQ(shapes_of(*infer::load_model_with_config(stories, false).model),
+  EXPECT_EQ(shapes_of(*infer::load_model_with_config(stories, kHeaderOnly).model),
             shapes_of(*infer::load_model_with_config(stories).model));
   // A truncated file is refused without its weights too: its size no longer fits its header.
   const std::string cut = dir.file("cut.bin");
@@ -318,7 +428,7 @@ TEST(LoadModel, ArchitectureWithoutWeightsHasTheFullLoadsParameters) {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 4);
   }
-  EXPECT_TESSERA_ERROR(infer::load_model_with_config(cut, false), ValueError,
+  EXPECT_TESSERA_ERROR(infer::load_model_with_config(cut, kHeaderOnly), ValueError,
                        "for the sizes in its header");
 }
 
@@ -332,7 +442,7 @@ TEST(LoadModel, RejectsWhatItCannotRead) {
                        "expected a model config");
   EXPECT_TESSERA_ERROR(infer::make_model_from_config(R"({"model_type": "bert"})"), ValueError,
                        "expected model_type one of gpt2, llama, mistral, mixtral, qwen2, qwen3, "
-                       "qwen3_moe, got 'bert'");
+                       "qwen3_moe, phi3, got 'bert'");
 }
 
 }  // namespace

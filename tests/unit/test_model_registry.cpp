@@ -82,6 +82,61 @@ TEST(ModelRegistry, ReadsHuggingFaceConfigs) {
                        ValueError, "expected config key 'vocab_size' to be a number");
 }
 
+// rope_scaling as Hugging Face writes it: each rule with its fields, linear and YaRN lengthening
+// the context as vLLM does, Transformers 5's rope_parameters, and the rules not implemented
+// refused by name.
+TEST(ModelRegistry, ReadsHuggingFaceRopeScaling) {
+  const ModelFamily* llama = family_of_hf_type("qwen2");
+  ASSERT_NE(llama, nullptr);
+  auto with = [&](const std::string& extra) {
+    return LlamaConfig::from_json(llama->config_from_hf(
+        R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 40960)" +
+        extra + "}"));
+  };
+  // Qwen3's long-context instructions: YaRN over the original 32768, max_position_embeddings
+  // left as it was.
+  const LlamaConfig qwen = with(
+      R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 32768})");
+  ASSERT_TRUE(qwen.rope_scaling);
+  EXPECT_EQ(qwen.rope_scaling->rope_type, "yarn");
+  EXPECT_EQ(qwen.rope_scaling->factor, 4.0);
+  EXPECT_EQ(qwen.rope_scaling->original_max_position_embeddings, 32768);
+  EXPECT_EQ(qwen.rope_scaling->beta_fast, 32.0);
+  EXPECT_EQ(qwen.max_seq_len, 131072);
+  // DeepSeek's fields, the older "type" key; without an original length it is the config's.
+  const LlamaConfig deepseek = with(
+      R"(, "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+                            "mscale": 1.0, "mscale_all_dim": 0.5, "truncate": false})");
+  EXPECT_EQ(deepseek.rope_scaling->original_max_position_embeddings, 40960);
+  EXPECT_EQ(deepseek.rope_scaling->mscale_all_dim, 0.5);
+  EXPECT_FALSE(deepseek.rope_scaling->truncate);
+  EXPECT_EQ(deepseek.max_seq_len, 40960 * 40);
+  const LlamaConfig linear = with(R"(, "rope_scaling": {"type": "linear", "factor": 2.0})");
+  EXPECT_EQ(linear.rope_scaling->rope_type, "linear");
+  EXPECT_EQ(linear.max_seq_len, 81920);
+  const LlamaConfig llama31 = with(
+      R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})");
+  EXPECT_EQ(llama31.rope_scaling->rope_type, "llama3");
+  EXPECT_EQ(llama31.max_seq_len, 40960) << "llama3's max_position_embeddings is the scaled one";
+  EXPECT_FALSE(with(R"(, "rope_scaling": {"rope_type": "default"})").rope_scaling);
+  const LlamaConfig v5 = with(
+      R"(, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 2.0,
+                               "original_max_position_embeddings": 32768})");
+  EXPECT_EQ(v5.rope_theta, 1e6);
+  EXPECT_EQ(v5.rope_scaling->factor, 2.0);
+  EXPECT_EQ(with(R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5})").rope_theta,
+            5e5);
+  EXPECT_TESSERA_ERROR(with(R"(, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0})"),
+                       NotImplementedError, "type dynamic");
+  EXPECT_TESSERA_ERROR(with(R"(, "rope_scaling": {"rope_type": "longrope", "factor": 2.0})"),
+                       NotImplementedError, "got 'longrope'");
+  EXPECT_TESSERA_ERROR(with(R"(, "rope_scaling": {"rope_type": "yarn", "factor": -1})"), ValueError,
+                       "factor > 0");
+}
+
 TEST(ModelRegistry, UnknownFamilyNamesTheRegisteredOnes) {
   EXPECT_TESSERA_ERROR(model_family("gpt3", "train"), ValueError,
                        "[train] expected model gpt2 or llama, got 'gpt3'");

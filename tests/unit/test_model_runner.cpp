@@ -1,7 +1,8 @@
 // The fused inference forward (infer::ModelRunner) against its composite oracle, the models' own
 // forward: prefill and token-by-token decode logits of GPT-2, a GQA LLaMA with Llama-3 RoPE
-// scaling and a Mixtral (mixture of experts), through a static and a paged cache; bit-identical
-// logits for a sequence alone or batched with others, and for the static and paged caches.
+// scaling (and one with YaRN's) and a Mixtral (mixture of experts), through a static and a paged
+// cache; bit-identical logits for a sequence alone or batched with others, and for the static and
+// paged caches.
 #include <gtest/gtest.h>
 
 #include <omp.h>
@@ -102,6 +103,15 @@ TEST(ModelRunner, AttentionBiasesMatchModelForward) {
 // Qwen3's decoupled head size and per-head query/key norms (fused into the rotation).
 TEST(ModelRunner, Qwen3MatchesModelForward) {
   check_paged_runner(*testing::small_qwen3(), 6, 21, 60);
+}
+
+// YaRN's attention factor scales the rotary tables, hence q and k: the runner's fused rotation
+// reads the same tables.
+TEST(ModelRunner, YarnRopeScalingMatchesModelForward) {
+  models::LlamaConfig c = testing::small_llama_config(80);
+  c.rope_scaling = testing::yarn_scaling(8.0, 64);
+  manual_seed(15);
+  check_paged_runner(*std::make_shared<models::Llama>(c), 6, 21, 60);
 }
 
 // Qwen3-MoE: experts under the MLP's names, their probabilities not renormalised.

@@ -10,6 +10,7 @@
 #include "tessera/models/llama.h"
 #include "tessera/tessera.h"
 #include "testing/expect_error.h"
+#include "testing/small_models.h"
 
 namespace tessera {
 namespace {
@@ -79,6 +80,22 @@ TEST(ModelConfig, PresetsJsonAndValidation) {
   EXPECT_TESSERA_ERROR(bad.validate(), ValueError, "n_kv_heads");
   EXPECT_TESSERA_ERROR(LlamaConfig::from_json(R"({"rope_scaling": {"factr": 2}})"), ValueError,
                        "'factr'");
+  // Checkpoints written before rope_type existed meant Llama 3.1's rule.
+  EXPECT_EQ(LlamaConfig::from_json(R"({"rope_scaling": {"factor": 2}})").rope_scaling->rope_type,
+            "llama3");
+  LlamaConfig yarn = tiny_llama();
+  models::RopeScaling yarn_scaling;
+  yarn_scaling.rope_type = "yarn";
+  yarn_scaling.mscale = 0.7;
+  yarn.rope_scaling = yarn_scaling;
+  EXPECT_EQ(LlamaConfig::from_json(yarn.to_json()).to_json(), yarn.to_json());
+  EXPECT_TESSERA_ERROR(LlamaConfig::from_json(R"({"rope_scaling": {"rope_type": "ntk"}})"),
+                       ValueError, "rope_type llama3, linear or yarn, got 'ntk'");
+  EXPECT_TESSERA_ERROR(LlamaConfig::from_json(R"({"rope_scaling": {"rope_type": 1}})"), ValueError,
+                       "a string for 'rope_type'");
+  EXPECT_TESSERA_ERROR(
+      LlamaConfig::from_json(R"({"rope_scaling": {"rope_type": "yarn", "beta_slow": 0}})"),
+      ValueError, "beta_slow > 0");
 }
 
 TEST(GPT2, NanoGptNamesTyingAndInit) {
@@ -207,6 +224,53 @@ TEST(Llama, RopeScalingFollowsLlama31) {
   EXPECT_LT(max_abs_diff(rot.cos, cos), 1e-7);
   EXPECT_LT(max_abs_diff(std::get<1>(rot.tables(2, 5)), sin.narrow(0, 2, 5)), 1e-7);
   EXPECT_TESSERA_ERROR(rot.tables(8, 3), IndexError, "max_seq_len 10");
+}
+
+TEST(Llama, RopeScalingLinearDividesEveryFrequency) {
+  models::RopeScaling s;
+  s.factor = 4.0;
+  s.rope_type = "linear";
+  std::vector<double> plain = models::rope_inv_freq(16, 10000.0);
+  std::vector<double> scaled = models::rope_inv_freq(16, 10000.0, s);
+  for (size_t i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(scaled[i], plain[i] / 4.0) << i;
+  EXPECT_EQ(models::rope_attention_factor(s), 1.0);
+}
+
+TEST(Llama, RopeScalingYarnRampsFromKeptToInterpolated) {
+  // theta 10000, D 16, original context 2048: dimension i turns 2048 / (2 pi 10000^(2i/16))
+  // times. 32 turns (beta_fast) fall at i = 16 ln(2048 / 64 pi) / (2 ln 10000) = 2.02, one turn
+  // (beta_slow) at 5.03; truncated outwards to [2, 6]: i <= 2 kept, i >= 6 divided by the factor,
+  // between a quarter more of the divided one per index.
+  models::RopeScaling s = testing::yarn_scaling(4.0, 2048);
+  std::vector<double> plain = models::rope_inv_freq(16, 10000.0);
+  std::vector<double> scaled = models::rope_inv_freq(16, 10000.0, s);
+  for (size_t i = 0; i <= 2; ++i) EXPECT_DOUBLE_EQ(scaled[i], plain[i]) << i;
+  for (size_t i = 3; i <= 5; ++i) {
+    const double ramp = (static_cast<double>(i) - 2.0) / 4.0;
+    EXPECT_DOUBLE_EQ(scaled[i], ramp * plain[i] / 4.0 + (1 - ramp) * plain[i]) << i;
+  }
+  for (size_t i = 6; i < 8; ++i) EXPECT_DOUBLE_EQ(scaled[i], plain[i] / 4.0) << i;
+  // Untruncated, the ramp runs over [2.02, 5.03].
+  s.truncate = false;
+  const double low = 16 * std::log(2048 / (64 * std::numbers::pi)) / (2 * std::log(10000.0));
+  const double high = 16 * std::log(2048 / (2 * std::numbers::pi)) / (2 * std::log(10000.0));
+  const double ramp = (3.0 - low) / (high - low);
+  EXPECT_NEAR(models::rope_inv_freq(16, 10000.0, s)[3],
+              ramp * plain[3] / 4.0 + (1 - ramp) * plain[3], 1e-15);
+
+  // The attention factor: 0.1 ln(factor) + 1, DeepSeek's ratio, or as given; it multiplies the
+  // tables.
+  EXPECT_DOUBLE_EQ(models::rope_attention_factor(s), 0.1 * std::log(4.0) + 1.0);
+  s.mscale = 1.0;
+  s.mscale_all_dim = 0.5;
+  EXPECT_DOUBLE_EQ(models::rope_attention_factor(s),
+                   (0.1 * std::log(4.0) + 1.0) / (0.05 * std::log(4.0) + 1.0));
+  s.attention_factor = 1.5;
+  EXPECT_EQ(models::rope_attention_factor(s), 1.5);
+  models::RotaryEmbedding rot(16, 10, 10000.0, s);
+  std::vector<double> inv = models::rope_inv_freq(16, 10000.0, s);
+  EXPECT_NEAR(rot.cos.data_ptr<float>()[3 * 8 + 5], 1.5 * std::cos(3 * inv[5]), 1e-6);
+  EXPECT_NEAR(rot.sin.data_ptr<float>()[7 * 8 + 1], 1.5 * std::sin(7 * inv[1]), 1e-6);
 }
 
 TEST(Attention, DropoutPathMatchesFusedAttentionWithGqa) {

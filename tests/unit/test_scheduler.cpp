@@ -644,5 +644,25 @@ TEST(Engine, AbortFreesBlocksAndRequestsAreValidated) {
   EXPECT_EQ(got[id].size(), 6u);
 }
 
+// vLLM's --max-model-len: prompts and outputs end within it, and the default cache is sized for
+// it rather than for the model's whole context.
+TEST(Engine, MaxModelLenCapsPromptsOutputsAndTheDefaultCache) {
+  auto model = engine_model();  // a context of 96
+  EXPECT_EQ(infer::Engine(*model, infer::EngineConfig{}).config().max_model_len, 96);
+  infer::EngineConfig config;
+  config.max_model_len = 40;
+  config.max_num_seqs = 2;
+  infer::Engine engine(*model, config);
+  EXPECT_EQ(engine.config().max_model_len, 40);
+  EXPECT_EQ(engine.config().num_blocks, 2 * 3);  // 40 positions in blocks of 16, per sequence
+  EXPECT_TESSERA_ERROR(engine.add_request(prompt_of(40, 1), params(4)), ValueError,
+                       "expected a prompt of 1 to 39 tokens");
+  const int64_t id = engine.add_request(prompt_of(30, 3), params(1000));
+  EXPECT_EQ(run_all(engine)[id].size(), 10u);
+  config.max_model_len = 97;
+  EXPECT_TESSERA_ERROR(infer::Engine(*model, config), ValueError,
+                       "expected max_model_len in [0, 96]");
+}
+
 }  // namespace
 }  // namespace tessera

@@ -48,13 +48,17 @@ namespace tessera::infer {
 struct EngineConfig {
   int64_t block_size = 16;
   // Cache blocks; 0: as many as kv_cache_memory_bytes holds, or without it enough for
-  // max_num_seqs sequences of the model's full context.
+  // max_num_seqs sequences of max_model_len.
   int64_t num_blocks = 0;
   // The cache's size in bytes instead of blocks (vLLM's --kv-cache-memory): a bfloat16 cache gets
   // twice the blocks of a float32 one. 0: unset; ValueError with num_blocks too, or below a block.
   int64_t kv_cache_memory_bytes = 0;
   int64_t max_num_seqs = 32;
   int64_t max_num_batched_tokens = 2048;
+  // The longest sequence, prompt and output (vLLM's --max-model-len): at most the model's
+  // context, which 0 means (the engine then holds it here). A long-context model's full length
+  // may be more than a cache of a few sequences should be sized for.
+  int64_t max_model_len = 0;
   // Requests without a seed get Philox(seed, request id)'s first word.
   uint64_t seed = 0;
   // Keep computed full blocks findable by their tokens (vLLM's --enable-prefix-caching).

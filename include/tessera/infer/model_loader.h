@@ -27,11 +27,20 @@ struct LoadedModel {
   std::string source;  // the file or checkpoint folder the weights came from
   std::string config;  // a checkpoint's run config or the config.json used; "" for .bin files
 };
-// load_model, keeping the source and config; the same errors. Without weights the model has the
-// architecture alone (its parameters hold whatever their memory held, uncommitted): configs and
-// headers are read and checked (a .bin file's size against its header, a safetensors header),
-// the weights neither read nor converted, for describing a model cheaply.
-LoadedModel load_model_with_config(const std::string& path, bool weights = true);
+struct LoadOptions {
+  // Without weights the model has the architecture alone (its parameters hold whatever their
+  // memory held, uncommitted): configs and headers are read and checked (a .bin file's size
+  // against its header, a safetensors header), the weights neither read nor converted, for
+  // describing a model cheaply.
+  bool weights = true;
+  // A JSON object merged into the model's config before it is built (vLLM's --hf-overrides, e.g.
+  // {"rope_scaling": {"rope_type": "yarn", ...}}), as an RFC 7396 merge patch: nested objects
+  // merge, null removes a key. Keys are the config's own: Hugging Face's for a model folder,
+  // GPT2Config / LlamaConfig's for Tessera's. ValueError for a file without a config (.bin).
+  std::string config_overrides;
+};
+// load_model, keeping the source and config (with the overrides applied); the same errors.
+LoadedModel load_model_with_config(const std::string& path, const LoadOptions& options = {});
 
 // The model's config from a JSON object: Tessera's config JSON (GPT-2 keys such as "n_embd", or
 // LLaMA keys such as "dim"; extra keys ignored), Hugging Face's config.json ("model_type" gpt2 or

@@ -35,6 +35,8 @@ struct LLMConfig {
   std::shared_ptr<tokenizers::Tokenizer> tokenizer_object;
   std::string data_dir;   // the folder holding gpt2/encoder.json, for the "gpt2" tokenizer
   std::string device = "cpu";
+  // JSON merged into the model's config before it is built (infer::LoadOptions).
+  std::string config_overrides;
   infer::EngineConfig engine;
 };
 
@@ -100,6 +102,8 @@ class LLM {
   const tokenizers::Tokenizer& tokenizer() const { return *tokenizer_; }
   std::shared_ptr<tokenizers::Tokenizer> shared_tokenizer() const { return tokenizer_; }
   const LoadedModel& model() const { return loaded_; }
+  // The longest sequence the engine takes (EngineConfig::max_model_len, resolved).
+  int64_t max_model_len() const { return engine_->engine().config().max_model_len; }
   // As of the engine's last step, submit or abort.
   infer::EngineStats stats() const { return engine_->stats(); }
 

@@ -20,6 +20,7 @@
 
 #include "tessera/core/generator.h"
 #include "tessera/infer/generation_config.h"
+#include "tessera/infer/model_loader.h"
 #include "tessera/models/transformer.h"
 #include "tessera/tokenizers/tokenizer.h"
 
@@ -71,9 +72,10 @@ struct LoadedModel {
 };
 
 // Loads a model from any of the forms listed above (a run folder: its newest checkpoint).
-// ValueError "[load_model] ..." when path is none of them. Without weights, the architecture
-// alone (infer::load_model_with_config): for reading a model's card without its weights.
-LoadedModel load_model(const std::string& path, bool weights = true);
+// ValueError "[load_model] ..." when path is none of them. Options as
+// infer::load_model_with_config's: without weights, the architecture alone (for reading a
+// model's card), and overrides merged into its config.
+LoadedModel load_model(const std::string& path, const infer::LoadOptions& options = {});
 
 // The device spec names ("cpu", "cuda", "cuda:N", e.g. a --device option); ValueError naming op
 // when this machine (or build) has no such device.

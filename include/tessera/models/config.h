@@ -34,14 +34,31 @@ struct GPT2Config {
   static GPT2Config from_json(std::string_view json);
 };
 
-// Llama 3.1's RoPE frequency scaling: wavelengths longer than original_context / low_freq_factor
-// are divided by factor, those shorter than original_context / high_freq_factor kept, and those
-// between interpolated smoothly (Hugging Face rope_type "llama3").
+// RoPE frequency scaling for contexts beyond the pretrained one (Hugging Face's rope_scaling; its
+// rope_type names the rule; models/rope_frequencies.h computes it):
+//  - "llama3" (Llama 3.1): wavelengths longer than original_max_position_embeddings /
+//    low_freq_factor are divided by factor, those shorter than original / high_freq_factor kept,
+//    those between interpolated smoothly.
+//  - "linear" (position interpolation): every frequency divided by factor.
+//  - "yarn" (YaRN, Peng et al. 2023; Qwen2.5/Qwen3's long context, DeepSeek's): dimensions
+//    turning more than beta_fast times over the original context are kept, those turning fewer
+//    than beta_slow times divided by factor, a linear ramp between (its ends rounded outwards
+//    when truncate); cos and sin are multiplied by attention_factor, which when 0 is derived:
+//    0.1 ln(factor) + 1, or with DeepSeek's mscale and mscale_all_dim both set the ratio of that
+//    formula scaled by each.
+// Fields a rule does not use are ignored.
 struct RopeScaling {
   double factor = 8.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  std::string rope_type = "llama3";
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = 0.0;
+  double mscale = 0.0;
+  double mscale_all_dim = 0.0;
+  bool truncate = true;
 };
 
 // RoPE uses the Hugging Face half-split convention (pairs x[i], x[i + D/2]); importers of

@@ -14,6 +14,7 @@
 #include "tessera/core/tensor.h"
 #include "tessera/models/config.h"
 #include "tessera/models/inference_layout.h"
+#include "tessera/models/rope_frequencies.h"
 #include "tessera/nn/module.h"
 
 namespace tessera::dist {
@@ -34,14 +35,9 @@ Tensor merge_heads(const Tensor& x);
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p = 0.0,
                         bool training = false);
 
-// RoPE inverse frequencies theta^(-2i / head_dim), i < head_dim / 2, rescaled by Llama 3.1's
-// rule when scaling is given (see RopeScaling), in double.
-std::vector<double> rope_inv_freq(int64_t head_dim, double theta,
-                                  const std::optional<RopeScaling>& scaling = std::nullopt);
-
-// Rotary position tables for a LLaMA model: cos and sin of t * inv_freq[i], [max_seq_len,
-// head_dim / 2] float32, held as non-persistent buffers (they follow to() but stay out of the
-// state dict).
+// Rotary position tables for a LLaMA model: cos and sin of t * inv_freq[i] (rope_inv_freq), each
+// times rope_attention_factor, [max_seq_len, head_dim / 2] float32, held as non-persistent
+// buffers (they follow to() but stay out of the state dict).
 class RotaryEmbedding : public nn::Module {
  public:
   RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double theta,

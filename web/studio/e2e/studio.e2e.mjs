@@ -98,13 +98,18 @@ try {
   await page.locator('[data-test=kv-1]', { hasText: '1.28 KB' }).waitFor();  // 5 layers x 4 KV heads x 8 x 2 x 4 B
   await shot('models');
 
-  // Services: created and started through the UI.
+  // Services: created and started through the UI, with an extra serve option.
   await go('services');
   await page.getByPlaceholder('Name').fill('stories');
   await pick('[data-test=service-model]', 'stories260K');
+  await page.locator('[data-test=service-args]').fill('--max-model-len 480');
   await page.locator('[data-test=create-service]').click();
+  await page.locator('[data-test=args-1]', { hasText: '--max-model-len=480' }).waitFor();
   await page.locator('[data-test=start-1]').click();
   await page.locator('[data-test=state-1]', { hasText: 'running' }).waitFor({ timeout: 120000 });
+  const stories = (await api('GET', '/services')).find((x) => x.id === 1);
+  const card = await (await fetch(`${stories.url}/v1/models`)).json();
+  assert.equal(card.data[0].max_model_len, 480, JSON.stringify(card));
 
   // Chat: a streamed answer with its speed figures, then one stopped with the stop button.
   await go('chat');
