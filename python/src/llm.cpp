@@ -159,8 +159,11 @@ void bind_sampling_params(py::module_& m) {
                        std::optional<int64_t> prompt_logprobs,
                        std::optional<std::map<int32_t, float>> logit_bias,
                        std::optional<StructuredOutputs> structured_outputs,
-                       std::optional<StructuredOutputs> guided_decoding) {
+                       std::optional<StructuredOutputs> guided_decoding, int64_t min_tokens,
+                       bool include_stop_str_in_output) {
              SamplingParams p;
+             p.min_tokens = min_tokens;
+             p.include_stop_str_in_output = include_stop_str_in_output;
              p.n = n;
              p.temperature = temperature;
              p.top_p = top_p;
@@ -192,7 +195,8 @@ void bind_sampling_params(py::module_& m) {
            py::arg("stop_token_ids") = py::none(), py::arg("ignore_eos") = false,
            py::arg("seed") = py::none(), py::arg("logprobs") = py::none(),
            py::arg("prompt_logprobs") = py::none(), py::arg("logit_bias") = py::none(),
-           py::arg("structured_outputs") = py::none(), py::arg("guided_decoding") = py::none())
+           py::arg("structured_outputs") = py::none(), py::arg("guided_decoding") = py::none(),
+           py::arg("min_tokens") = 0, py::arg("include_stop_str_in_output") = false)
       .def_readonly("n", &SamplingParams::n)
       .def_readonly("temperature", &SamplingParams::temperature)
       .def_readonly("top_p", &SamplingParams::top_p)
@@ -202,6 +206,8 @@ void bind_sampling_params(py::module_& m) {
       .def_readonly("presence_penalty", &SamplingParams::presence_penalty)
       .def_readonly("frequency_penalty", &SamplingParams::frequency_penalty)
       .def_readonly("max_tokens", &SamplingParams::max_tokens)
+      .def_readonly("min_tokens", &SamplingParams::min_tokens)
+      .def_readonly("include_stop_str_in_output", &SamplingParams::include_stop_str_in_output)
       .def_readonly("stop", &SamplingParams::stop)
       .def_readonly("stop_token_ids", &SamplingParams::stop_token_ids)
       .def_readonly("ignore_eos", &SamplingParams::ignore_eos)

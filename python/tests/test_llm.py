@@ -284,6 +284,22 @@ def test_kv_cache_memory_sizes_the_cache_in_bytes():
         LLM(model=str(MODEL), tokenizer=str(TOKENIZER), num_blocks=4, kv_cache_memory_bytes=block)
 
 
+def test_min_tokens_and_included_stop_strings(llm):
+    prompt = [[1, 461, 430]]
+    free = llm.generate(prompt, SamplingParams(temperature=0.0, max_tokens=12,
+                                               ignore_eos=True))[0].outputs[0]
+    first = free.token_ids[0]
+    held = llm.generate(prompt, SamplingParams(temperature=0.0, max_tokens=12,
+                                               stop_token_ids=[first], min_tokens=3))[0].outputs[0]
+    assert len(held.token_ids) >= 4 and first not in held.token_ids[:3]
+    stop = free.text[5:8]
+    kept = llm.generate(prompt, SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True,
+                                               stop=[stop], include_stop_str_in_output=True))
+    assert kept[0].outputs[0].text == free.text[:free.text.index(stop) + 3]
+    with pytest.raises(ValueError, match="min_tokens"):
+        SamplingParams(max_tokens=2, min_tokens=3)
+
+
 def test_max_model_len_caps_sequences_and_hf_overrides_need_a_config():
     engine = LLM(model=str(MODEL), tokenizer=str(TOKENIZER), max_model_len=40)
     assert engine._engine.max_model_len == 40

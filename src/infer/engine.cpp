@@ -23,7 +23,7 @@ struct Engine::Request {
   int64_t steps_without_drafts = 0;
   Request(Sequence s, const tokenizers::Tokenizer* tokenizer, const GenerationParams& params)
       : seq(std::move(s)),
-        text(tokenizer, &seq.stopping.stop, seq.tokens.back()),
+        text(tokenizer, &seq.stopping, seq.tokens.back()),
         logprobs(params.logprobs),
         prompt_logprobs(params.prompt_logprobs) {
     if (params.json_grammar) json.emplace(params.json_grammar);
@@ -247,6 +247,7 @@ void Engine::sample_row(Request& r, int64_t row, std::span<const int32_t> runner
   } else {
     const std::span<const float> raw = logits.subspan(row * V, V);
     std::copy(raw.begin(), raw.end(), logits_.begin());  // the sampler edits its copy
+    seq.stopping.mask_early_stops(logits_, seq.num_output());
     if (r.json && !constrain_to_grammar(r)) {  // a complete value that only its end may follow
       out.finish_reason = FinishReason::Stop;
       return;
@@ -415,8 +416,9 @@ const std::vector<RequestOutput>& Engine::step() {
     const Sequence& seq = *plan.scheduled[i].seq;
     if (rows_[i].num_prompt > 0) greedy = drawn_by_runner = false;
     if (rows_[i].sample < 0) continue;
-    // Logprobs and grammars need the logits on the host.
-    const bool host = rows_[i].request->logprobs >= 0 || rows_[i].request->json.has_value();
+    // Logprobs, grammars and min_tokens' masks need the logits on the host.
+    const bool host = rows_[i].request->logprobs >= 0 || rows_[i].request->json.has_value() ||
+                      seq.num_output() < seq.stopping.min_tokens;
     greedy = greedy && seq.sampling.raw_argmax() && !host;
     drawn_by_runner = drawn_by_runner && !seq.sampling.edits_logits() && !host;
     if (drawn_by_runner)  // never on the CPU: no draws computed there

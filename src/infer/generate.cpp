@@ -32,7 +32,7 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
   batch.clear();
   batch.add_sequence(prompt, 0, cache.table(), cache.block_size(), /*want_logits=*/true);
   Sampler sampler(runner.vocab_size());
-  TextStream text(options.tokenizer, &params.stopping.stop, prompt.back());
+  TextStream text(options.tokenizer, &params.stopping, prompt.back());
   std::vector<float> logits(runner.vocab_size());
   GenerationResult result;
   result.tokens.reserve(static_cast<size_t>(max_new));
@@ -40,9 +40,11 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
   // Greedy without penalties or biases, and nobody watching the logits: the runner returns just the
   // argmax (on a device, the logits never leave it). On a device, unpenalized sampling is drawn
   // there.
-  const bool greedy = params.sampling.raw_argmax() && !options.on_logits;
+  // min_tokens masks the stop tokens on the host.
+  const bool host = options.on_logits || params.stopping.min_tokens > 0;
+  const bool greedy = params.sampling.raw_argmax() && !host;
   const bool drawn_by_runner =
-      !runner.device().is_cpu() && !params.sampling.edits_logits() && !options.on_logits;
+      !runner.device().is_cpu() && !params.sampling.edits_logits() && !host;
 
   for (int64_t pos = P;; ++pos) {
     int32_t token;
@@ -55,6 +57,7 @@ GenerationResult generate(ModelRunner& runner, std::span<const int32_t> prompt,
       std::span<const float> out = runner.forward(batch, cache);
       if (options.on_logits) options.on_logits(out);
       std::copy(out.begin(), out.end(), logits.begin());
+      params.stopping.mask_early_stops(logits, static_cast<int64_t>(result.tokens.size()));
       token = sampler.sample(logits, params.sampling, seed, result.tokens.size(), prompt,
                              result.tokens);
     }

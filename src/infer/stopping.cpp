@@ -1,6 +1,7 @@
 #include "tessera/infer/stopping.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "tessera/core/error.h"
 
@@ -9,8 +10,18 @@ namespace tessera::infer {
 void StoppingCriteria::validate() const {
   TESSERA_CHECK(max_tokens >= 1, ValueError, "[StoppingCriteria] expected max_tokens >= 1, got ",
                 max_tokens);
+  TESSERA_CHECK(min_tokens >= 0 && min_tokens <= max_tokens, ValueError,
+                "[StoppingCriteria] expected min_tokens in [0, max_tokens ", max_tokens, "], got ",
+                min_tokens);
   for (const std::string& s : stop)
     TESSERA_CHECK(!s.empty(), ValueError, "[StoppingCriteria] expected non-empty stop strings");
+}
+
+void StoppingCriteria::mask_early_stops(std::span<float> logits, int64_t num_output) const {
+  if (num_output >= min_tokens) return;
+  for (int32_t id : stop_token_ids)
+    if (id >= 0 && static_cast<size_t>(id) < logits.size())
+      logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
 }
 
 std::string_view finish_reason_name(FinishReason r) {
@@ -44,23 +55,26 @@ size_t incomplete_utf8_tail(const std::string& s) {
 
 }  // namespace
 
-TextStream::TextStream(const tokenizers::Tokenizer* tokenizer, const std::vector<std::string>* stop,
+TextStream::TextStream(const tokenizers::Tokenizer* tokenizer, const StoppingCriteria* stopping,
                        int32_t prev_token)
-    : tokenizer_(tokenizer), stop_(stop), prev_(prev_token) {}
+    : tokenizer_(tokenizer), stopping_(stopping), prev_(prev_token) {}
 
 std::string TextStream::push(int32_t token) {
   if (tokenizer_ == nullptr || stopped_) return {};
   const size_t old = pending_.size();
   pending_ += tokenizer_->token_to_string(token, prev_);
   prev_ = token;
+  ++pushed_;
   size_t hold = 0;  // bytes at the end of pending_ that may begin a stop string
-  if (stop_ != nullptr) {
-    for (const std::string& s : *stop_) {
+  if (stopping_ != nullptr) {
+    const std::vector<std::string>& stops = stopping_->stop;
+    for (const std::string& s : stops) {
+      if (pushed_ < stopping_->min_tokens) break;
       // A stop string can only end in the new bytes: search from where it could start.
       const size_t from = old >= s.size() ? old - s.size() + 1 : 0;
       const size_t at = pending_.find(s, from);
       if (at != std::string::npos) {
-        pending_.resize(at);
+        pending_.resize(stopping_->include_stop_str_in_output ? at + s.size() : at);
         stopped_ = true;
       }
     }
@@ -70,7 +84,7 @@ std::string TextStream::push(int32_t token) {
       emitted_ += out;
       return out;
     }
-    for (const std::string& s : *stop_) {
+    for (const std::string& s : stops) {
       for (size_t n = std::min(s.size() - 1, pending_.size()); n > hold; --n)
         if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
           hold = n;

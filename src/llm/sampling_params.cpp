@@ -41,7 +41,9 @@ infer::GenerationParams SamplingParams::generation_params(const tokenizers::Toke
   p.logprobs = logprobs.value_or(0);
   p.prompt_logprobs = prompt_logprobs && index == 0 ? *prompt_logprobs : -1;
   p.stopping.max_tokens = max_tokens;
+  p.stopping.min_tokens = min_tokens;
   p.stopping.stop = stop;
+  p.stopping.include_stop_str_in_output = include_stop_str_in_output;
   p.stopping.stop_token_ids = stop_token_ids;
   if (tokenizer && !ignore_eos)
     for (int32_t id : text_end_ids(*tokenizer)) p.stopping.stop_token_ids.push_back(id);

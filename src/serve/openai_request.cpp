@@ -5,13 +5,13 @@
 #include <optional>
 #include <set>
 
+#include "serve/openai_chat_prompt.h"
 #include "serve/openai_json.h"
 #include "serve/openai_structured.h"
 #include "serve/openai_tools.h"
 #include "tessera/core/error.h"
 #include "tessera/infer/structured_output.h"
 #include "tessera/serve/openai.h"
-#include "tessera/tokenizers/chat_template.h"
 
 namespace tessera::serve {
 
@@ -32,113 +32,6 @@ std::vector<int32_t> parse_prompt(const Json& p, const tokenizers::Tokenizer& to
   throw bad("prompt", "'prompt' must be a string, an array of token ids, or one of either");
 }
 
-std::string message_text(const Json& content) {
-  if (content.is_string()) return content.get<std::string>();
-  if (content.is_array()) {
-    std::string text;
-    for (const Json& part : content) {
-      // Compared as JSON: value("type", "") threw a JSON type_error (not an ApiError) when
-      // "type" was not a string.
-      if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
-          !part.contains("text") || !part["text"].is_string())
-        throw bad("messages", "message content parts must be {\"type\": \"text\", \"text\": ...}");
-      text += part["text"].get<std::string>();
-    }
-    return text;
-  }
-  throw bad("messages",
-            std::string("message content must be a string or an array, got ") + type_name(content));
-}
-
-// A message as a chat template reads it, as vLLM hands it over: content as text (content_text,
-// or null when the message has none), an assistant's tool calls with their arguments parsed from
-// JSON text into objects (checked by assistant_tool_calls_text), a tool message's tool_call_id
-// and name.
-Json template_message(const Json& m, Json content_text) {
-  Json out = {{"role", m["role"]}, {"content", std::move(content_text)}};
-  for (const char* key : {"tool_call_id", "name"})
-    if (m.contains(key) && m[key].is_string()) out[key] = m[key];
-  if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
-    out["tool_calls"] = m["tool_calls"];
-    for (Json& call : out["tool_calls"])
-      call["function"]["arguments"] = Json::parse(call["function"]["arguments"].get<std::string>());
-  }
-  return out;
-}
-
-// What a request adds to its chat template's variables (vLLM's chat_template_kwargs, such as
-// Qwen3's {"enable_thinking": false}): an object, without the variables the server sets.
-const Json* template_kwargs(const Fields& f) {
-  const Json* kw = f.get("chat_template_kwargs");
-  if (!kw) return nullptr;
-  if (!kw->is_object())
-    throw bad("chat_template_kwargs",
-              std::string("'chat_template_kwargs' must be an object, got ") + type_name(*kw));
-  for (const char* reserved : {"messages", "tools"})
-    if (kw->contains(reserved))
-      throw bad("chat_template_kwargs", std::string("'chat_template_kwargs' cannot set '") +
-                                            reserved + "': send it as the request's own field");
-  return kw;
-}
-
-std::string chat_prompt(const Json& messages, const ModelLimits& limits, const Json* tools,
-                        const Json* kwargs) {
-  if (!messages.is_array() || messages.empty())
-    throw bad("messages", "'messages' must be a non-empty array");
-  std::vector<tokenizers::ChatMessage> parsed;  // for the plain template
-  Json msgs = Json::array();                    // for the model's own template
-  for (const Json& m : messages) {
-    // An assistant's earlier tool calls stand in for (or follow) its content.
-    const bool calls = m.is_object() && m.contains("tool_calls") && !m["tool_calls"].is_null();
-    const bool content = m.is_object() && m.contains("content") && !m["content"].is_null();
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || (!content && !calls))
-      throw bad("messages", "each message must be an object with a string 'role' and 'content'");
-    const std::string role = m["role"].get<std::string>();
-    if (!tokenizers::is_chat_role(role))
-      throw bad("messages", "unknown message role '" + role + "'");
-    if (calls && role != "assistant")
-      throw bad("messages", "only assistant messages carry 'tool_calls'");
-    const std::string text = content ? message_text(m["content"]) : std::string();
-    const std::string calls_text = calls ? assistant_tool_calls_text(m["tool_calls"]) : "";
-    // The model's own template writes tool calls, tool results and the tools its own way.
-    if (limits.chat_template)
-      msgs.push_back(template_message(m, content ? Json(text) : Json(nullptr)));
-    else
-      parsed.push_back({role, text + calls_text});
-  }
-  if (!limits.chat_template) return tokenizers::plain_chat_prompt(parsed);
-  const ChatTemplate& t = *limits.chat_template;
-  Json variables = {
-      {"bos_token", t.bos_token}, {"eos_token", t.eos_token}, {"add_generation_prompt", true}};
-  if (kwargs) variables.update(*kwargs);
-  variables["messages"] = std::move(msgs);
-  if (tools) variables["tools"] = *tools;
-  // raise_exception: the template refuses these messages.
-  return invalid_as_400("messages", "the chat template rejected the messages: ", [&] {
-    return t.jinja.render(variables);
-  });
-}
-
-// A chat's prompt tokens: see ChatTemplate for how BOS is handled.
-std::vector<int32_t> chat_tokens(const Json& messages, const tokenizers::Tokenizer& tok,
-                                 const ModelLimits& limits, const Json* tools, const Json* kwargs) {
-  const std::string text = chat_prompt(messages, limits, tools, kwargs);
-  if (!limits.chat_template) return encode(tok, text, "messages");
-  const ChatTemplate& t = *limits.chat_template;
-  // Wherever the template writes the special tokens' texts ("</s><s>[INST]" between turns),
-  // they are their ids, as Hugging Face tokenizes them; a BOS text without a BOS id is dropped.
-  std::vector<tokenizers::Tokenizer::Special> specials;
-  if (tok.bos_id()) specials.push_back({t.bos_token, *tok.bos_id()});
-  if (tok.eos_id()) specials.push_back({t.eos_token, *tok.eos_id()});
-  const std::string_view rest =
-      !tok.bos_id() && !t.bos_token.empty() && text.starts_with(t.bos_token)
-          ? std::string_view(text).substr(t.bos_token.size())
-          : std::string_view(text);
-  return invalid_as_400("messages", "the tokenizer cannot encode the text: ", [&] {
-    return tok.encode_with_specials(rest, specials);
-  });
-}
-
 const std::set<std::string>& known_fields(Endpoint ep) {
   static const std::set<std::string> completions{"model",
                                                  "prompt",
@@ -154,6 +47,9 @@ const std::set<std::string>& known_fields(Endpoint ep) {
                                                  "stop",
                                                  "stop_token_ids",
                                                  "ignore_eos",
+                                                 "min_tokens",
+                                                 "include_stop_str_in_output",
+                                                 "truncate_prompt_tokens",
                                                  "stream",
                                                  "stream_options",
                                                  "n",
@@ -173,7 +69,8 @@ const std::set<std::string>& known_fields(Endpoint ep) {
     s.erase("prompt");
     s.erase("echo");
     s.insert({"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-              "parallel_tool_calls", "chat_template_kwargs"});
+              "parallel_tool_calls", "chat_template_kwargs", "add_generation_prompt",
+              "continue_final_message"});
     return s;
   }();
   return ep == Endpoint::Completions ? completions : chat;
@@ -255,9 +152,16 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
   } else {
     const Json* m = f.get("messages");
     if (!m) throw bad("messages", "'messages' is required");
-    r.prompt = chat_tokens(*m, tokenizer, limits, f.get("tools"), template_kwargs(f));
+    r.prompt = chat_tokens(*m, tokenizer, limits, chat_options(f, /*with_tools=*/true));
     // The thinking is split off unless a grammar shapes the whole output.
     if (!r.params.json_grammar) r.reasoning = limits.reasoning_parser;
+  }
+  // vLLM's truncate_prompt_tokens: the prompt's last k tokens (-1: the context's worth).
+  bool truncated = false;
+  if (auto k = f.integer("truncate_prompt_tokens", -1, INT32_MAX)) {
+    const int64_t keep = *k == -1 ? limits.max_model_len : *k;
+    truncated = static_cast<int64_t>(r.prompt.size()) > keep;
+    if (truncated) r.prompt.erase(r.prompt.begin(), r.prompt.end() - keep);
   }
   const int64_t P = static_cast<int64_t>(r.prompt.size());
   if (P == 0) throw bad(prompt_param, "the prompt is empty (and the tokenizer has no BOS token)");
@@ -317,6 +221,8 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
                 std::string("'stop_token_ids' must be an array, got ") + type_name(*ids));
     stopping.stop_token_ids = token_ids(*ids, "stop_token_ids", limits.vocab_size);
   }
+  stopping.include_stop_str_in_output = f.boolean("include_stop_str_in_output", false);
+  stopping.min_tokens = f.integer("min_tokens", 0, stopping.max_tokens).value_or(0);
   if (!f.boolean("ignore_eos", false)) {
     if (auto eos = tokenizer.eos_id()) stopping.stop_token_ids.push_back(*eos);
     if (auto bos = tokenizer.bos_id()) stopping.stop_token_ids.push_back(*bos);
@@ -341,7 +247,8 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body,
     if (r.stream) throw bad("echo", "'echo' cannot be streamed: send it without 'stream'");
     const Json& p = *f.get("prompt");
     const Json& text = p.is_array() && p.size() == 1 ? p[0] : p;
-    r.echo_text = text.is_string() ? text.get<std::string>() : tokenizer.decode(r.prompt);
+    r.echo_text =
+        text.is_string() && !truncated ? text.get<std::string>() : tokenizer.decode(r.prompt);
     r.params.prompt_logprobs = r.logprobs;
   }
   return r;
@@ -354,12 +261,12 @@ std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& to
                                            "messages",
                                            "add_special_tokens",
                                            "add_generation_prompt",
+                                           "continue_final_message",
                                            "chat_template_kwargs"};
   const Json j = parse_object(body, known);
   const Fields f(j);
   served_model(f, limits);
   const bool special = f.boolean("add_special_tokens", true) && tokenizer.bos_id().has_value();
-  f.boolean("add_generation_prompt", true);  // type-checked; chat prompts always add it
   const Json* prompt = f.get("prompt");
   const Json* messages = f.get("messages");
   if ((prompt == nullptr) == (messages == nullptr))
@@ -369,7 +276,7 @@ std::string tokenize_json(std::string_view body, const tokenizers::Tokenizer& to
   // Messages tokenize exactly as a chat request's prompt does.
   const std::vector<int32_t> ids =
       prompt ? encode(tokenizer, prompt->get<std::string>(), "prompt", special)
-             : chat_tokens(*messages, tokenizer, limits, nullptr, template_kwargs(f));
+             : chat_tokens(*messages, tokenizer, limits, chat_options(f, /*with_tools=*/false));
   return dump(Json{{"tokens", ids},
                    {"count", static_cast<int64_t>(ids.size())},
                    {"max_model_len", limits.max_model_len}});

@@ -13,7 +13,7 @@ bool is_chat_role(std::string_view role) {
   return std::find(roles.begin(), roles.end(), role) != roles.end();
 }
 
-std::string plain_chat_prompt(std::span<const ChatMessage> messages) {
+std::string plain_chat_prompt(std::span<const ChatMessage> messages, bool add_generation_prompt) {
   TESSERA_CHECK(!messages.empty(), ValueError, "[chat] expected at least one message, got none");
   std::string text;
   for (const ChatMessage& m : messages) {
@@ -23,7 +23,7 @@ std::string plain_chat_prompt(std::span<const ChatMessage> messages) {
                   m.role, "'");
     text += m.role + ": " + m.content + "\n";
   }
-  return text + "assistant:";
+  return add_generation_prompt ? text + "assistant:" : text;
 }
 
 }  // namespace tessera::tokenizers

@@ -314,6 +314,86 @@ TEST(Server, EchoWithLogprobsScoresEveryPromptToken) {
   EXPECT_EQ(streamed["error"]["param"], "echo") << streamed.dump();
 }
 
+// vLLM's request extras: continue_final_message (with add_generation_prompt false; also on
+// /tokenize), truncate_prompt_tokens, min_tokens and include_stop_str_in_output.
+TEST(Server, VllmExtrasContinueTruncateMinTokensAndIncludedStops) {
+  STORIES_OR_SKIP(s);
+  TestServer ts(*s->model, s->tokenizer, {});
+  const Json chat = Json::array(
+      {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Once"}}});
+  auto tokens = [&](const Json& extra) {
+    Json body = {{"messages", chat}};
+    body.update(extra);
+    auto [status, got] = post(ts, "/tokenize", body.dump());
+    EXPECT_EQ(status, 200) << got.dump();
+    return got["tokens"].get<std::vector<int32_t>>();
+  };
+  // The plain template: "<role>: <content>\n" per message, "assistant:" to open a reply.
+  EXPECT_EQ(tokens({{"add_generation_prompt", false}}),
+            s->tokenizer->encode("user: Hi\nassistant: Once\n", true));
+  const std::vector<int32_t> continued =
+      tokens({{"add_generation_prompt", false}, {"continue_final_message", true}});
+  EXPECT_EQ(continued, s->tokenizer->encode("user: Hi\nassistant: Once", true));
+  auto [chat_status, reply] = post(ts, "/v1/chat/completions",
+                                   Json{{"messages", chat},
+                                        {"add_generation_prompt", false},
+                                        {"continue_final_message", true},
+                                        {"max_tokens", 2}}
+                                       .dump());
+  ASSERT_EQ(chat_status, 200) << reply.dump();
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], continued.size());
+  auto [both_status, both] =
+      post(ts, "/v1/chat/completions",
+           Json{{"messages", chat}, {"continue_final_message", true}}.dump());
+  EXPECT_EQ(both_status, 400);
+  EXPECT_EQ(both["error"]["param"], "continue_final_message") << both.dump();
+  auto [user_status, user_last] = post(ts, "/v1/chat/completions",
+                                       Json{{"messages", Json::array({chat[0]})},
+                                            {"add_generation_prompt", false},
+                                            {"continue_final_message", true}}
+                                           .dump());
+  EXPECT_EQ(user_status, 400) << user_last.dump();
+
+  // truncate_prompt_tokens keeps the prompt's last tokens: the same reply as sending them.
+  const std::vector<int32_t> prompt = {1, 461, 430, 309, 295, 446, 306, 473, 283, 330};
+  auto complete = [&](const Json& extra) {
+    Json body = {{"max_tokens", 12}, {"temperature", 0}};
+    body.update(extra);
+    auto [status, got] = post(ts, "/v1/completions", body.dump());
+    EXPECT_EQ(status, 200) << got.dump();
+    return got;
+  };
+  const Json cut = complete({{"prompt", prompt}, {"truncate_prompt_tokens", 4}});
+  EXPECT_EQ(cut["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(cut["choices"][0]["token_ids"],
+            complete({{"prompt", std::vector<int32_t>(prompt.end() - 4,
+                                                      prompt.end())}})["choices"][0]["token_ids"]);
+
+  // min_tokens: a stop token cannot come before it.
+  const Json free = complete({{"prompt", prompt}, {"ignore_eos", true}});
+  const int32_t first = free["choices"][0]["token_ids"][0];
+  const Json stopped = complete({{"prompt", prompt}, {"stop_token_ids", {first}}});
+  EXPECT_EQ(stopped["usage"]["completion_tokens"], 1);
+  const Json held = complete({{"prompt", prompt}, {"stop_token_ids", {first}}, {"min_tokens", 3}});
+  EXPECT_GE(held["usage"]["completion_tokens"].get<int64_t>(), 4) << held.dump();
+  for (int i = 0; i < 3; ++i) EXPECT_NE(held["choices"][0]["token_ids"][i], first);
+  auto [bad_status, bad_min] = post(
+      ts, "/v1/completions", Json{{"prompt", prompt}, {"max_tokens", 2}, {"min_tokens", 3}}.dump());
+  EXPECT_EQ(bad_status, 400);
+  EXPECT_EQ(bad_min["error"]["param"], "min_tokens") << bad_min.dump();
+
+  // include_stop_str_in_output: the text ends with the stop string.
+  const std::string text = free["choices"][0]["text"];
+  ASSERT_GT(text.size(), 8u) << text;
+  const std::string stop = text.substr(5, 3);
+  const Json kept = complete({{"prompt", prompt},
+                              {"ignore_eos", true},
+                              {"stop", stop},
+                              {"include_stop_str_in_output", true}});
+  EXPECT_EQ(kept["choices"][0]["text"], text.substr(0, text.find(stop) + 3));
+  EXPECT_EQ(kept["choices"][0]["finish_reason"], "stop");
+}
+
 // A model slow enough that a long request is still running when its client leaves.
 std::unique_ptr<models::Llama> slow_model() {
   models::LlamaConfig c;

@@ -146,7 +146,8 @@ TEST(InferSampler, RejectsBadParams) {
 TEST(TextStream, HoldsBackPossibleStopStringsAndCutsBeforeThem) {
   tokenizers::CharTokenizer tok("abcdefgh XY");
   auto ids = [&](std::string_view s) { return tok.encode(s); };
-  const std::vector<std::string> stop{"XY", "cab"};
+  infer::StoppingCriteria stop;
+  stop.stop = {"XY", "cab"};
   infer::TextStream ts(&tok, &stop);
   std::string out;
   for (int32_t id : ids("abc ca")) out += ts.push(id);
@@ -170,6 +171,36 @@ TEST(TextStream, HoldsBackPossibleStopStringsAndCutsBeforeThem) {
 
   infer::TextStream no_tok(nullptr, &stop);
   EXPECT_EQ(no_tok.push(3), "");
+}
+
+// vLLM's include_stop_str_in_output keeps the stop string; min_tokens lets stop strings that end
+// before the min_tokens-th token pass.
+TEST(TextStream, IncludesTheStopStringOrIgnoresItBeforeMinTokens) {
+  tokenizers::CharTokenizer tok("abcXY");
+  infer::StoppingCriteria stop;
+  stop.stop = {"XY"};
+  stop.include_stop_str_in_output = true;
+  std::string out;
+  infer::TextStream kept(&tok, &stop);
+  for (int32_t id : tok.encode("abXYc")) out += kept.push(id);
+  EXPECT_TRUE(kept.stopped());
+  EXPECT_EQ(out, "abXY");
+  stop.include_stop_str_in_output = false;
+  stop.min_tokens = 5;
+  out.clear();
+  infer::TextStream late(&tok, &stop);
+  for (int32_t id : tok.encode("aXYbXY")) out += late.push(id);
+  EXPECT_TRUE(late.stopped()) << "the second XY ends at the 6th token";
+  EXPECT_EQ(out, "aXYb");
+  std::vector<float> logits{0.0f, 1.0f, 2.0f};
+  stop.stop_token_ids = {2, 7};
+  stop.mask_early_stops(logits, 4);
+  EXPECT_EQ(logits, (std::vector<float>{0.0f, 1.0f, -INFINITY}));
+  logits[2] = 2.0f;
+  stop.mask_early_stops(logits, 5);
+  EXPECT_EQ(logits[2], 2.0f) << "from min_tokens on the stop tokens may be drawn";
+  stop.max_tokens = 4;
+  EXPECT_TESSERA_ERROR(stop.validate(), ValueError, "expected min_tokens in [0, max_tokens 4]");
 }
 
 TEST(TextStream, HoldsBackPartialUtf8Characters) {

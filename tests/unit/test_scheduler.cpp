@@ -578,6 +578,41 @@ TEST(Engine, StopsOnTokensStringsAndLength) {
   EXPECT_EQ(reasons[b], infer::FinishReason::Stop);
 }
 
+// vLLM's min_tokens: the stop token cannot be drawn (nor a stop string end the text) before
+// the min_tokens-th token; include_stop_str_in_output keeps the stop string in the text.
+TEST(Engine, MinTokensAndIncludedStopStrings) {
+  auto model = engine_model();
+  auto tok =
+      std::make_shared<tokenizers::CharTokenizer>("abcdefghijklmnopqrstuvwxyz0123456789.,;!");
+  infer::Engine engine(*model, {}, tok);
+  const std::vector<int32_t> prompt = prompt_of(6, 1);
+  engine.add_request(prompt, params(30));
+  const std::vector<int32_t> free = run_all(engine).begin()->second;
+  std::string text;
+  for (int32_t t : free) text += tok->token_to_string(t);
+
+  GenerationParams early = params(30);
+  early.stopping.stop_token_ids = {free[0]};  // ends at once without min_tokens
+  early.stopping.min_tokens = 4;
+  const int64_t a = engine.add_request(prompt, early);
+  GenerationParams included = params(30);
+  included.stopping.stop = {text.substr(10, 3)};
+  included.stopping.include_stop_str_in_output = true;
+  const int64_t b = engine.add_request(prompt, included);
+  std::map<int64_t, std::string> texts;
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  while (engine.has_unfinished())
+    for (const auto& out : engine.step()) {
+      texts[out.request_id] += out.text;
+      tokens[out.request_id].insert(tokens[out.request_id].end(), out.new_tokens.begin(),
+                                    out.new_tokens.end());
+    }
+  ASSERT_GE(tokens[a].size(), 5u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NE(tokens[a][i], free[0]) << "token " << i;
+  const size_t at = text.find(text.substr(10, 3));
+  EXPECT_EQ(texts[b], text.substr(0, at + 3)) << "the text ends with the stop string";
+}
+
 // A request whose step throws (here its tokenizer) ends alone, with an Abort naming the error;
 // the batch goes on (the engine stayed stuck: the sequence had no new token to compute).
 TEST(Engine, ARequestThatFailsEndsAloneWithItsError) {

@@ -26,7 +26,10 @@ struct SamplingParams {
   double presence_penalty = 0.0;
   double frequency_penalty = 0.0;
   int64_t max_tokens = 16;
-  std::vector<std::string> stop;  // excluded from the text, as OpenAI's
+  // Before this many tokens neither stop tokens nor stop strings end a sequence (vLLM's).
+  int64_t min_tokens = 0;
+  std::vector<std::string> stop;  // excluded from the text, as OpenAI's, unless:
+  bool include_stop_str_in_output = false;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;      // else the tokenizer's EOS (and BOS, which starts a new text) stop
   std::optional<int64_t> seed;  // unset: the engine draws one per sequence

@@ -16,8 +16,9 @@ struct ChatMessage {
 // Whether role is one the chat APIs accept.
 bool is_chat_role(std::string_view role);
 
-// The plain template's text for messages. ValueError "[chat] expected ..." for no messages or
-// an unknown role.
-std::string plain_chat_prompt(std::span<const ChatMessage> messages);
+// The plain template's text for messages (without the generation prompt unless
+// add_generation_prompt). ValueError "[chat] expected ..." for no messages or an unknown role.
+std::string plain_chat_prompt(std::span<const ChatMessage> messages,
+                              bool add_generation_prompt = true);
 
 }  // namespace tessera::tokenizers
