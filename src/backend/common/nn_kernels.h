@@ -121,6 +121,22 @@ inline A vmax(A a, A b) {
   return b > a ? b : a;
 }
 
+// The max of n values x[i] (converted to A) under `omp simd`; -inf when there are none or all
+// are -inf or nan. OpenMP starts a max reduction's private copies at the type's lowest value:
+// -inf under GCC but the lowest finite value under clang, where a row of -inf came out as that
+// (so a fully masked softmax row gave nan instead of zeros). That case is scanned again here.
+template <class A, class T>
+inline A simd_max(const T* x, int64_t n) {
+  A m = -std::numeric_limits<A>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = vmax(m, static_cast<A>(x[i]));
+  if (m == std::numeric_limits<A>::lowest()) {
+    m = -std::numeric_limits<A>::infinity();
+    for (int64_t i = 0; i < n; ++i) m = vmax(m, static_cast<A>(x[i]));
+  }
+  return m;
+}
+
 }  // namespace detail
 
 }  // namespace tessera

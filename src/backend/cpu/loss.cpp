@@ -14,16 +14,13 @@ namespace tessera::cpu {
 namespace {
 
 using detail::vexp;
-using detail::vmax;
 
 constexpr int64_t kParallelGrain = 32768;
 
 // log(sum(exp(x))) of one row, shifted by its max.
 template <class T, class A>
 A row_lse(const T* x, int64_t C) {
-  A m = -std::numeric_limits<A>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < C; ++c) m = vmax(m, static_cast<A>(x[c]));
+  const A m = detail::simd_max<A>(x, C);
   A s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < C; ++c) s += vexp(static_cast<A>(x[c]) - m);

@@ -54,9 +54,7 @@ void softmax_rows(const T* x, T* y, int64_t rows, int64_t n, SoftmaxKind kind) {
     for (int64_t r = 0; r < rows; ++r) {
       const T* xr = x + r * n;
       T* yr = y + r * n;
-      A m = neg_inf<A>();
-#pragma omp simd reduction(max : m)
-      for (int64_t i = 0; i < n; ++i) m = vmax(m, static_cast<A>(xr[i]));
+      const A m = detail::simd_max<A>(xr, n);
       if (kind == SoftmaxKind::SafeSoftmax && m == neg_inf<A>() && all_neg_inf(xr, n, 1)) {
         std::fill(yr, yr + n, static_cast<T>(0));
         continue;
