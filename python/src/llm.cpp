@@ -286,10 +286,12 @@ void bind_llm(py::module_& m) {
                        uint64_t seed, bool enable_prefix_caching, const std::string& kv_cache_dtype,
                        const std::string& dtype, const std::string& quantization,
                        int64_t kv_cache_memory_bytes, const std::string& speculative_config,
-                       const std::string& hf_overrides, int64_t max_model_len) {
+                       const std::string& hf_overrides, int64_t max_model_len,
+                       const std::string& chat_template) {
              llm::LLMConfig c;
              c.model = model;
              c.config_overrides = hf_overrides;
+             c.chat_template = chat_template;
              c.engine.max_model_len = max_model_len;
              c.tokenizer = tokenizer;
              c.data_dir = data_dir;
@@ -315,7 +317,7 @@ void bind_llm(py::module_& m) {
            py::arg("kv_cache_dtype") = "auto", py::arg("dtype") = "auto",
            py::arg("quantization") = "none", py::arg("kv_cache_memory_bytes") = 0,
            py::arg("speculative_config") = "", py::arg("hf_overrides") = "",
-           py::arg("max_model_len") = 0)
+           py::arg("max_model_len") = 0, py::arg("chat_template") = "")
       .def_property_readonly("tokenizer", &LLM::shared_tokenizer)
       .def_property_readonly("source", [](const LLM& l) { return l.model().source; })
       .def_property_readonly("max_model_len", [](const LLM& l) { return l.max_model_len(); })
@@ -323,14 +325,8 @@ void bind_llm(py::module_& m) {
       .def("encode", &LLM::encode, py::arg("prompt"))
       .def("lora", &LLM::lora, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
            "The engine id of a PEFT LoRA adapter folder, loaded on its first use.")
-      .def(
-          "encode_chat",
-          [](const LLM& l, const std::vector<std::pair<std::string, std::string>>& messages) {
-            std::vector<tokenizers::ChatMessage> chat;
-            for (const auto& [role, content] : messages) chat.push_back({role, content});
-            return l.encode_chat(chat);
-          },
-          py::arg("messages"), "Token ids of [(role, content)] through the plain chat template.")
+      .def("encode_chat", &LLM::encode_chat, py::arg("request_json"),
+           "Token ids of a chat request's messages (JSON), as the server's chat endpoint.")
       .def(
           "submit",
           [](LLM& l, std::vector<int32_t> prompt, const llm::SamplingParams& params,

@@ -128,13 +128,15 @@ class LLM:
     hf_overrides: a dict merged into the model's config before it is built (vLLM's), e.g.
     {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings":
     32768}}. max_model_len: the longest sequence, prompt and output (None: the model's context).
+    chat_template: chat()'s template, a Jinja file or a tokenizer_config.json (`tessera serve
+    --chat-template`; None: the model folder's, else the plain template).
     """
 
     def __init__(self, model, tokenizer=None, *, max_num_seqs=32, num_blocks=0, block_size=16,
                  max_num_batched_tokens=2048, seed=0, dtype=None, device="cpu", data_dir=None,
                  enable_prefix_caching=True, kv_cache_dtype="auto", quantization=None,
                  kv_cache_memory_bytes=0, speculative_config=None, enable_lora=False,
-                 hf_overrides=None, max_model_len=None):
+                 hf_overrides=None, max_model_len=None, chat_template=None):
         for name, value in (("auto", None), ("float32", _C.float32), ("bfloat16", _C.bfloat16)):
             if dtype is value or (value is not None and dtype == value):
                 dtype = name
@@ -149,7 +151,7 @@ class LLM:
                                   "" if speculative_config is None else
                                   json.dumps(speculative_config),
                                   "" if hf_overrides is None else json.dumps(hf_overrides),
-                                  int(max_model_len or 0))
+                                  int(max_model_len or 0), str(chat_template or ""))
         self._ids = itertools.count()
 
     def get_tokenizer(self) -> Tokenizer:
@@ -212,14 +214,21 @@ class LLM:
                                                                params[i % len(params)], tok))
                 for i, ((text, ids), seqs) in enumerate(zip(parsed, results))]
 
-    def chat(self, messages, sampling_params=None, use_tqdm=False,
-             lora_request=None) -> List[RequestOutput]:
-        """Replies to a conversation ([{"role": ..., "content": ...}]) or a list of them, with
-        the server's plain chat template ("<role>: <content>\\n" per message, then
-        "assistant:")."""
+    def chat(self, messages, sampling_params=None, use_tqdm=False, lora_request=None, *,
+             add_generation_prompt=True, continue_final_message=False, tools=None,
+             chat_template_kwargs=None) -> List[RequestOutput]:
+        """Replies to a conversation ([{"role": ..., "content": ...}]) or a list of them. The
+        prompt is the server's for a chat request with the same fields: the model's chat
+        template (its folder's tokenizer_config.json, or LLM(chat_template=file)) with tools
+        and chat_template_kwargs, else the plain one ("<role>: <content>\\n" per message, then
+        "assistant:"); continue_final_message (with add_generation_prompt=False) goes on
+        writing the last, assistant's, message."""
         conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+        options = {"add_generation_prompt": add_generation_prompt,
+                   "continue_final_message": continue_final_message,
+                   "tools": tools, "chat_template_kwargs": chat_template_kwargs}
         prompts = [{"prompt_token_ids": self._engine.encode_chat(
-            [(m["role"], m["content"]) for m in conv])} for conv in conversations]
+            json.dumps({"messages": conv, **options}))} for conv in conversations]
         return self.generate(prompts, sampling_params, use_tqdm, lora_request)
 
 

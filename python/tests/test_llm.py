@@ -465,6 +465,34 @@ def test_chat_uses_the_plain_template(llm):
     assert len(llm.chat([messages, messages[1:]], SamplingParams(max_tokens=2))) == 2
 
 
+def test_chat_takes_a_template_file_and_the_servers_chat_options(tmp_path):
+    template = tmp_path / "chat.jinja"
+    template.write_text(
+        "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+        "{% if tools %}tools: {{ tools | length }}\n{% endif %}"
+        "{% if add_generation_prompt %}[assistant]{% if brief %} briefly{% endif %}{% endif %}")
+    llm = LLM(model=str(MODEL), tokenizer=str(TOKENIZER), max_num_seqs=2,
+              chat_template=str(template))
+    tok = llm.get_tokenizer()
+    messages = [{"role": "user", "content": "A cat"}]
+
+    def prompt(conversation, **options):
+        return llm.chat(conversation, SamplingParams(max_tokens=1), **options)[0].prompt_token_ids
+
+    assert prompt(messages) == tok.encode("[user] A cat\n[assistant]")
+    assert prompt(messages, chat_template_kwargs={"brief": True}) == tok.encode(
+        "[user] A cat\n[assistant] briefly")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    assert prompt(messages, tools=tools) == tok.encode("[user] A cat\ntools: 1\n[assistant]")
+    reply = messages + [{"role": "assistant", "content": "It sat"}]
+    assert prompt(reply, add_generation_prompt=False, continue_final_message=True) == tok.encode(
+        "[user] A cat\n[assistant] It sat")
+    with pytest.raises(ValueError, match=r"\[LLM.chat\] 'continue_final_message' needs"):
+        llm.chat(reply, continue_final_message=True)
+    with pytest.raises(ValueError, match="expected a readable file"):
+        LLM(model=str(MODEL), tokenizer=str(TOKENIZER), chat_template=str(tmp_path / "none"))
+
+
 def test_tokenizer_encodes_and_decodes(llm):
     tok = llm.get_tokenizer()
     assert tok.vocab_size == 512 and len(tok) == 512

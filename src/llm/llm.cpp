@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "serve/openai_chat_prompt.h"
 #include "tessera/core/error.h"
 #include "tessera/io/lora_adapter.h"
 
@@ -122,6 +123,8 @@ LLM::LLM(const LLMConfig& config) {
   tokenizer_ = config.tokenizer_object
                    ? config.tokenizer_object
                    : model_tokenizer(loaded_, config.tokenizer, config.data_dir, "LLM");
+  chat_template_ = serve::load_chat_template(
+      config.chat_template, std::filesystem::is_directory(config.model) ? config.model : "");
   auto engine = std::make_unique<infer::Engine>(*loaded_.model, config.engine, tokenizer_);
   // The deleter holds the model: the engine reads its weights until it is gone.
   engine_ = std::shared_ptr<infer::AsyncEngine>(
@@ -133,8 +136,19 @@ std::vector<int32_t> LLM::encode(std::string_view prompt) const {
   return prompt_ids(*tokenizer_, prompt);
 }
 
-std::vector<int32_t> LLM::encode_chat(std::span<const tokenizers::ChatMessage> messages) const {
-  return encode(tokenizers::plain_chat_prompt(messages));
+std::vector<int32_t> LLM::encode_chat(const std::string& request_json) const {
+  const serve::detail::Json request = serve::detail::Json::parse(request_json, nullptr, false);
+  TESSERA_CHECK(request.is_object() && request.contains("messages"), ValueError,
+                "[LLM.chat] expected a JSON object with \"messages\", got ", request_json);
+  serve::ModelLimits limits;
+  limits.chat_template = chat_template_;
+  try {
+    const serve::detail::Fields fields(request);
+    return serve::chat_tokens(request["messages"], *tokenizer_, limits,
+                              serve::chat_options(fields, /*with_tools=*/true));
+  } catch (const serve::ApiError& e) {
+    throw ValueError("[LLM.chat] " + e.message);
+  }
 }
 
 int32_t LLM::lora(const std::string& path) {

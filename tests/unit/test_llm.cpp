@@ -1,4 +1,5 @@
-// llm::SamplingParams' mapping onto the engine's params, the plain chat template, and
+// llm::SamplingParams' mapping onto the engine's params, the plain chat template, a model
+// folder's chat template as the server applies it, and
 // llm::LLM's RequestStream on stories260K: close() ends on_output calls and frees the blocks, a
 // refused sequence leaves nothing submitted, generate equals submit + take, and prompt logprobs
 // come with a request's first sequence.
@@ -6,13 +7,18 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "tessera/core/error.h"
 #include "tessera/llm/llm.h"
+#include "tessera/tokenizers/chat_template.h"
 #include "tessera/tokenizers/llama2c_tokenizer.h"
+#include "testing/expect_error.h"
 #include "testing/failing_tokenizer.h"
 #include "testing/shared_data.h"
+#include "testing/small_models.h"
+#include "testing/temp_dir.h"
 
 namespace tessera::llm {
 namespace {
@@ -60,6 +66,40 @@ TEST(LLMChatTemplate, PlainTemplateAndRoles) {
   EXPECT_THROW(tokenizers::plain_chat_prompt({}), ValueError);
   const std::vector<tokenizers::ChatMessage> bad{{"narrator", "x"}};
   EXPECT_THROW(tokenizers::plain_chat_prompt(bad), ValueError);
+}
+
+// A model folder's tokenizer_config.json template makes LLM::encode_chat's prompts as it makes
+// the server's: its BOS text becomes the BOS id, the request's options reach it, and what the
+// server refuses with a 400 is a ValueError naming LLM.chat.
+TEST(LLMChatTemplate, TheModelFoldersTemplateMakesThePromptAsTheServers) {
+  TESSERA_SHARED_DATA_OR_SKIP(tokenizer, "stories260K_idtok.bin");
+  testing::TempDir dir;
+  testing::save_hf_llama(dir.path, 512);
+  std::ofstream(dir.file("tokenizer_config.json")) << R"({"bos_token": "<s>", "chat_template":
+      "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}[assistant]{% if brief %} briefly{% endif %}{% endif %}"})";
+  LLMConfig config;
+  config.model = dir.path.string();
+  config.tokenizer = tokenizer;
+  LLM llm(config);
+  const auto with_bos = [&](const std::string& text) {
+    std::vector<int32_t> ids = llm.tokenizer().encode(text);
+    ids.insert(ids.begin(), *llm.tokenizer().bos_id());
+    return ids;
+  };
+  const std::string user = R"("messages": [{"role": "user", "content": "A cat"}])";
+  EXPECT_EQ(llm.encode_chat("{" + user + "}"), with_bos("[user] A cat\n[assistant]"));
+  EXPECT_EQ(llm.encode_chat("{" + user + R"(, "chat_template_kwargs": {"brief": true}})"),
+            with_bos("[user] A cat\n[assistant] briefly"));
+  const std::string reply = R"("messages": [{"role": "user", "content": "A cat"},)"
+                            R"({"role": "assistant", "content": "It sat"}])";
+  EXPECT_EQ(llm.encode_chat("{" + reply +
+                            R"(, "add_generation_prompt": false, "continue_final_message": true})"),
+            with_bos("[user] A cat\n[assistant] It sat"));
+  EXPECT_TESSERA_ERROR(llm.encode_chat("{" + reply + R"(, "continue_final_message": true})"),
+                       ValueError, "[LLM.chat] 'continue_final_message' needs");
+  EXPECT_TESSERA_ERROR(llm.encode_chat(R"({"messages": []})"), ValueError,
+                       "[LLM.chat] 'messages' must be a non-empty array");
+  EXPECT_TESSERA_ERROR(llm.encode_chat("[]"), ValueError, "[LLM.chat] expected a JSON object");
 }
 
 TEST(LLMStream, CloseEndsCallbacksAndFreesBlocksAndGenerateEqualsTheStream) {

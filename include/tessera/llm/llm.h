@@ -24,7 +24,10 @@
 #include "tessera/infer/async_engine.h"
 #include "tessera/llm/model_files.h"
 #include "tessera/llm/sampling_params.h"
-#include "tessera/tokenizers/chat_template.h"
+
+namespace tessera::serve {
+struct ChatTemplate;
+}
 
 namespace tessera::llm {
 
@@ -37,6 +40,9 @@ struct LLMConfig {
   std::string device = "cpu";
   // JSON merged into the model's config before it is built (infer::LoadOptions).
   std::string config_overrides;
+  // The chat template of chat(): a Jinja file or a tokenizer_config.json (`serve
+  // --chat-template`); "": the model folder's tokenizer_config.json, else the plain template.
+  std::string chat_template;
   infer::EngineConfig engine;
 };
 
@@ -109,8 +115,11 @@ class LLM {
 
   // A text prompt's ids as `tessera generate` encodes it (after BOS when the tokenizer has one).
   std::vector<int32_t> encode(std::string_view prompt) const;
-  // A conversation's prompt through the plain chat template (tokenizers/chat_template.h).
-  std::vector<int32_t> encode_chat(std::span<const tokenizers::ChatMessage> messages) const;
+  // A conversation's prompt ids as the server's chat endpoint makes them from the same fields
+  // of a request (JSON): "messages", and optionally "tools", "chat_template_kwargs",
+  // "add_generation_prompt" and "continue_final_message"; through LLMConfig::chat_template or
+  // the plain template. ValueError "[LLM.chat] ..." for what the server answers with a 400.
+  std::vector<int32_t> encode_chat(const std::string& request_json) const;
 
   // The engine id of the LoRA adapter folder at path (io::load_lora_adapter), loading and
   // registering it on its first use (vLLM's LoRARequest); errors as load_lora_adapter and
@@ -135,6 +144,7 @@ class LLM {
  private:
   LoadedModel loaded_;
   std::shared_ptr<tokenizers::Tokenizer> tokenizer_;
+  std::shared_ptr<const serve::ChatTemplate> chat_template_;  // null: the plain template
   // Keeps the model alive as long as any RequestStream holds the engine.
   std::shared_ptr<infer::AsyncEngine> engine_;
   std::mutex lora_mutex_;
