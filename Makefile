@@ -37,13 +37,13 @@ test-debug: deps
 	cmake --build --preset debug -j $(JOBS)
 	ctest --preset debug -j $(JOBS)
 
-# libFuzzer targets (fuzz/) built by clang under ASan + UBSan, each run for FUZZ_SECONDS one after
-# another from its seeds in fuzz/corpus/; new inputs go to build/fuzz/corpus/, crashes to
-# build/fuzz/crashes/ (scripts/fuzz.sh). fuzz-smoke is CI's short run.
+# libFuzzer targets (fuzz/) of the debug build (clang, ASan + UBSan), each run for FUZZ_SECONDS one
+# after another from its seeds in fuzz/corpus/; new inputs go to build/debug/fuzz/corpus/, crashes
+# to build/debug/fuzz/crashes/ (scripts/fuzz.sh). fuzz-smoke is CI's short run.
 FUZZ_SECONDS ?= 600
 fuzz-build: deps
-	cmake --preset fuzz
-	cmake --build --preset fuzz -j $(JOBS)
+	cmake --preset debug
+	cmake --build --preset debug -j $(JOBS) --target fuzz_targets
 
 fuzz: fuzz-build
 	scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -37,7 +37,7 @@ const Tokenizers& all_tokenizers() {
     Tokenizers t;
     t.any_bytes = {&fuzz::synthetic_gpt2(), &fuzz::synthetic_llama2c()};
     t.sentencepiece = {&fuzz::synthetic_sentencepiece()};
-    const fs::path data = TESSERA_SHARED_DATA_DIR;
+    const fs::path data = fuzz::shared_data_dir();
     if (fs::exists(data / "gpt2" / "encoder.json"))
       t.owned.push_back(tokenizers::GPT2Tokenizer::from_directory((data / "gpt2").string()));
     if (fs::exists(data / "llama2_tokenizer.bin"))

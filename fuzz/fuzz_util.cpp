@@ -103,6 +103,8 @@ const T& load_once(const char* file, const std::string& bytes) {
 
 }  // namespace
 
+std::string shared_data_dir() { return TESSERA_SHARED_DATA_DIR; }
+
 const std::string& scratch_dir() {
   // Never destroyed: the atexit handler below runs after static destructors would have.
   static const std::string& dir = *new std::string([] {

@@ -25,6 +25,9 @@ inline std::string_view bytes(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};
 }
 
+// ../shared/data beside the repository (real vocabularies; its files may be missing).
+std::string shared_data_dir();
+
 // This process's scratch folder (created on first use, removed at exit).
 const std::string& scratch_dir();
 // Writes bytes to scratch_dir()/name and returns its path.

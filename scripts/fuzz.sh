@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target of the fuzz preset (build/fuzz) for SECONDS each, one after
+# Runs every libFuzzer target of the debug preset (build/debug/fuzz) for SECONDS each, one after
 # another. Each starts from its committed seeds (fuzz/corpus/<target>/, read only) plus what
-# earlier runs found (build/fuzz/corpus/<target>/, where new entries go); crashing inputs land
-# in build/fuzz/crashes/. Prints one markdown row of figures per target and exits non-zero if
-# any target crashed.
+# earlier runs found (build/debug/fuzz/corpus/<target>/, where new entries go); crashing inputs
+# land in build/debug/fuzz/crashes/. Prints one markdown row of figures per target and exits
+# non-zero if any target crashed.
 #   usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 600 s, all targets)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
-build=build/fuzz
+build=build/debug/fuzz
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for src in fuzz/fuzz_*.cpp; do
@@ -31,7 +31,7 @@ for name in "${targets[@]}"; do
   log="$build/logs/$name.log"
   mkdir -p "$corpus" "$TMPDIR"
   # -timeout: an input slower than 60 s under ASan is a hang worth reporting.
-  "$build/fuzz/$name" -max_total_time="$seconds" -timeout=60 -print_final_stats=1 \
+  "$build/$name" -max_total_time="$seconds" -timeout=60 -print_final_stats=1 \
     -artifact_prefix="$build/crashes/$name-" "$corpus" "fuzz/corpus/$name" >"$log" 2>&1
   rc=$?
   rm -rf "$TMPDIR"

@@ -26,6 +26,8 @@ std::string command_line() {
 
 }  // namespace
 
+std::string default_torch_dir() { return TESSERA_SOURCE_DIR "/bench"; }
+
 void add_bench_common(CLI::App* cmd, BenchCommon& c, bool peers) {
   cmd->add_option("--json", c.json, "Write the result (tessera-bench/1 JSON) to this file");
   cmd->add_option("--compare", c.compare,

@@ -14,9 +14,12 @@
 
 namespace tessera::cli {
 
+// bench/ of the source tree this binary was built from.
+std::string default_torch_dir();
+
 struct BenchCommon {
   std::string json, compare, svg_dir, hardware;
-  std::string torch_dir = TESSERA_SOURCE_DIR "/bench";
+  std::string torch_dir = default_torch_dir();
   std::string python = "/usr/bin/python3";
   bool quick = false, no_torch = false;
   int threads = 0;

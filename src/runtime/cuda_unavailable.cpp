@@ -1,6 +1,5 @@
 // tessera::cuda in a build without the CUDA backend: no devices; everything that would need
-// one throws NotImplementedError naming the call.
-#ifndef TESSERA_WITH_CUDA
+// one throws NotImplementedError naming the call. CUDA builds leave this file out.
 #include "tessera/core/error.h"
 #include "tessera/runtime/cuda.h"
 
@@ -42,4 +41,3 @@ void empty_cache() { unavailable("empty_cache"); }
 void reset_peak_memory_stats() { unavailable("reset_peak_memory_stats"); }
 
 }  // namespace tessera::cuda
-#endif

@@ -56,8 +56,7 @@ class OptimVsTorch : public ::testing::Test {
           "(install python3-torch)";
       return;
     }
-    std::filesystem::path script =
-        std::filesystem::path(TESSERA_TESTS_DIR) / "reference" / "optim_reference.py";
+    std::filesystem::path script = testing::tests_dir() / "reference" / "optim_reference.py";
     // stderr (warnings, tracebacks) goes to the test log; stdout must be the JSON alone.
     out.clear();
     const int status = testing::run_command("/usr/bin/python3 " + script.string(), out);

@@ -39,7 +39,7 @@ class TestStudio {
     c.port = 0;
     c.data_dir = data_dir;
     c.api_key = kKey;
-    c.tessera_bin = TESSERA_CLI;
+    c.tessera_bin = ::tessera::testing::tessera_cli();
     studio = std::make_unique<Studio>(c);
     port = studio->bind();
     thread = std::thread([this] { studio->run(); });

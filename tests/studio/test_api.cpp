@@ -19,7 +19,7 @@ using testing::Json;
 using testing::TestStudio;
 
 Json fixture(const std::string& name) {
-  std::ifstream in(std::string(TESSERA_TESTS_DIR) + "/studio/fixtures/" + name);
+  std::ifstream in(::tessera::testing::tests_dir() / "studio" / "fixtures" / name);
   return Json::parse(in);
 }
 

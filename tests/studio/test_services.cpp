@@ -42,7 +42,7 @@ Json add_model(const TestStudio& s, const std::string& model, const std::string&
 std::string slow_model(const std::string& dir, const std::string& text) {
   const std::string out = dir + "/slow_model";
   const std::string cmd =
-      std::string(TESSERA_CLI) +
+      ::tessera::testing::tessera_cli() +
       " train --model llama --n-layer 6 --n-embd 512 --n-head 8 --seq-len 512"
       " --batch-size 1 --max-steps 1 --eval-steps 1 --sample-tokens 0 --data '" +
       text + "' --out '" + out + "' > '" + dir + "/slow_model.log' 2>&1";
@@ -297,7 +297,8 @@ TEST(StudioServices, ARunIsFollowedWhileTesseraTrainWritesIt) {
   TestStudio s(dir);
   const std::string out = dir + "/run";
   // A tiny GPT-2 that would train for a million steps, evaluated and sampled every 10.
-  std::vector<std::string> argv = {TESSERA_CLI, "train", "--data", text, "--out", out};
+  std::vector<std::string> argv = {
+      ::tessera::testing::tessera_cli(), "train", "--data", text, "--out", out};
   std::istringstream options(
       "--model gpt2 --n-layer 1 --n-head 2 --n-embd 32 --seq-len 32 --batch-size 4 --max-steps "
       "1000000 --eval-every 10 --eval-steps 1 --sample-every 10 --sample-tokens 8");

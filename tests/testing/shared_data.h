@@ -8,13 +8,12 @@
 #include <filesystem>
 #include <string>
 
+#include "testing/paths.h"
+
 namespace tessera::testing {
 
-// The repository root (TESSERA_TESTS_DIR is the absolute tests/ folder, set by CMake: __FILE__
-// may be relative when ccache rewrites paths).
-inline std::filesystem::path repo_root() {
-  return std::filesystem::path(TESSERA_TESTS_DIR).parent_path();
-}
+// The repository root (not from __FILE__, which may be relative when ccache rewrites paths).
+inline std::filesystem::path repo_root() { return tests_dir().parent_path(); }
 
 inline std::filesystem::path shared_data_path(const std::string& relative) {
   if (const char* env = std::getenv("TESSERA_SHARED_DATA"))

@@ -10,6 +10,7 @@
 
 #include "tessera/io/safetensors.h"
 #include "tessera/tessera.h"
+#include "testing/paths.h"
 #include "testing/temp_dir.h"
 
 namespace tessera::testing {
@@ -27,8 +28,7 @@ inline int run_command(const std::string& cmd, std::string& out) {
 // the script's output and returns an empty dict.
 inline nn::TensorDict run_reference_script(const std::string& script, const std::string& args,
                                            const TempDir& dir) {
-  const std::filesystem::path path =
-      std::filesystem::path(TESSERA_TESTS_DIR) / "reference" / script;
+  const std::filesystem::path path = tests_dir() / "reference" / script;
   std::string out;
   const int status = run_command("/usr/bin/python3 " + path.string() + " " + args + " 2>&1", out);
   EXPECT_EQ(status, 0) << script << " " << args << " failed:\n" << out;

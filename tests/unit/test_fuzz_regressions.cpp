@@ -18,6 +18,7 @@
 #include "tessera/tokenizers/llama2c_tokenizer.h"
 #include "tessera/tokenizers/sentencepiece_tokenizer.h"
 #include "testing/expect_error.h"
+#include "testing/shared_data.h"
 #include "testing/temp_dir.h"
 
 namespace tessera {
@@ -26,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path corpus_file(const std::string& target, const std::string& name) {
-  return fs::path(TESSERA_TESTS_DIR) / ".." / "fuzz" / "corpus" / target / name;
+  return testing::repo_root() / "fuzz" / "corpus" / target / name;
 }
 
 std::string read_bytes(const fs::path& path) {

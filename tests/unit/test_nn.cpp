@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <tuple>
 
 #include "tessera/tessera.h"
 
@@ -262,7 +263,8 @@ Tensor rope_composite(const Tensor& x, const Tensor& c, const Tensor& s, bool in
 TEST(NnFused, RopeMatchesComposite) {
   // [B, T, H, D] viewed as [B, H, T, D] (strided rows), enough rows for several threads.
   Tensor x = randn({2, 40, 6, 64}).requires_grad_();
-  auto [c, s] = rope_tables(40, 64);
+  Tensor c, s;  // not a structured binding: clang 14's lambdas cannot capture one
+  std::tie(c, s) = rope_tables(40, 64);
   for (bool inter : {false, true}) {
     auto f = [&](const TensorList& in) { return rope(in[0].transpose(1, 2), c, s, inter); };
     Tensor out = f({x});
