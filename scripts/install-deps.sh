@@ -18,7 +18,7 @@ PACKAGES=(
   libsqlite3-dev                        # tessera studio's database
   chromium fonts-wqy-microhei           # tessera studio's end-to-end tests (headless, playwright-core; CJK glyphs)
   libopenmpi-dev openmpi-bin            # dist: ProcessGroupMPI and the mpirun test suite
-  clang libclang-rt-dev libomp-dev      # make fuzz: clang, libFuzzer + sanitizer runtimes, OpenMP
+  clang libclang-rt-dev libomp-dev      # the debug build (tests + fuzz): clang, sanitizer + libFuzzer runtimes, OpenMP
 )
 
 missing=()
