@@ -226,11 +226,7 @@ Command add_serve_command(CLI::App& app) {
             if (sc.model_names.empty())
               sc.model_names = {std::filesystem::path(loaded.source).stem().string()};
             sc.max_body_bytes = o->max_body_bytes;
-            const std::filesystem::path source(loaded.source);
-            sc.chat_template =
-                serve::load_chat_template(o->chat_template, std::filesystem::is_directory(source)
-                                                                ? source.string()
-                                                                : source.parent_path().string());
+            sc.chat_template = serve::load_chat_template(o->chat_template, loaded.folder());
             sc.max_concurrent_requests = o->max_concurrent;
             sc.tool_call_parser = tool_call_parser;
             sc.reasoning_parser = reasoning_parser;

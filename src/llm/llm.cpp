@@ -123,8 +123,7 @@ LLM::LLM(const LLMConfig& config) {
   tokenizer_ = config.tokenizer_object
                    ? config.tokenizer_object
                    : model_tokenizer(loaded_, config.tokenizer, config.data_dir, "LLM");
-  chat_template_ = serve::load_chat_template(
-      config.chat_template, std::filesystem::is_directory(config.model) ? config.model : "");
+  chat_template_ = serve::load_chat_template(config.chat_template, loaded_.folder());
   auto engine = std::make_unique<infer::Engine>(*loaded_.model, config.engine, tokenizer_);
   // The deleter holds the model: the engine reads its weights until it is gone.
   engine_ = std::shared_ptr<infer::AsyncEngine>(

@@ -61,15 +61,18 @@ bool ends_text(const tokenizers::Tokenizer& tokenizer, int32_t id) {
   return std::find(ends.begin(), ends.end(), id) != ends.end();
 }
 
+std::string LoadedModel::folder() const {
+  const fs::path p(source);
+  return fs::is_directory(p) ? source : p.parent_path().string();
+}
+
 LoadedModel load_model(const std::string& path, const infer::LoadOptions& options) {
   infer::LoadedModel files = infer::load_model_with_config(path, options);
   LoadedModel loaded;
   loaded.model = std::move(files.model);
   loaded.spec = model_spec(*loaded.model);
   loaded.source = std::move(files.source);
-  const fs::path source(loaded.source);
-  loaded.generation =
-      infer::read_generation_config(fs::is_directory(source) ? source : source.parent_path());
+  loaded.generation = infer::read_generation_config(loaded.folder());
   if (files.config.empty()) {
     // A .bin: llm.c's GPT-2 uses the GPT-2 vocabulary; llama2.c files name no tokenizer.
     if (loaded.spec.arch == "gpt2") loaded.tokenizer = TokenizerRef{"gpt2", "", ""};

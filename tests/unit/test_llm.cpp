@@ -74,7 +74,7 @@ TEST(LLMChatTemplate, PlainTemplateAndRoles) {
 TEST(LLMChatTemplate, TheModelFoldersTemplateMakesThePromptAsTheServers) {
   TESSERA_SHARED_DATA_OR_SKIP(tokenizer, "stories260K_idtok.bin");
   testing::TempDir dir;
-  testing::save_hf_llama(dir.path, 512);
+  const std::string weights = testing::save_hf_llama(dir.path, 512);
   std::ofstream(dir.file("tokenizer_config.json")) << R"({"bos_token": "<s>", "chat_template":
       "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}[assistant]{% if brief %} briefly{% endif %}{% endif %}"})";
   LLMConfig config;
@@ -100,6 +100,10 @@ TEST(LLMChatTemplate, TheModelFoldersTemplateMakesThePromptAsTheServers) {
   EXPECT_TESSERA_ERROR(llm.encode_chat(R"({"messages": []})"), ValueError,
                        "[LLM.chat] 'messages' must be a non-empty array");
   EXPECT_TESSERA_ERROR(llm.encode_chat("[]"), ValueError, "[LLM.chat] expected a JSON object");
+
+  // Given the weights file, the template is still its folder's, as `tessera serve` finds it.
+  config.model = weights;
+  EXPECT_EQ(LLM(config).encode_chat("{" + user + "}"), with_bos("[user] A cat\n[assistant]"));
 }
 
 TEST(LLMStream, CloseEndsCallbacksAndFreesBlocksAndGenerateEqualsTheStream) {

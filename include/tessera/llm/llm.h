@@ -41,7 +41,8 @@ struct LLMConfig {
   // JSON merged into the model's config before it is built (infer::LoadOptions).
   std::string config_overrides;
   // The chat template of chat(): a Jinja file or a tokenizer_config.json (`serve
-  // --chat-template`); "": the model folder's tokenizer_config.json, else the plain template.
+  // --chat-template`); "": the model folder's tokenizer_config.json (LoadedModel::folder, as
+  // the server's), else the plain template.
   std::string chat_template;
   infer::EngineConfig engine;
 };

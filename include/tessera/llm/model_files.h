@@ -69,6 +69,10 @@ struct LoadedModel {
   std::string source;                     // the file or folder the weights came from
   // The model folder's generation_config.json (empty when it has none).
   infer::GenerationConfig generation;
+
+  // The folder of the model's side files (generation_config.json, tokenizer_config.json):
+  // source when it is a folder, else the folder holding the file.
+  std::string folder() const;
 };
 
 // Loads a model from any of the forms listed above (a run folder: its newest checkpoint).
